@@ -1,0 +1,18 @@
+"""Error types raised on bad input.
+
+Every error glassformer raises for bad input is a `ValueError` subclass (or `FileNotFoundError`)
+whose message names the argument, what was expected and what arrived. The CLI prints the message
+on one line and exits with code 2; library users can catch `GlassformerError`.
+"""
+
+
+class GlassformerError(ValueError):
+    """Bad input: a wrong shape, dtype, id, file or setting. The message says which and why."""
+
+
+class ShapeError(GlassformerError):
+    """An array has the wrong shape; the message uses the legend letters (B, T, C, ...)."""
+
+
+class CheckpointError(GlassformerError):
+    """A checkpoint or weights file is missing, truncated, corrupt or does not match the model."""

@@ -1,0 +1,55 @@
+"""Gradcheck cases for the attention op: plain, causal, padding mask, S != T, fully masked row, GQA."""
+from __future__ import annotations
+
+import numpy as np
+
+from glassformer.gradcheck.core import GradcheckCase
+from glassformer.ops.attention import attention_backward, attention_forward
+
+
+def _qkv(rng, lead_q=(2, 2), lead_kv=None, t=3, s=3, d=4, dv=3):
+    lead_kv = lead_q if lead_kv is None else lead_kv
+    return {
+        "q": rng.standard_normal(lead_q + (t, d)),
+        "k": rng.standard_normal(lead_kv + (s, d)),
+        "v": rng.standard_normal(lead_kv + (s, dv)),
+    }
+
+
+def _case(mode, make, *, causal=False):
+    def forward(inp):
+        return attention_forward(inp["q"], inp["k"], inp["v"], mask=inp.get("mask"),
+                                 causal=causal)
+
+    def backward(dout, ctx):
+        dq, dk, dv = attention_backward(dout, ctx)
+        return {"q": dq, "k": dk, "v": dv}
+
+    return GradcheckCase("attention", mode, make, forward, backward)
+
+
+def _padding(rng):
+    inputs = _qkv(rng, t=4, s=4)
+    lengths = np.array([4, 2])                              # batch item 1 has 2 real keys
+    mask = np.arange(4)[None, :] < lengths[:, None]         # (B, S)
+    inputs["mask"] = mask[:, None, None, :]                 # (B, 1, 1, S): broadcast over H, T
+    return inputs
+
+
+def _fully_masked(rng):
+    inputs = _qkv(rng)
+    mask = np.ones((3, 3), dtype=bool)
+    mask[1] = False                                          # query 1 may see nothing
+    inputs["mask"] = mask
+    return inputs
+
+
+CASES = [
+    _case("plain", _qkv),
+    _case("causal", _qkv, causal=True),
+    _case("padding", _padding),
+    _case("cross", lambda rng: _qkv(rng, t=2, s=5)),
+    _case("causal-cached", lambda rng: _qkv(rng, t=2, s=5), causal=True),
+    _case("fully-masked-row", _fully_masked),
+    _case("gqa-broadcast", lambda rng: _qkv(rng, lead_q=(1, 2, 3), lead_kv=(1, 2, 1))),
+]

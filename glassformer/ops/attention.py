@@ -1,0 +1,163 @@
+"""Scaled dot-product attention (Vaswani et al. 2017, eq. 1), forward and backward.
+
+    scores  = Q K^T * scale                    (..., T, D) @ (..., D, S) -> (..., T, S)
+    weights = softmax(scores) over keys, masked entries exactly 0
+    out     = weights V                        (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+
+Masks follow torch's `scaled_dot_product_attention`: a boolean `mask`, True where query i may
+attend to key j. `causal=True` adds the decoder rule "key j <= query i". When S > T (the queries are
+the newest T of S positions, as with a KV cache) the causal rule is aligned to the end:
+
+    T=2, S=4      key:  0 1 2 3
+    query 0 (pos 2)     1 1 1 0
+    query 1 (pos 3)     1 1 1 1
+
+A query with no allowed key outputs zeros and gets zero gradients (torch returns NaN there).
+Leading dims of k and v may be 1 where q's are larger: grouped-query attention uses this to share
+one K/V head across several query heads by broadcasting, with no copy; backward sums them back.
+
+Backward, written out in docs/derivations/attention.md:
+
+    dV       = weights^T dout
+    dweights = dout V^T
+    dscores  = softmax backward of dweights = weights * (dweights - rowsum(dweights * weights))
+    dQ       = dscores K * scale
+    dK       = dscores^T Q * scale
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError, ShapeError
+from glassformer.ops._check import check_float, check_same_dtype, check_shape
+from glassformer.ops._shapes import sum_to_shape
+from glassformer.ops.softmax import SoftmaxCtx, softmax_backward, softmax_forward
+
+
+class AttentionCtx(NamedTuple):
+    """Saved by the forward.
+
+    q, k, v:  the inputs, needed for dK, dQ and dweights (cheaper to keep than to recompute).
+    scale:    the score scale (a Python float, so float32 stays float32).
+    allowed:  the combined boolean mask, (T, S) or broadcastable to (..., T, S), or None.
+              Backward does not read it (weights are already 0 where it is False); it is kept so
+              `explain` can show what each query could see.
+    softmax:  the softmax ctx, holding the attention weights (..., T, S).
+    """
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scale: float
+    allowed: np.ndarray | None
+    softmax: SoftmaxCtx
+
+
+class AttentionGrads(NamedTuple):
+    """Every gradient of the backward pass, by name; `attention_backward` returns the last three."""
+    dweights: np.ndarray   # (..., T, S)
+    dscores: np.ndarray    # (..., T, S)
+    dq: np.ndarray         # (..., T, D)
+    dk: np.ndarray         # (..., S, D)
+    dv: np.ndarray         # (..., S, Dv)
+
+
+def causal_mask(t: int, s: int) -> np.ndarray:
+    """(T, S) boolean mask, True where key j <= query i + (S - T) (end-aligned for S > T).
+
+    >>> causal_mask(3, 3).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    """
+    query_pos = np.arange(t)[:, None] + (s - t)  # (T, 1): absolute position of each query
+    key_pos = np.arange(s)[None, :]              # (1, S)
+    return key_pos <= query_pos                  # (T, 1) vs (1, S) -> (T, S)
+
+
+def combine_masks(mask: np.ndarray | None, causal: bool, t: int, s: int) -> np.ndarray | None:
+    """AND together the user mask and the causal rule; None means everything is allowed."""
+    if not causal:
+        return mask
+    rule = causal_mask(t, s)
+    return rule if mask is None else np.logical_and(mask, rule)
+
+
+def attention_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """Raw scaled scores Q K^T * scale: (..., T, D) @ (..., D, S) -> (..., T, S)."""
+    return (q @ np.swapaxes(k, -1, -2)) * scale
+
+
+def _check_inputs(q, k, v, mask) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_float(name, x)
+    check_same_dtype(q=q, k=k, v=v)
+    sizes: dict = {}
+    check_shape("q", q, ("...", "T", "D"), sizes)
+    check_shape("k", k, ("...", "S", "D"), {"D": sizes["D"]})
+    check_shape("v", v, ("...", "S", "Dv"), {"S": k.shape[-2]})
+    if k.shape[:-2] != v.shape[:-2]:
+        raise ShapeError(f"expected k and v to share leading dims, got k {k.shape} and v {v.shape}")
+    lead_q, lead_k = q.shape[:-2], k.shape[:-2]
+    broadcastable = len(lead_q) == len(lead_k) and all(
+        nk in (nq, 1) for nq, nk in zip(lead_q, lead_k))
+    if not broadcastable:
+        raise ShapeError(
+            f"expected k and v leading dims to equal q's {lead_q} (or be 1 to share a head), "
+            f"got q {q.shape} and k {k.shape}")
+    if mask is None:
+        return
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+        kind = mask.dtype if isinstance(mask, np.ndarray) else type(mask).__name__
+        raise GlassformerError(
+            f"expected mask to be a boolean array (True = may attend), got {kind}")
+    target = lead_q + (q.shape[-2], k.shape[-2])
+    try:
+        np.broadcast_shapes(mask.shape, target)
+    except ValueError:
+        raise ShapeError(f"expected mask broadcastable to (..., T, S) = {target}, "
+                         f"got {mask.shape}") from None
+
+
+def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
+                      mask: np.ndarray | None = None, causal: bool = False,
+                      scale: float | None = None) -> tuple[np.ndarray, AttentionCtx]:
+    """softmax(Q K^T * scale, masked) V.
+
+    q (..., T, D), k (..., S, D), v (..., S, Dv) -> out (..., T, Dv). Default scale 1/sqrt(D).
+
+    >>> q = k = v = np.eye(2)[None]
+    >>> out, ctx = attention_forward(q, k, v, causal=True)
+    >>> ctx.softmax.probs[0, 0].tolist()
+    [1.0, 0.0]
+    """
+    _check_inputs(q, k, v, mask)
+    t, s = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    allowed = combine_masks(mask, causal, t, s)
+    scores = attention_scores(q, k, scale)                    # (..., T, S)
+    weights, softmax_ctx = softmax_forward(scores, mask=allowed)
+    out = weights @ v                         # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx)
+    return out, ctx
+
+
+def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGrads:
+    """The whole backward pass, keeping each named intermediate gradient (used by `explain`)."""
+    weights = ctx.softmax.probs
+    dv = np.swapaxes(weights, -1, -2) @ dout   # (..., S, T) @ (..., T, Dv) -> (..., S, Dv)
+    dweights = dout @ np.swapaxes(ctx.v, -1, -2)  # (..., T, Dv) @ (..., Dv, S) -> (..., T, S)
+    dscores = softmax_backward(dweights, ctx.softmax)           # (..., T, S)
+    dq = (dscores @ ctx.k) * ctx.scale         # (..., T, S) @ (..., S, D) -> (..., T, D)
+    dk = (np.swapaxes(dscores, -1, -2) @ ctx.q) * ctx.scale  # (..., S, T) @ (..., T, D) -> (..., S, D)
+    # GQA: a K/V head shared by several query heads collects the gradient of every one of them.
+    dk = sum_to_shape(dk, ctx.k.shape)
+    dv = sum_to_shape(dv, ctx.v.shape)
+    return AttentionGrads(dweights=dweights, dscores=dscores, dq=dq, dk=dk, dv=dv)
+
+
+def attention_backward(dout: np.ndarray, ctx: AttentionCtx
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (dq, dk, dv), shaped like the forward's q, k, v."""
+    grads = attention_backward_steps(dout, ctx)
+    return grads.dq, grads.dk, grads.dv

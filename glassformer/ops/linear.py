@@ -1,0 +1,63 @@
+"""Linear (fully connected) layer: y = x W + b.
+
+Weights are stored (in, out), the layout of the math above; checkpoint layouts that store
+(out, in), as torch's nn.Linear does, are transposed once on load in `io/hf_names.py`.
+
+Backward, for x of shape (..., C_in):
+
+    dx = dy W^T            (..., C_out) @ (C_out, C_in) -> (..., C_in)
+    dW = x^T dy            summed over every leading position: (C_in, C_out)
+    db = sum of dy         over every leading position: (C_out,)
+
+Matches `torch.nn.functional.linear(x, W.T, b)`.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.ops._check import check_float, check_same_dtype, check_shape
+
+
+class LinearCtx(NamedTuple):
+    """Saved for backward: the input (for dW) and the weight (for dx); `has_bias` for db."""
+    x: np.ndarray
+    w: np.ndarray
+    has_bias: bool
+
+
+def linear_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, LinearCtx]:
+    """y = x @ w (+ b). x (..., C_in), w (C_in, C_out), b (C_out,) -> y (..., C_out).
+
+    >>> y, _ = linear_forward(np.ones((2, 3)), np.ones((3, 4)))
+    >>> y.shape
+    (2, 4)
+    """
+    check_float("x", x)
+    check_float("w", w)
+    sizes: dict = {}
+    check_shape("w", w, ("C_in", "C_out"), sizes)
+    check_shape("x", x, ("...", "C_in"), sizes)
+    if b is not None:
+        check_float("b", b)
+        check_shape("b", b, ("C_out",), sizes)
+    check_same_dtype(x=x, w=w, b=b)
+    y = x @ w  # (..., C_in) @ (C_in, C_out) -> (..., C_out)
+    if b is not None:
+        y = y + b
+    return y, LinearCtx(x=x, w=w, has_bias=b is not None)
+
+
+def linear_backward(dy: np.ndarray, ctx: LinearCtx
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Returns (dx, dw, db); db is None when the forward had no bias."""
+    c_in, c_out = ctx.w.shape
+    dx = dy @ ctx.w.T  # (..., C_out) @ (C_out, C_in) -> (..., C_in)
+    # Flatten every leading position into one axis so dW is a single matmul.
+    x_rows = ctx.x.reshape(-1, c_in)    # (..., C_in) -> (N, C_in)
+    dy_rows = dy.reshape(-1, c_out)     # (..., C_out) -> (N, C_out)
+    dw = x_rows.T @ dy_rows             # (C_in, N) @ (N, C_out) -> (C_in, C_out)
+    db = dy_rows.sum(axis=0) if ctx.has_bias else None
+    return dx, dw, db
