@@ -25,6 +25,13 @@ class SoftmaxCtx(NamedTuple):
     probs: np.ndarray   # same shape as x; exact zeros where masked
 
 
+def masked_logits(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Set entries where `mask` is False to -inf (so they get exactly zero probability)."""
+    if mask is None:
+        return x
+    return np.where(mask, x, -np.inf)
+
+
 def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
                     ) -> tuple[np.ndarray, SoftmaxCtx]:
     """Softmax of `x` over its last axis; `mask` (bool, broadcastable to x) keeps True entries.
@@ -35,8 +42,7 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     >>> p.tolist()
     [0.5, 0.5]
     """
-    if mask is not None:
-        x = np.where(mask, x, -np.inf)  # masked logits can never win any weight
+    x = masked_logits(x, mask)  # masked logits can never win any weight
     row_max = x.max(axis=-1, keepdims=True)
     # note: a fully masked row has max -inf; shifting by 0 instead avoids (-inf) - (-inf) = NaN.
     row_max = np.where(np.isfinite(row_max), row_max, 0.0)

@@ -1,0 +1,42 @@
+"""The command line: entry points, gradcheck output, one-line errors with exit code 2."""
+import json
+import subprocess
+import sys
+
+from glassformer.cli import main
+
+
+def test_python_dash_m_runs_the_walkthrough():
+    done = subprocess.run([sys.executable, "-m", "glassformer", "attention", "--lang", "en"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "weights" in done.stdout
+
+
+def test_gradcheck_json_lists_every_attention_mode(capsys):
+    assert main(["gradcheck", "attention", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    modes = {row["mode"] for row in rows}
+    assert {"plain", "causal", "padding", "cross", "fully-masked-row"} <= modes
+    for row in rows:
+        assert set(row) == {"name", "mode", "max_rel_err", "ok"}
+        assert row["ok"] and row["max_rel_err"] < 1e-6
+
+
+def test_gradcheck_fails_loudly_when_tolerance_is_impossible(capsys):
+    assert main(["gradcheck", "attention", "--tolerance", "0"]) == 1
+    assert "NO" in capsys.readouterr().out
+
+
+def test_unknown_gradcheck_name_is_a_one_line_error(capsys):
+    assert main(["gradcheck", "no_such_op"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown op or block no_such_op" in err
+
+
+def test_bad_size_is_a_one_line_error_not_a_traceback():
+    done = subprocess.run([sys.executable, "-m", "glassformer", "attention", "--seq", "0"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "--seq must be at least 1" in done.stderr
