@@ -1,0 +1,100 @@
+"""The interface every glassformer tokenizer shares, and three helpers they all use.
+
+A tokenizer turns text into a list of integer ids and back:
+
+    ids = tok.encode("To be, or not")     # list[int], every id in range(tok.vocab_size)
+    tok.decode(ids) == "To be, or not"      # for char and byte-level BPE, exactly
+
+Special tokens (`<|endoftext|>`, `[CLS]`, ...) are strings that stand for one reserved id each;
+`special_tokens` maps the string to its id. `save(path)` writes the tokenizer into a folder (or a
+`.json` file) and `load(path)` reads it back identically.
+
+The helpers: `check_ids` (decode's range check), `split_on_specials` (cut text around special
+tokens before the ordinary tokenizer sees it) and `json_path` (folder or file -> tokenizer.json).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Iterable
+
+import regex
+
+from glassformer.errors import GlassformerError
+
+TOKENIZER_JSON = "tokenizer.json"   # the file name Hugging Face and glassformer both use
+
+
+class Tokenizer(ABC):
+    """encode/decode between text and ids, plus vocabulary size, special tokens and save/load."""
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int:
+        """Number of ids: every id encode returns is in range(vocab_size)."""
+
+    @property
+    @abstractmethod
+    def special_tokens(self) -> dict[str, int]:
+        """Special token string -> its id (a fresh dict; empty when there are none)."""
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids. Raises GlassformerError for text the vocabulary cannot represent."""
+
+    @abstractmethod
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text. Raises GlassformerError naming the first id outside range(vocab_size)."""
+
+    @abstractmethod
+    def id_to_piece(self, token_id: int) -> str:
+        """The vocabulary's own spelling of one id (`Ġthe` for GPT-2, `##ing` for BERT)."""
+
+    @abstractmethod
+    def save(self, path: str | Path) -> Path:
+        """Write the tokenizer under `path` (a folder, or a .json file); returns the main file."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        """Read back what `save` wrote."""
+
+
+def check_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """`ids` as a list of Python ints, or GlassformerError naming the first one out of range.
+
+    note: Python lists accept negative indices, so an unchecked id of -1 would silently decode as
+    the last token; decode must reject it instead.
+    """
+    id_list = [int(token_id) for token_id in ids]
+    for position, token_id in enumerate(id_list):
+        if not 0 <= token_id < vocab_size:
+            raise GlassformerError(
+                f"id {token_id} at position {position} is outside the vocabulary "
+                f"(valid ids are 0..{vocab_size - 1})")
+    return id_list
+
+
+def split_on_specials(text: str, special_tokens: Iterable[str]) -> list[tuple[str, bool]]:
+    """Cut `text` into (chunk, is_special) pieces, in order, around exact special-token matches.
+
+    Longer specials are tried first, so `<|im_start|>` wins over a hypothetical `<|im`.
+    Empty chunks are dropped. With no special tokens the text comes back as one chunk.
+
+    >>> split_on_specials("a<|endoftext|>b", ["<|endoftext|>"])
+    [('a', False), ('<|endoftext|>', True), ('b', False)]
+    """
+    specials = sorted(special_tokens, key=len, reverse=True)
+    if not specials:
+        return [(text, False)] if text else []
+    alternation = "|".join(regex.escape(token) for token in specials)
+    # A capturing group makes regex.split keep the separators: even items are plain text,
+    # odd items are the special tokens themselves.
+    parts = regex.split(f"({alternation})", text)
+    return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
+
+
+def json_path(path: str | Path) -> Path:
+    """`path` itself when it names a .json file, else `path/tokenizer.json` (a folder)."""
+    path = Path(path)
+    return path if path.suffix == ".json" else path / TOKENIZER_JSON

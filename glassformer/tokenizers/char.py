@@ -1,0 +1,117 @@
+"""Character tokenizer: one id per distinct character of a corpus (char-rnn, nanoGPT's shakespeare_char).
+
+The vocabulary is the sorted set of characters in the training text, so Tiny Shakespeare gives 65
+ids ('\\n' = 0, ' ' = 1, ...). Optional special tokens (say `<|endoftext|>`) take the ids after
+the characters and are matched whole in the text before it is split into characters.
+
+    tok = CharTokenizer.from_text("hello")   # chars 'e' 'h' 'l' 'o' -> ids 0 1 2 3
+    tok.encode("hole")                      # [1, 3, 2, 0]
+
+There is no unknown-character id: a character outside the vocabulary is an error that names it and
+its position, because silently dropping or replacing it would corrupt a training set.
+
+Saved as one JSON file, `tokenizer.json`: {"type": "char", "chars": [...], "special_tokens": {...}}.
+"""
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+from typing import Iterable
+
+from glassformer.errors import GlassformerError
+from glassformer.tokenizers.base import Tokenizer, check_ids, json_path, split_on_specials
+
+LAYOUT_TYPE = "char"   # the "type" field that marks a glassformer char tokenizer.json
+
+
+def describe_char(ch: str) -> str:
+    """A character as a reader can see it, even when it is invisible: `'\\t' (U+0009 ...)`."""
+    name = unicodedata.name(ch, "unnamed")
+    return f"{ch!r} (U+{ord(ch):04X} {name})"
+
+
+class CharTokenizer(Tokenizer):
+    """Maps each character of a fixed alphabet to its index in that alphabet."""
+
+    def __init__(self, chars: Iterable[str], special_tokens: Iterable[str] = ()):
+        self.chars = list(chars)  # id -> character
+        for ch in self.chars:
+            if len(ch) != 1:
+                raise GlassformerError(f"char vocabulary entries must be single characters, got {ch!r}")
+        if len(set(self.chars)) != len(self.chars):
+            raise GlassformerError("char vocabulary has a repeated character")
+        self.char_to_id = {ch: index for index, ch in enumerate(self.chars)}
+        # Special tokens come after the characters: ids len(chars), len(chars) + 1, ...
+        self.specials = {token: len(self.chars) + k for k, token in enumerate(special_tokens)}
+        self.id_to_text = self.chars + list(self.specials)
+
+    @classmethod
+    def from_text(cls, text: str, special_tokens: Iterable[str] = ()) -> "CharTokenizer":
+        """The tokenizer whose vocabulary is every distinct character of `text`, sorted."""
+        if not text:
+            raise GlassformerError("cannot build a char tokenizer from empty text")
+        return cls(sorted(set(text)), special_tokens)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.id_to_text)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self.specials)
+
+    def encode(self, text: str) -> list[int]:
+        """One id per character (special tokens matched whole first)."""
+        ids: list[int] = []
+        offset = 0  # where the current chunk starts in `text`, for error messages
+        for chunk, is_special in split_on_specials(text, self.specials):
+            if is_special:
+                ids.append(self.specials[chunk])
+            else:
+                ids.extend(self._encode_chars(chunk, offset))
+            offset += len(chunk)
+        return ids
+
+    def _encode_chars(self, chunk: str, offset: int) -> list[int]:
+        try:
+            return [self.char_to_id[ch] for ch in chunk]
+        except KeyError:
+            # The fast path failed; find the first unknown character to report it precisely.
+            position = next(i for i, ch in enumerate(chunk) if ch not in self.char_to_id)
+            raise GlassformerError(
+                f"character {describe_char(chunk[position])} at position {offset + position} "
+                f"is not in the vocabulary of {len(self.chars)} characters") from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return "".join(self.id_to_text[token_id] for token_id in check_ids(ids, self.vocab_size))
+
+    def id_to_piece(self, token_id: int) -> str:
+        return self.id_to_text[check_ids([token_id], self.vocab_size)[0]]
+
+    def save(self, path: str | Path) -> Path:
+        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if .json."""
+        target = json_path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        layout = {"type": LAYOUT_TYPE, "chars": self.chars, "special_tokens": list(self.specials)}
+        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CharTokenizer":
+        source = json_path(path)
+        if not source.is_file():
+            raise GlassformerError(f"no char tokenizer at {source}: file not found")
+        layout = json.loads(source.read_text(encoding="utf-8"))
+        return cls.from_layout(layout, source)
+
+    @classmethod
+    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "CharTokenizer":
+        """Build from the parsed JSON layout; `source` only names the file in errors."""
+        if not isinstance(layout, dict) or layout.get("type") != LAYOUT_TYPE:
+            found = layout.get("type") if isinstance(layout, dict) else type(layout).__name__
+            raise GlassformerError(f"{source} is not a char tokenizer: expected "
+                                   f'{{"type": "{LAYOUT_TYPE}", ...}}, found type {found!r}')
+        if not isinstance(layout.get("chars"), list):
+            raise GlassformerError(f"{source}: char tokenizer layout has no \"chars\" list")
+        return cls(layout["chars"], layout.get("special_tokens", []))
