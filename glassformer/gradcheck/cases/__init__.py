@@ -4,12 +4,14 @@ To add an op: write `cases/<op>.py` with a `CASES` list of `GradcheckCase`, then
 """
 from __future__ import annotations
 
+from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import rms_norm
+from glassformer.gradcheck.cases import swiglu
 
 _MODULES = [
     attention,
@@ -18,6 +20,8 @@ _MODULES = [
     embedding,
     layer_norm,
     rms_norm,
+    activation,
+    swiglu,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]

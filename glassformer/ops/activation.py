@@ -1,0 +1,150 @@
+"""Elementwise activations, forward and backward: GELU (exact and tanh), ReLU, SiLU.
+
+Every op here maps (...) -> (...) elementwise, so each backward is dout times the local slope.
+GELU and SiLU both have the form out = x * g(x) for a smooth gate g, with slope g + x g'(x):
+
+    gelu, approximate="none"   g = Phi(x) = (1 + erf(x / sqrt 2)) / 2     g' = phi(x) = exp(-x^2/2) / sqrt(2 pi)
+    gelu, approximate="tanh"   g = (1 + tanh(u)) / 2 = sigmoid(2u),  u = sqrt(2/pi) (x + 0.044715 x^3)
+                               g' = (1 - tanh(u)^2) / 2 * du/dx = 2 g (1 - g) * du/dx
+    silu (a.k.a. swish-1)      g = sigmoid(x)                          g' = g (1 - g)
+    relu                       out = max(x, 0)                          slope 1 where x > 0, else 0
+
+References matched: `torch.nn.functional.gelu(x, approximate="none" | "tanh")`, `relu`, `silu`.
+GELU is Hendrycks & Gimpel (2016); "tanh" is their fast approximation, which GPT-2 uses (HF calls it
+`gelu_new`), and BERT uses the exact form. ReLU's slope at exactly 0 is taken as 0, as torch does.
+
+What ctx keeps: GELU and SiLU keep x and the gate g (same shape and dtype as x). g is the costly
+part to recompute (erfc, tanh or exp), while phi(x) or du/dx is one cheap expression of x.
+ReLU keeps only the boolean mask x > 0 (one byte per element instead of four or eight).
+
+Precision: erf is evaluated in float64 (ops/_erf.py) and the gate is cast back to x's dtype, so
+float32 in gives float32 out and float32 gradients. Derivations: docs/derivations/activation.md.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.ops._check import check_float
+from glassformer.ops._erf import erfc
+
+_GELU_MODES = ("none", "tanh")
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_CUBIC = 0.044715        # the tanh approximation's cubic coefficient, as in the GELU paper and GPT-2
+
+
+class GeluCtx(NamedTuple):
+    """Saved by `gelu_forward`.
+
+    x:            the input, for the x * g'(x) term of the slope.
+    gate:         g(x) as defined in the module docstring (Phi(x), or (1 + tanh u) / 2), x's dtype.
+    approximate:  "none" or "tanh", so backward uses the matching g'.
+    """
+    x: np.ndarray
+    gate: np.ndarray
+    approximate: str
+
+
+class ReluCtx(NamedTuple):
+    """Saved by `relu_forward`: where the input was positive (the only places gradient flows)."""
+    positive: np.ndarray    # bool, x's shape
+
+
+class SiluCtx(NamedTuple):
+    """Saved by `silu_forward`: the input and its sigmoid (so backward needs no second exp)."""
+    x: np.ndarray
+    sigmoid: np.ndarray     # x's shape and dtype
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|."""
+    small = np.exp(-np.abs(x))                        # in (0, 1], never overflows
+    return np.where(x >= 0.0, 1.0 / (1.0 + small), small / (1.0 + small))
+
+
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    """Phi(x) = erfc(-x / sqrt 2) / 2, in x's dtype.
+
+    note: erfc keeps relative accuracy in the left tail, where the textbook (1 + erf) / 2 cancels
+    to 0 (Phi(-10) ~ 7.6e-24 survives here); the two agree everywhere else.
+    """
+    cdf = 0.5 * erfc(-x * _INV_SQRT2)                  # float64 inside erfc
+    return cdf.astype(x.dtype, copy=False)
+
+
+def _tanh_u_slope(x: np.ndarray) -> np.ndarray:
+    """du/dx for u = sqrt(2/pi) (x + 0.044715 x^3)."""
+    return _SQRT_2_OVER_PI * (1.0 + (3.0 * _CUBIC) * (x * x))
+
+
+def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarray, GeluCtx]:
+    """GELU(x) = x * Phi(x), or GPT-2's tanh approximation. (...) -> (...), x's dtype.
+
+    >>> out, ctx = gelu_forward(np.array([-1.0, 0.0, 1.0]))
+    >>> np.round(out, 6).tolist()
+    [-0.158655, 0.0, 0.841345]
+    """
+    check_float("x", x)
+    if approximate not in _GELU_MODES:
+        raise GlassformerError(f"expected approximate to be 'none' or 'tanh', got {approximate!r}")
+    if approximate == "none":
+        gate = _normal_cdf(x)
+    else:
+        u = _SQRT_2_OVER_PI * (x + _CUBIC * (x * x * x))
+        # (1 + tanh u) / 2 = sigmoid(2u) exactly; the sigmoid form avoids the cancellation of
+        # 1 + tanh u when tanh u ~ -1 (x < -3), where float32 would keep no correct digit of g.
+        gate = _sigmoid(2.0 * u)
+    out = x * gate
+    return out, GeluCtx(x=x, gate=gate, approximate=approximate)
+
+
+def gelu_backward(dout: np.ndarray, ctx: GeluCtx) -> np.ndarray:
+    """dx = dout * (g + x g'(x)), g' from the module docstring. (...) -> (...)."""
+    x, gate = ctx.x, ctx.gate
+    if ctx.approximate == "none":
+        gate_slope = _INV_SQRT_2PI * np.exp(-0.5 * (x * x))   # phi(x), the normal density
+    else:
+        # 1 - tanh(u)^2 = 4 g (1 - g): no need to keep tanh(u) itself.
+        gate_slope = 2.0 * gate * (1.0 - gate) * _tanh_u_slope(x)
+    return dout * (gate + x * gate_slope)
+
+
+def relu_forward(x: np.ndarray) -> tuple[np.ndarray, ReluCtx]:
+    """max(x, 0). (...) -> (...), x's dtype.
+
+    >>> out, ctx = relu_forward(np.array([-2.0, 0.0, 3.0]))
+    >>> out.tolist(), ctx.positive.tolist()
+    ([0.0, 0.0, 3.0], [False, False, True])
+    """
+    check_float("x", x)
+    positive = x > 0.0
+    out = np.where(positive, x, 0.0)          # a Python 0.0 keeps float32 float32 (NumPy 2)
+    return out, ReluCtx(positive=positive)
+
+
+def relu_backward(dout: np.ndarray, ctx: ReluCtx) -> np.ndarray:
+    """dx = dout where x > 0, else 0 (also at x == 0, as torch). (...) -> (...)."""
+    return np.where(ctx.positive, dout, 0.0)
+
+
+def silu_forward(x: np.ndarray) -> tuple[np.ndarray, SiluCtx]:
+    """SiLU(x) = x * sigmoid(x) (swish with beta = 1). (...) -> (...), x's dtype.
+
+    >>> out, _ = silu_forward(np.array([0.0, 1.0]))
+    >>> np.round(out, 6).tolist()
+    [0.0, 0.731059]
+    """
+    check_float("x", x)
+    sigmoid = _sigmoid(x)
+    return x * sigmoid, SiluCtx(x=x, sigmoid=sigmoid)
+
+
+def silu_backward(dout: np.ndarray, ctx: SiluCtx) -> np.ndarray:
+    """dx = dout * s (1 + x (1 - s)), s = sigmoid(x). (...) -> (...)."""
+    s = ctx.sigmoid
+    return dout * (s * (1.0 + ctx.x * (1.0 - s)))
