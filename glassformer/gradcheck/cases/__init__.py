@@ -11,6 +11,7 @@ from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import rms_norm
+from glassformer.gradcheck.cases import rope
 from glassformer.gradcheck.cases import swiglu
 
 _MODULES = [
@@ -22,6 +23,7 @@ _MODULES = [
     rms_norm,
     activation,
     swiglu,
+    rope,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
