@@ -1,0 +1,245 @@
+"""Byte-level BPE (GPT-2, SmolLM2, tiktoken files): encode with merges by rank, decode bytes.
+
+Encoding one text (Sennrich et al. 2016; byte-level as in GPT-2, Radford et al. 2019):
+
+    1. special tokens (`<|endoftext|>`) are cut out whole and map straight to their ids
+    2. the pre-tokenizer regex cuts the rest into words: "Hello world" -> "Hello", " world"
+    3. each word becomes its UTF-8 bytes, one single-byte token each: " world" -> 6 ids
+    4. repeatedly merge the adjacent pair with the lowest merge rank (learned earliest) until no
+       adjacent pair has a merge: " w o r l d" -> ... -> " world" (one id, 995 in GPT-2)
+
+Decoding concatenates each id's bytes and decodes UTF-8 (invalid bytes become U+FFFD, as in
+tiktoken and HF). Reference matched: tiktoken and HF `tokenizers` BPE, id for id.
+
+Step 4 depends only on the word, so its result is memoised per word in `word_cache`, a dict the
+tokenizer owns and hands explicitly to `encode_words`; it never changes a result, only skips
+repeating work (Tiny Shakespeare has 298k words but 15k distinct ones).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterable
+
+from glassformer.errors import GlassformerError
+from glassformer.tokenizers import hf_json
+from glassformer.tokenizers.base import (TOKENIZER_JSON, Tokenizer, check_ids, json_path,
+                                         split_on_specials)
+from glassformer.tokenizers.bytelevel import (bytes_to_unicode, spell_bytes, unicode_to_bytes,
+                                              unspell)
+from glassformer.tokenizers.pretokenize import PreTokenizer
+
+WORD_CACHE_LIMIT = 100_000  # distinct words memoised before the cache is emptied (bounds memory)
+
+# (left id, right id) -> (rank, id of the merged token); lower rank = learned earlier = merged first
+MergeTable = dict[tuple[int, int], tuple[int, int]]
+
+
+def build_merge_table(vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]]) -> MergeTable:
+    """The merge table of `merges` (rank = position in the list); checks every token exists."""
+    table: MergeTable = {}
+    for rank, (left, right) in enumerate(merges):
+        for part in (left, right, left + right):
+            if part not in vocab:
+                raise GlassformerError(f"merge {rank} ({left!r}, {right!r}) uses {part!r}, "
+                                       "which is not in the vocabulary")
+        # setdefault: if a file lists the same pair twice, its first (lowest) rank wins.
+        table.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
+    return table
+
+
+def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
+    """Merge adjacent pairs of `ids`, lowest rank first, until none of them can merge.
+
+    Each round finds the lowest-ranked pair present, then replaces every occurrence of it, left
+    to right without overlap (for "a a a" and merge (a, a): "aa a"), like tiktoken and HF.
+    """
+    while len(ids) > 1:
+        best: tuple[int, int] | None = None   # (rank, merged id) of the best pair so far
+        best_pair = (-1, -1)
+        for pair in zip(ids, ids[1:]):
+            entry = merge_table.get(pair)
+            if entry is not None and (best is None or entry[0] < best[0]):
+                best, best_pair = entry, pair
+        if best is None:
+            return ids
+        merged: list[int] = []
+        i = 0
+        while i < len(ids):
+            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best_pair:
+                merged.append(best[1])
+                i += 2
+            else:
+                merged.append(ids[i])
+                i += 1
+        ids = merged
+    return ids
+
+
+def encode_words(words: list[str], encode_word: Callable[[str], list[int]],
+                 cache: dict[str, list[int]]) -> list[int]:
+    """Concatenated ids of `words`, looking each word up in `cache` before running encode_word."""
+    if len(cache) > WORD_CACHE_LIMIT:
+        cache.clear()
+    ids: list[int] = []
+    for word in words:
+        word_ids = cache.get(word)
+        if word_ids is None:
+            word_ids = encode_word(word)
+            cache[word] = word_ids
+        ids.extend(word_ids)
+    return ids
+
+
+class BPETokenizer(Tokenizer):
+    """Byte-level BPE from a vocabulary (token bytes -> id) and merges (pairs of token bytes)."""
+
+    def __init__(self, vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]], *,
+                 pretokenizer: PreTokenizer | str = "gpt2",
+                 special_tokens: dict[str, int] | None = None, ignore_merges: bool = False):
+        self.vocab = dict(vocab)
+        self.merges = list(merges)
+        self.pretokenizer = (pretokenizer if isinstance(pretokenizer, PreTokenizer)
+                             else PreTokenizer.named(pretokenizer))
+        self.specials = dict(special_tokens or {})
+        # ignore_merges (LLaMA-3 files): a word that is itself a token skips the merge loop.
+        self.ignore_merges = ignore_merges
+        self.merge_table = build_merge_table(self.vocab, self.merges)
+        # byte value -> id of its single-byte token (None if the vocabulary lacks that byte)
+        self.byte_ids = [self.vocab.get(bytes([byte])) for byte in range(256)]
+        size = 1 + max(list(self.vocab.values()) + list(self.specials.values()))
+        self.id_to_bytes: list[bytes | None] = [None] * size  # None marks an unassigned id
+        for token, token_id in self.vocab.items():
+            self.id_to_bytes[token_id] = token
+        for token, token_id in self.specials.items():
+            self.id_to_bytes[token_id] = token.encode("utf-8")
+        self.word_cache: dict[str, list[int]] = {}  # word -> ids; see the module docstring
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.id_to_bytes)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self.specials)
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> ids, with special tokens in the text recognised (as HF tokenizers does)."""
+        ids: list[int] = []
+        for chunk, is_special in split_on_specials(text, self.specials):
+            ids.extend([self.specials[chunk]] if is_special else self.encode_ordinary(chunk))
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Text -> ids, treating special-token strings as plain text (tiktoken's encode_ordinary)."""
+        return encode_words(self.pretokenizer.split(text), self.encode_word, self.word_cache)
+
+    def encode_word(self, word: str) -> list[int]:
+        """One pre-token -> ids: its bytes as single-byte tokens, then the merge loop."""
+        data = word.encode("utf-8")
+        if self.ignore_merges and data in self.vocab:
+            return [self.vocab[data]]
+        ids = [self.byte_ids[byte] for byte in data]
+        if None in ids:
+            missing = data[ids.index(None)]
+            raise GlassformerError(f"byte 0x{missing:02x} of {word!r} has no token in this vocabulary")
+        return apply_merges(ids, self.merge_table)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text; bytes that are not valid UTF-8 (a cut character) become U+FFFD."""
+        id_list = check_ids(ids, self.vocab_size)
+        pieces = [self.id_to_bytes[token_id] for token_id in id_list]
+        if None in pieces:
+            raise GlassformerError(f"id {id_list[pieces.index(None)]} is not assigned to any token")
+        return b"".join(pieces).decode("utf-8", errors="replace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes one id stands for (a special token's UTF-8 text)."""
+        token_id = check_ids([token_id], self.vocab_size)[0]
+        data = self.id_to_bytes[token_id]
+        if data is None:
+            raise GlassformerError(f"id {token_id} is not assigned to any token")
+        return data
+
+    def id_to_piece(self, token_id: int) -> str:
+        """The vocab.json spelling ('Ġworld'), or the special token's text."""
+        data = self.token_bytes(token_id)
+        if token_id in self.specials.values():
+            return data.decode("utf-8")
+        return spell_bytes(data, bytes_to_unicode())
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def spelled_vocab(self) -> dict[str, int]:
+        """vocab.json contents: spelled token -> id, special tokens included, in id order."""
+        table = bytes_to_unicode()
+        spelled = {spell_bytes(token, table): token_id for token, token_id in self.vocab.items()}
+        spelled.update(self.specials)
+        return dict(sorted(spelled.items(), key=lambda item: item[1]))
+
+    def spelled_merges(self) -> list[tuple[str, str]]:
+        table = bytes_to_unicode()
+        return [(spell_bytes(left, table), spell_bytes(right, table)) for left, right in self.merges]
+
+    def save(self, path: str | Path) -> Path:
+        """Write vocab.json, merges.txt and tokenizer.json into the folder `path`; returns the last.
+
+        vocab.json + merges.txt are GPT-2's layout; tokenizer.json also records the pre-tokenizer
+        and special tokens, and loads in HF `tokenizers` (Tokenizer.from_file).
+        """
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        vocab, merges = self.spelled_vocab(), self.spelled_merges()
+        (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        lines = ["#version: 0.2"] + [f"{left} {right}" for left, right in merges]
+        (folder / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        layout = hf_json.bpe_layout(vocab, merges, self.pretokenizer.pattern,
+                                    self.pretokenizer.split_digits, self.specials)
+        target = folder / TOKENIZER_JSON
+        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BPETokenizer":
+        """Read a folder written by `save` (or any HF byte-level BPE tokenizer.json)."""
+        source = json_path(path)
+        if not source.is_file():
+            raise GlassformerError(f"no BPE tokenizer at {source}: file not found")
+        layout = json.loads(source.read_text(encoding="utf-8"))
+        return cls.from_hf_layout(layout, str(source))
+
+    @classmethod
+    def from_hf_layout(cls, layout: dict, source: str = "<dict>") -> "BPETokenizer":
+        """Build from a parsed HF tokenizer.json layout; `source` only names the file in errors."""
+        vocab, merges, ignore_merges = hf_json.read_bpe_model(layout, source)
+        pattern, split_digits = hf_json.read_byte_level_pretokenizer(layout.get("pre_tokenizer"),
+                                                                     source)
+        return cls.from_spelled(vocab, merges, PreTokenizer.matching(pattern, split_digits),
+                                hf_json.read_added_tokens(layout), ignore_merges, source)
+
+    @classmethod
+    def from_spelled(cls, vocab: dict[str, int], merges: list[tuple[str, str]],
+                     pretokenizer: PreTokenizer | str = "gpt2",
+                     special_tokens: dict[str, int] | None = None, ignore_merges: bool = False,
+                     source: str = "<vocab>") -> "BPETokenizer":
+        """Build from vocab-file spellings ('Ġthe'); special tokens are kept out of the byte vocab."""
+        inverse = unicode_to_bytes()
+        specials = dict(special_tokens or {})
+        byte_vocab: dict[bytes, int] = {}
+        for spelling, token_id in vocab.items():
+            if spelling in specials:
+                continue
+            try:
+                byte_vocab[unspell(spelling, inverse)] = token_id
+            except KeyError:
+                raise GlassformerError(f"{source}: token {spelling!r} (id {token_id}) is not "
+                                       "spelled in the byte-level alphabet") from None
+        byte_merges = []
+        for rank, (left, right) in enumerate(merges):
+            try:
+                byte_merges.append((unspell(left, inverse), unspell(right, inverse)))
+            except KeyError:
+                raise GlassformerError(f"{source}: merge {rank} ({left} {right}) is not spelled "
+                                       "in the byte-level alphabet") from None
+        return cls(byte_vocab, byte_merges, pretokenizer=pretokenizer, special_tokens=specials,
+                   ignore_merges=ignore_merges)
