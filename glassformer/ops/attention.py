@@ -1,6 +1,6 @@
 """Scaled dot-product attention (Vaswani et al. 2017, eq. 1), forward and backward.
 
-    scores  = Q K^T * scale                    (..., T, D) @ (..., D, S) -> (..., T, S)
+    scores  = Q K^T * scale (+ bias)           (..., T, D) @ (..., D, S) -> (..., T, S)
     weights = softmax(scores) over keys, masked entries exactly 0
     out     = weights V                        (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
 
@@ -11,6 +11,10 @@ the newest T of S positions, as with a KV cache) the causal rule is aligned to t
     T=2, S=4      key:  0 1 2 3
     query 0 (pos 2)     1 1 1 0
     query 1 (pos 3)     1 1 1 1
+
+An optional float `bias`, broadcastable to (..., T, S), is added to the scaled scores before the
+mask: ALiBi (ops/position.py: alibi_bias) or another relative-position bias. Such biases are
+constants, so backward returns no gradient for them (d scores flows to Q and K only).
 
 A query with no allowed key outputs zeros and gets zero gradients (torch returns NaN there).
 Leading dims of k and v may be 1 where q's are larger: grouped-query attention uses this to share
@@ -46,6 +50,8 @@ class AttentionCtx(NamedTuple):
               Backward does not read it (weights are already 0 where it is False); it is kept so
               `explain` can show what each query could see.
     softmax:  the softmax ctx, holding the attention weights (..., T, S).
+    bias:     the additive score bias or None. Backward does not read it (a constant); it is kept
+              so `explain` can rebuild the pre-softmax scores.
     """
     q: np.ndarray
     k: np.ndarray
@@ -53,6 +59,7 @@ class AttentionCtx(NamedTuple):
     scale: float
     allowed: np.ndarray | None
     softmax: SoftmaxCtx
+    bias: np.ndarray | None = None
 
 
 class AttentionGrads(NamedTuple):
@@ -119,12 +126,29 @@ def _check_inputs(q, k, v, mask) -> None:
                          f"got {mask.shape}") from None
 
 
+def _check_bias(bias, q, k) -> None:
+    """A float bias of q's dtype (a float64 bias would promote float32 scores), broadcastable to
+    (..., T, S) without enlarging it."""
+    check_float("bias", bias)
+    check_same_dtype(q=q, bias=bias)
+    target = q.shape[:-1] + (k.shape[-2],)
+    try:
+        fits = np.broadcast_shapes(bias.shape, target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"expected bias broadcastable to (..., T, S) = {target}, "
+                         f"got {bias.shape}")
+
+
 def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
                       mask: np.ndarray | None = None, causal: bool = False,
-                      scale: float | None = None) -> tuple[np.ndarray, AttentionCtx]:
-    """softmax(Q K^T * scale, masked) V.
+                      scale: float | None = None, bias: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, AttentionCtx]:
+    """softmax(Q K^T * scale + bias, masked) V.
 
     q (..., T, D), k (..., S, D), v (..., S, Dv) -> out (..., T, Dv). Default scale 1/sqrt(D).
+    bias (e.g. ALiBi's (H, T, S)) broadcasts to (..., T, S); it is a constant, not differentiated.
 
     >>> q = k = v = np.eye(2)[None]
     >>> out, ctx = attention_forward(q, k, v, causal=True)
@@ -132,13 +156,18 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     [1.0, 0.0]
     """
     _check_inputs(q, k, v, mask)
+    if bias is not None:
+        _check_bias(bias, q, k)
     t, s = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     allowed = combine_masks(mask, causal, t, s)
     scores = attention_scores(q, k, scale)                    # (..., T, S)
+    if bias is not None:
+        scores = scores + bias                     # (..., T, S) + broadcast bias -> (..., T, S)
     weights, softmax_ctx = softmax_forward(scores, mask=allowed)
     out = weights @ v                         # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
-    ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx)
+    ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx,
+                       bias=bias)
     return out, ctx
 
 

@@ -1,10 +1,12 @@
-"""Gradcheck cases for the attention op: plain, causal, padding mask, S != T, fully masked row, GQA."""
+"""Gradcheck cases for the attention op: plain, causal, padding mask, S != T, fully masked row, GQA,
+ALiBi bias."""
 from __future__ import annotations
 
 import numpy as np
 
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.attention import attention_backward, attention_forward
+from glassformer.ops.position import alibi_bias
 
 
 def _qkv(rng, lead_q=(2, 2), lead_kv=None, t=3, s=3, d=4, dv=3):
@@ -19,7 +21,7 @@ def _qkv(rng, lead_q=(2, 2), lead_kv=None, t=3, s=3, d=4, dv=3):
 def _case(mode, make, *, causal=False):
     def forward(inp):
         return attention_forward(inp["q"], inp["k"], inp["v"], mask=inp.get("mask"),
-                                 causal=causal)
+                                 causal=causal, bias=inp.get("bias"))
 
     def backward(dout, ctx):
         dq, dk, dv = attention_backward(dout, ctx)
@@ -44,6 +46,12 @@ def _fully_masked(rng):
     return inputs
 
 
+def _alibi(rng):
+    inputs = _qkv(rng, lead_q=(2, 4), t=3, s=5)             # H = 4 heads, 2 cached keys
+    inputs["bias"] = alibi_bias(4, 3, 5, dtype=np.float64)  # (H, T, S), broadcast over B
+    return inputs
+
+
 CASES = [
     _case("plain", _qkv),
     _case("causal", _qkv, causal=True),
@@ -52,4 +60,5 @@ CASES = [
     _case("causal-cached", lambda rng: _qkv(rng, t=2, s=5), causal=True),
     _case("fully-masked-row", _fully_masked),
     _case("gqa-broadcast", lambda rng: _qkv(rng, lead_q=(1, 2, 3), lead_kv=(1, 2, 1))),
+    _case("alibi", _alibi, causal=True),
 ]
