@@ -319,11 +319,11 @@ def _sha256(path: Path) -> str:
 
 
 def _remove_stale(run_dir: Path, *, keep: str) -> None:
-    """Delete every ckpt-* folder but `keep`, and temp files of killed writes of `latest`."""
+    """Delete every ckpt-* folder but `keep`, and temp files of killed atomic writes."""
     for entry in run_dir.iterdir():
         if entry.name.startswith("ckpt-") and entry.name != keep and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
-        elif entry.name.startswith(f".{LATEST}.tmp-"):
+        elif entry.name.startswith((f".{LATEST}.tmp-", f".{LOG_NAME}.tmp-")):
             entry.unlink(missing_ok=True)
 
 
