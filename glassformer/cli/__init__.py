@@ -16,6 +16,7 @@ from glassformer.errors import GlassformerError
 COMMAND_MODULES = [
     "attention",
     "gradcheck",
+    "train",
 ]
 
 

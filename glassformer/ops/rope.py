@@ -89,11 +89,35 @@ def rope_tables(t: int, d: int, *, dtype, theta: float = 10000.0, offset: int = 
         raise GlassformerError(f"expected theta to be a finite number > 0, got {theta!r}")
     if np.dtype(dtype) not in FLOAT_DTYPES:
         raise GlassformerError(f"expected dtype float32 or float64, got {np.dtype(dtype)}")
+    return rope_tables_at(np.arange(offset, offset + t), d, dtype=dtype, theta=theta)
+
+
+def rope_tables_at(positions: np.ndarray, d: int, *, dtype, theta: float = 10000.0
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin tables for explicit integer positions: (T,) -> (T, D), (B, T) -> (B, T, D).
+
+    Per-row positions serve left-padded batches, where each row counts only its real tokens.
+
+    >>> cos, _ = rope_tables_at(np.array([[0, 1], [0, 0]]), 2, dtype=np.float64)
+    >>> cos.shape
+    (2, 2, 2)
+    """
+    positions = np.asarray(positions)
+    if positions.dtype.kind not in "iu" or positions.ndim not in (1, 2) or positions.size == 0:
+        raise GlassformerError(f"expected integer positions of shape (T,) or (B, T), got "
+                               f"{positions.dtype} {positions.shape}")
+    if positions.min() < 0:
+        raise GlassformerError(f"positions must be >= 0, got {int(positions.min())}")
+    d = _check_count("D", d, minimum=2)
+    _check_even_head_dim(d)
+    if not (isinstance(theta, numbers.Real) and math.isfinite(theta) and theta > 0.0):
+        raise GlassformerError(f"expected theta to be a finite number > 0, got {theta!r}")
+    if np.dtype(dtype) not in FLOAT_DTYPES:
+        raise GlassformerError(f"expected dtype float32 or float64, got {np.dtype(dtype)}")
     exponents = np.arange(0, d, 2, dtype=np.float64) / d             # (D/2,): 2i / D
     inv_freq = 1.0 / (float(theta) ** exponents)                     # (D/2,)
-    positions = np.arange(offset, offset + t, dtype=np.float64)      # (T,)
-    angles = np.outer(positions, inv_freq)                           # (T,) x (D/2,) -> (T, D/2)
-    angles = np.concatenate([angles, angles], axis=-1)               # (T, D/2) -> (T, D)
+    angles = positions.astype(np.float64)[..., None] * inv_freq      # (..., T, 1) * (D/2,) -> (..., T, D/2)
+    angles = np.concatenate([angles, angles], axis=-1)               # (..., T, D/2) -> (..., T, D)
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
@@ -112,6 +136,9 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray
                  ) -> tuple[np.ndarray, RopeCtx]:
     """x * cos + rotate_half(x) * sin. x (..., T, D), cos and sin (T, D) -> (..., T, D).
 
+    The tables may also carry leading dims that broadcast against x, e.g. (B, 1, T, D) for
+    per-row positions.
+
     Use it on q (B, H, T, D) and k (B, K, T, D) alike, with tables from `rope_tables`.
 
     >>> cos, sin = rope_tables(2, 2, dtype=np.float64)
@@ -126,8 +153,15 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray
     check_shape("x", x, ("...", "T", "D"), sizes)
     _check_even_head_dim(sizes["D"])
     table_sizes = {"T": sizes["T"], "D": sizes["D"]}
-    check_shape("cos", cos, ("T", "D"), table_sizes)
-    check_shape("sin", sin, ("T", "D"), table_sizes)
+    check_shape("cos", cos, ("...", "T", "D"), table_sizes)
+    check_shape("sin", sin, ("...", "T", "D"), dict(table_sizes, **{"...": cos.shape[:-2]}))
+    try:
+        grows = np.broadcast_shapes(cos.shape, x.shape) != x.shape
+    except ValueError:
+        grows = True
+    if grows:  # note: the tables may broadcast over x, never make the output larger than x
+        raise ShapeError(f"expected cos/sin tables (T, D) or broadcastable to x {x.shape}, "
+                         f"got {cos.shape}")
     # (..., T, D) * (T, D): the tables broadcast over batch and heads
     out = x * cos + rotate_half(x) * sin
     return out, RopeCtx(cos=cos, sin=sin)

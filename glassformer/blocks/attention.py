@@ -1,0 +1,166 @@
+"""Multi-head attention block: projections, heads, optional RoPE/ALiBi, KV cache, output.
+
+Self-attention reads keys and values from x; cross-attention from `memory` (an encoder's output).
+With n_kv_head = K < H = n_head (grouped-query; K = 1 is multi-query) each K/V head serves
+G = H / K consecutive query heads, as in HF's `repeat_kv`. No copy is made: queries are viewed as
+(B, K, G, T, D) and keys as (B, K, 1, S, D), and NumPy broadcasts the shared head.
+
+    query heads   q0 q1 q2 | q3 q4 q5        H = 6
+    kv heads          k0   |     k1          K = 2, G = 3
+
+Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y (B, T, C).
+Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
+Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.errors import GlassformerError
+from glassformer.generate.kv_cache import KVCache
+from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
+from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.position import alibi_bias
+from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tables_at
+
+
+class AttentionBlockCtx(NamedTuple):
+    q_proj: LinearCtx
+    k_proj: LinearCtx
+    v_proj: LinearCtx
+    q_rope: RopeCtx | None
+    k_rope: RopeCtx | None
+    attn: AttentionCtx
+    out_proj: LinearCtx
+    n_head: int
+    cross: bool        # keys/values came from `memory`
+    cached: bool       # keys/values came from a KV cache: no backward
+
+
+def split_heads(x: np.ndarray, n: int) -> np.ndarray:
+    """(B, T, n*D) -> (B, n, T, D)."""
+    b, t, c = x.shape
+    return x.reshape(b, t, n, c // n).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(B, n, T, D) -> (B, T, n*D)."""
+    b, n, t, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, t, n * d)
+
+
+def _group(q: np.ndarray, n_kv: int) -> np.ndarray:
+    """(B, H, T, D) -> (B, K, G, T, D): query head h = kv * G + g."""
+    b, h, t, d = q.shape
+    return q.reshape(b, n_kv, h // n_kv, t, d)
+
+
+def _attention_mask(key_mask: np.ndarray | None) -> np.ndarray | None:
+    """(B, S) True for real keys -> (B, 1, 1, 1, S), broadcast over K, G and T."""
+    if key_mask is None:
+        return None
+    return key_mask[:, None, None, None, :]
+
+
+def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
+                            causal: bool, memory: np.ndarray | None = None,
+                            key_mask: np.ndarray | None = None,
+                            positions: np.ndarray | None = None,
+                            kv_cache: KVCache | None = None, layer: int = 0
+                            ) -> tuple[np.ndarray, AttentionBlockCtx]:
+    """y = Attention(x W_q, src W_k, src W_v) W_o, with src = memory or x.
+
+    params: wq (C, H*D), wk, wv (C, K*D), wo (H*D, C), and bq, bk, bv, bo when the config has them.
+    key_mask: (B, S) bool, True for real (non-padding) keys, S counting cached keys.
+    positions: (T,) or (B, T) absolute positions of the queries, for RoPE and ALiBi; default
+    kv_cache.length + arange(T) (or arange(T)).
+    """
+    n_head, n_kv = cfg.n_head, cfg.kv_heads
+    if memory is not None and cfg.position == "rope":
+        raise GlassformerError("RoPE applies to self-attention only; cross-attention keys "
+                               "come from another sequence")
+    source = x if memory is None else memory
+    t = x.shape[1]
+    offset = 0 if kv_cache is None else kv_cache.length
+    if positions is None:
+        positions = np.arange(offset, offset + t)
+    q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))       # (B, T, H*D)
+    k_lin, k_proj = linear_forward(source, params["wk"], params.get("bk"))  # (B, S, K*D)
+    v_lin, v_proj = linear_forward(source, params["wv"], params.get("bv"))  # (B, S, K*D)
+    q = split_heads(q_lin, n_head)                                          # (B, H, T, D)
+    k = split_heads(k_lin, n_kv)                                            # (B, K, S, D)
+    v = split_heads(v_lin, n_kv)                                            # (B, K, S, D)
+    q_rope = k_rope = None
+    if cfg.position == "rope":
+        cos, sin = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
+                                  dtype=q.dtype)                            # (T, D) or (B, T, D)
+        if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
+            cos, sin = cos[:, None], sin[:, None]
+        q, q_rope = rope_forward(q, cos, sin)
+        k, k_rope = rope_forward(k, cos, sin)  # self-attention: new keys sit at the same positions
+    if kv_cache is not None:
+        kv_cache.check_room(t)
+        end = offset + t
+        kv_cache.k[layer][:, :, offset:end] = k      # write the new tokens' keys and values
+        kv_cache.v[layer][:, :, offset:end] = v
+        k = kv_cache.k[layer][:, :, :end]             # (B, K, S=end, D): every key so far
+        v = kv_cache.v[layer][:, :, :end]
+    bias = None
+    if cfg.position == "alibi":
+        bias = alibi_bias(n_head, t, k.shape[2], dtype=q.dtype)            # (H, T, S)
+        bias = bias.reshape(n_kv, n_head // n_kv, t, k.shape[2])            # (K, G, T, S)
+    out, attn = attention_forward(_group(q, n_kv), k[:, :, None], v[:, :, None],
+                                  mask=_attention_mask(key_mask), causal=causal, bias=bias)
+    out = merge_heads(out.reshape(q.shape[0], n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
+    y, out_proj = linear_forward(out, params["wo"], params.get("bo"))      # (B, T, C)
+    ctx = AttentionBlockCtx(q_proj, k_proj, v_proj, q_rope, k_rope, attn, out_proj, n_head,
+                            cross=memory is not None, cached=kv_cache is not None)
+    return y, ctx
+
+
+def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
+                             ) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """Returns (grads, dx, dmemory); dmemory is None for self-attention."""
+    if ctx.cached:
+        raise GlassformerError("a forward run with a KV cache is inference only; "
+                               "run the forward without kv_cache to train")
+    grads = {}
+    dout, grads["wo"], dbo = linear_backward(dy, ctx.out_proj)             # (B, T, H*D)
+    b, t = dy.shape[:2]
+    n_kv = ctx.attn.k.shape[1]
+    dout = _group(split_heads(dout, ctx.n_head), n_kv)                      # (B, K, G, T, D)
+    dq, dk, dv = attention_backward(dout, ctx.attn)
+    dq = dq.reshape(b, ctx.n_head, t, -1)                 # (B, K, G, T, D) -> (B, H, T, D)
+    dk, dv = dk[:, :, 0], dv[:, :, 0]                     # (B, K, 1, S, D) -> (B, K, S, D)
+    if ctx.q_rope is not None:
+        dq = rope_backward(dq, ctx.q_rope)
+        dk = rope_backward(dk, ctx.k_rope)
+    dsrc_k, grads["wk"], dbk = linear_backward(merge_heads(dk), ctx.k_proj)
+    dsrc_v, grads["wv"], dbv = linear_backward(merge_heads(dv), ctx.v_proj)
+    dx, grads["wq"], dbq = linear_backward(merge_heads(dq), ctx.q_proj)
+    for name, db in (("bq", dbq), ("bk", dbk), ("bv", dbv), ("bo", dbo)):
+        if db is not None:
+            grads[name] = db
+    dsource = dsrc_k + dsrc_v  # fan-out: the source fed both the key and the value projection
+    if ctx.cross:
+        return grads, dx, dsource
+    dx = dx + dsource  # fan-out: in self-attention x is the query source too
+    return grads, dx, None
+
+
+def init_attention(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std: float,
+                   dtype=np.float32) -> dict:
+    """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual."""
+    c, hd, kd = cfg.d_model, cfg.n_head * cfg.dim_per_head, cfg.kv_heads * cfg.dim_per_head
+    params = {"wq": (rng.standard_normal((c, hd)) * std).astype(dtype),       # (C, H*D)
+              "wk": (rng.standard_normal((c, kd)) * std).astype(dtype),       # (C, K*D)
+              "wv": (rng.standard_normal((c, kd)) * std).astype(dtype),       # (C, K*D)
+              "wo": (rng.standard_normal((hd, c)) * out_std).astype(dtype)}   # (H*D, C)
+    if cfg.qkv_bias:
+        params.update(bq=np.zeros(hd, dtype), bk=np.zeros(kd, dtype), bv=np.zeros(kd, dtype))
+    if cfg.out_bias:
+        params["bo"] = np.zeros(c, dtype)
+    return params

@@ -1,0 +1,85 @@
+"""The position-wise feed-forward block, plain or gated.
+
+    plain (GPT-2, BERT, original):  y = act(x W_up + b_up) W_down + b_down
+    gated (LLaMA, Qwen2):           y = (silu(x W_gate) * (x W_up)) W_down        (SwiGLU)
+
+x (B, T, C) -> hidden (B, T, F) -> y (B, T, C). In the gated form x feeds two projections, so its
+gradient is the sum of both paths, on one visible line in the backward.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
+                                        relu_forward)
+from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.swiglu import swiglu_backward, swiglu_forward
+
+
+class MLPCtx(NamedTuple):
+    kind: str                 # cfg.mlp
+    up: LinearCtx             # x -> (B, T, F)
+    gate: LinearCtx | None    # x -> (B, T, F), gated form only
+    act: Any                  # ctx of the activation (or of swiglu)
+    down: LinearCtx           # (B, T, F) -> (B, T, C)
+
+
+def _activation_forward(kind: str, h: np.ndarray):
+    if kind == "relu":
+        return relu_forward(h)
+    return gelu_forward(h, approximate="tanh" if kind == "gelu_tanh" else "none")
+
+
+def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
+    if kind == "relu":
+        return relu_backward(dout, ctx)
+    return gelu_backward(dout, ctx)
+
+
+def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, MLPCtx]:
+    """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)]."""
+    up, up_ctx = linear_forward(x, params["w_up"], params.get("b_up"))    # (B, T, C) -> (B, T, F)
+    gate_ctx = None
+    if cfg.mlp == "swiglu":
+        gate, gate_ctx = linear_forward(x, params["w_gate"])             # (B, T, C) -> (B, T, F)
+        hidden, act_ctx = swiglu_forward(gate, up)                       # (B, T, F)
+    else:
+        hidden, act_ctx = _activation_forward(cfg.mlp, up)               # (B, T, F)
+    y, down_ctx = linear_forward(hidden, params["w_down"], params.get("b_down"))  # -> (B, T, C)
+    return y, MLPCtx(cfg.mlp, up_ctx, gate_ctx, act_ctx, down_ctx)
+
+
+def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
+    """Returns (grads with the forward's param names, dx)."""
+    grads = {}
+    dhidden, grads["w_down"], db_down = linear_backward(dy, ctx.down)    # (B, T, F)
+    if ctx.kind == "swiglu":
+        dgate, dup = swiglu_backward(dhidden, ctx.act)
+        dx_gate, grads["w_gate"], _ = linear_backward(dgate, ctx.gate)
+    else:
+        dup = _activation_backward(ctx.kind, dhidden, ctx.act)
+    dx, grads["w_up"], db_up = linear_backward(dup, ctx.up)
+    if ctx.kind == "swiglu":
+        dx = dx + dx_gate  # fan-out: x fed both the gate and the up projection
+    if db_up is not None:
+        grads["b_up"] = db_up
+    if db_down is not None:
+        grads["b_down"] = db_down
+    return grads, dx
+
+
+def init_mlp(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std: float,
+             dtype=np.float32) -> dict:
+    """Normal(0, std) weights, Normal(0, out_std) for the projection back into the residual."""
+    c, f = cfg.d_model, cfg.hidden
+    params = {"w_up": (rng.standard_normal((c, f)) * std).astype(dtype),          # (C, F)
+              "w_down": (rng.standard_normal((f, c)) * out_std).astype(dtype)}    # (F, C)
+    if cfg.mlp == "swiglu":
+        params["w_gate"] = (rng.standard_normal((c, f)) * std).astype(dtype)      # (C, F)
+    if cfg.mlp_bias:
+        params["b_up"] = np.zeros(f, dtype)
+        params["b_down"] = np.zeros(c, dtype)
+    return params

@@ -1,0 +1,1 @@
+"""Text generation: KV cache, sampling, and the token-by-token generate loop."""

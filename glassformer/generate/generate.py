@@ -1,0 +1,117 @@
+"""The generate loop: prefill the prompt once, then one token at a time with a KV cache.
+
+    prompt ids (B, T0) --prefill, 1 forward--> cache holds T0 positions --> logits of the last
+    then repeat: sample a token, feed only that token (B, 1), the cache grows by one.
+
+Batches of prompts of different lengths are left-padded: `attention_mask` (B, T0) is 0 on the
+padding, keys there are masked, and each row's positions count its real tokens only
+(position = cumsum(mask) - 1), so each row gets the tokens it would get alone.
+
+Past the context (max_seq_len): a model with learned positions (GPT-2) slides its window as
+nanoGPT does: each new token sees only the last max_seq_len tokens, at positions 0..T_max-1.
+Those positions shift every step, so no cache can be reused there: each step recomputes the
+window (cached and uncached generation still agree token for token). A RoPE model stops with a
+clear error unless its config allows longer sequences.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.generate.sampling import check_sampling, sample_next
+
+
+def _check_prompt(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.asarray(ids)
+    if ids.ndim == 1:
+        ids = ids[None, :]  # one prompt: (T,) -> (1, T)
+    if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+        raise GlassformerError(f"expected a non-empty prompt of shape (B, T), got {ids.shape}")
+    if ids.dtype.kind not in "iu":
+        raise GlassformerError(f"expected integer token ids, got {ids.dtype}")
+    bad = (ids < 0) | (ids >= vocab_size)
+    if attention_mask is None:
+        mask = np.ones(ids.shape, dtype=bool)
+    else:
+        mask = np.asarray(attention_mask).astype(bool)
+        if mask.shape != ids.shape:
+            raise GlassformerError(f"attention_mask has shape {mask.shape} but the ids have "
+                                   f"shape {ids.shape}; they must match")
+        if not mask[:, -1].all() or np.any(np.diff(mask.astype(np.int8), axis=1) < 0):
+            raise GlassformerError("attention_mask must be left padding: zeros then ones in "
+                                   "each row, ending with a real token")
+        bad &= mask  # padding may hold any id; it is never read
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise GlassformerError(f"token id {int(ids[row, col])} at position ({row}, {col}) is "
+                               f"outside the vocabulary of V={vocab_size}")
+    return ids.astype(np.int64), mask
+
+
+def positions_from_mask(mask: np.ndarray) -> np.ndarray:
+    """(B, T) bool -> (B, T) int: each real token's index among its row's real tokens."""
+    return np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+
+
+def _logits_last(model, ids, mask, kv_cache=None, new=None) -> np.ndarray:
+    """Logits (B, V) of the last position. new = how many trailing tokens to feed (cached)."""
+    positions = positions_from_mask(mask)
+    if new is not None:
+        ids, positions = ids[:, -new:], positions[:, -new:]
+    logits, _ = model.forward(ids, attention_mask=mask, positions=positions, kv_cache=kv_cache)
+    return logits[:, -1]
+
+
+def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
+             stop: list[int] | None = None, attention_mask=None, use_cache: bool = True,
+             pad_id: int | None = None) -> Iterator[np.ndarray]:
+    """Yield the next token ids (B,) one step at a time, up to `max_new_tokens` steps.
+
+    stop: token ids that end a row; a finished row then yields `pad_id` (default: its stop id)
+    until every row is finished, which ends the loop. Sampling draws from
+    np.random.default_rng(seed), so the same seed gives the same tokens.
+    """
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
+        raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
+    check_sampling(temperature, top_k, top_p)
+    cfg = model.cfg
+    ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size)
+    context = model.context_len
+    slides = model.family.SLIDING_CONTEXT
+    if not slides and ids.shape[1] + max_new_tokens > context:
+        raise GlassformerError(
+            f"prompt of {ids.shape[1]} tokens + {max_new_tokens} new tokens is past this "
+            f"model's context of max_seq_len={context}, and its rotary positions were not "
+            f"trained beyond it")
+    rng = np.random.default_rng(seed)
+    stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
+    finished = np.zeros(ids.shape[0], dtype=bool)
+    last_stop = np.zeros(ids.shape[0], dtype=np.int64)
+    cache = None
+    for _ in range(int(max_new_tokens)):
+        if ids.shape[1] > context:                       # slide the window (learned positions)
+            logits = _logits_last(model, ids[:, -context:], mask[:, -context:])
+        elif not use_cache:
+            logits = _logits_last(model, ids, mask)
+        elif cache is None:                              # prefill: the whole prompt at once
+            cache = model.new_cache(ids.shape[0])
+            logits = _logits_last(model, ids, mask, kv_cache=cache, new=ids.shape[1])
+            cache.advance(ids.shape[1])
+        else:                                            # decode: only the newest token
+            logits = _logits_last(model, ids, mask, kv_cache=cache, new=1)
+            cache.advance(1)
+        next_ids = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                               rng=rng)
+        fill = last_stop if pad_id is None else np.full_like(last_stop, pad_id)
+        next_ids = np.where(finished, fill, next_ids)
+        yield next_ids
+        just_stopped = np.isin(next_ids, stop_ids) & ~finished
+        last_stop = np.where(just_stopped, next_ids, last_stop)
+        finished |= just_stopped
+        if finished.all():
+            return
+        ids = np.concatenate([ids, next_ids[:, None]], axis=1)          # (B, T) -> (B, T+1)
+        mask = np.concatenate([mask, np.ones((ids.shape[0], 1), dtype=bool)], axis=1)

@@ -1,0 +1,49 @@
+"""KVCache: the keys and values of tokens already seen, kept for fast generation.
+
+Generation state, not backward state (STYLE.md §4). Per layer, one preallocated array each for
+keys and values, (B, K, T_max, D), plus `length`: how many positions are filled. The attention
+block writes the new tokens' keys and values at [length, length + T) and reads [0, length + T);
+it never changes `length`. Only the generate loop advances it, once per forward, with `advance`.
+
+    position:   0   1   2   3   4   5  ...  T_max-1
+    layer l k:  k0  k1  k2  k3  .   .        .         length = 4
+                \___ filled ___/ \_ next forward writes here
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+
+
+@dataclass
+class KVCache:
+    """Preallocated per-layer keys/values and the number of filled positions."""
+    k: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D)
+    v: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D)
+    length: int = 0
+
+    @classmethod
+    def allocate(cls, *, n_layer: int, batch: int, n_kv_head: int, max_len: int,
+                 head_dim: int, dtype=np.float32) -> "KVCache":
+        shape = (batch, n_kv_head, max_len, head_dim)  # (B, K, T_max, D)
+        return cls(k=[np.zeros(shape, dtype) for _ in range(n_layer)],
+                   v=[np.zeros(shape, dtype) for _ in range(n_layer)], length=0)
+
+    @property
+    def max_len(self) -> int:
+        return self.k[0].shape[2]
+
+    def check_room(self, new_tokens: int) -> None:
+        """Raise before a forward that would write past T_max."""
+        if self.length + new_tokens > self.max_len:
+            raise GlassformerError(
+                f"KV cache full: {self.length} positions filled + {new_tokens} new > "
+                f"T_max={self.max_len}")
+
+    def advance(self, new_tokens: int) -> None:
+        """Mark `new_tokens` more positions as filled (called by the generate loop only)."""
+        self.check_room(new_tokens)
+        self.length += new_tokens

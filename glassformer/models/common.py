@@ -1,0 +1,69 @@
+"""Pieces every model family shares: param-name plumbing, id checks, and the LM head.
+
+The LM head is a linear layer without bias: its own (C, V) matrix `lm_head`, or, when the model
+ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes tok_emb fan out
+(lookup at the input, projection at the output); the model adds the two gradients on one line.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+
+
+class LMHeadCtx(NamedTuple):
+    linear: LinearCtx
+    tied: bool
+
+
+def prefixed(params: dict, prefix: str) -> dict:
+    """{"attn.wq": ...} -> {prefix + "attn.wq": ...}."""
+    return {prefix + key: value for key, value in params.items()}
+
+
+def layer_params(params: dict, i: int) -> dict:
+    """The params of layer i with the "blocks.{i}." prefix removed."""
+    prefix = f"blocks.{i}."
+    return {key[len(prefix):]: value for key, value in params.items() if key.startswith(prefix)}
+
+
+def check_ids_and_positions(ids, positions, offset: int, max_positions: int | None
+                            ) -> np.ndarray:
+    """ids must be (B, T) integers with T >= 1; returns positions, (T,) or (B, T).
+
+    max_positions: the model's context (learned position table rows), or None when the model has
+    no such limit.
+    """
+    if not isinstance(ids, np.ndarray) or ids.dtype.kind not in "iu":
+        kind = ids.dtype if isinstance(ids, np.ndarray) else type(ids).__name__
+        raise GlassformerError(f"expected ids to be an integer array of shape (B, T), got {kind}")
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise GlassformerError(f"expected ids of shape (B, T) with T >= 1, got {ids.shape}")
+    t = ids.shape[1]
+    if positions is None:
+        positions = np.arange(offset, offset + t)
+    if max_positions is not None and positions.size and int(positions.max()) >= max_positions:
+        raise GlassformerError(
+            f"sequence reaches position {int(positions.max())}, past the context of "
+            f"max_seq_len={max_positions} (positions must be < {max_positions}); "
+            f"crop the input to the last {max_positions} tokens")
+    return positions
+
+
+def lm_head_forward(params: dict, x: np.ndarray) -> tuple[np.ndarray, LMHeadCtx]:
+    """x (B, T, C) -> logits (B, T, V), with `lm_head` (C, V) or tied `tok_emb` (V, C)."""
+    tied = "lm_head" not in params
+    weight = params["tok_emb"].T if tied else params["lm_head"]   # (C, V); .T is a view
+    logits, ctx = linear_forward(x, weight)                       # (B, T, C) -> (B, T, V)
+    return logits, LMHeadCtx(ctx, tied)
+
+
+def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[np.ndarray, dict]:
+    """Returns (dx, {"lm_head": dW} or {"tok_emb": dW^T}) — the caller adds a tied gradient."""
+    dx, dw, _ = linear_backward(dlogits, ctx.linear)              # dw (C, V)
+    if ctx.tied:
+        return dx, {"tok_emb": dw.T}                              # (C, V) -> (V, C)
+    return dx, {"lm_head": dw}

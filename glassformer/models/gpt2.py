@@ -1,0 +1,155 @@
+"""GPT-2 (Radford et al. 2019) and nanoGPT-style GPTs, composed of the shared ops and blocks.
+
+    ids (B, T) -> tok_emb[ids] + pos_emb[positions] -> dropout      (B, T, C)
+               -> L x pre-norm block (LayerNorm, attention, GELU MLP)
+               -> norm_f -> x @ lm_head  (or x @ tok_emb^T when tied)   (B, T, V)
+
+Matches HF `GPT2LMHeadModel` (tanh GELU, "gelu_new"; LayerNorm eps 1e-5) when loaded from its
+weights. Init follows GPT-2 / nanoGPT: Normal(0, 0.02) everywhere, zero biases, and the two
+projections that write into the residual stream (attn.wo, mlp.w_down) scaled by 1/sqrt(2 L),
+since L layers each add two of them to the same stream.
+Deviation: no dropout on the attention weights (only on embeddings and sub-block outputs).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
+from glassformer.errors import GlassformerError
+from glassformer.generate.kv_cache import KVCache
+from glassformer.models.common import (check_ids_and_positions, layer_params, lm_head_backward,
+                                       lm_head_forward, prefixed, LMHeadCtx)
+from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
+from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
+
+
+@dataclass(frozen=True)
+class GPT2Config:
+    vocab_size: int = 65            # V (65: the characters of Tiny Shakespeare)
+    max_seq_len: int = 64           # T_max, the context ("block size")
+    n_layer: int = 4                # L
+    n_head: int = 4                 # H
+    d_model: int = 128              # C
+    d_ff: int | None = None         # F (None: 4 C)
+    dropout: float = 0.0            # on embeddings and sub-block outputs, training only
+    bias: bool = True               # biases in linear layers and LayerNorms
+    tie_embeddings: bool = True     # lm_head is tok_emb^T (GPT-2 does this)
+    norm_eps: float = 1e-5          # LayerNorm eps
+    activation: str = "gelu_tanh"   # GPT-2's "gelu_new"; "gelu" for exact erf
+
+    def __post_init__(self):
+        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
+            if getattr(self, field) < 1:
+                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        self.block_config()  # validates n_head vs d_model, dropout range, activation
+
+    def block_config(self) -> BlockConfig:
+        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
+                           norm="layer", norm_eps=self.norm_eps, norm_bias=self.bias,
+                           norm_position="pre", mlp=self.activation, qkv_bias=self.bias,
+                           out_bias=self.bias, mlp_bias=self.bias, position="none",
+                           dropout=self.dropout)
+
+    def to_dict(self) -> dict:
+        return {"arch": "gpt2", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GPT2Config":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known - {"arch"}
+        if unknown:
+            raise GlassformerError(f"unknown GPT2Config keys: {sorted(unknown)}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Learned positions: past the context, generation slides a window (see generate/generate.py).
+SLIDING_CONTEXT = True
+
+
+def kv_layout(cfg: GPT2Config) -> tuple[int, int]:
+    """(K, D) of this model's KV cache: every head keeps its own keys and values."""
+    return cfg.n_head, cfg.d_model // cfg.n_head
+
+
+class GPT2Ctx(NamedTuple):
+    tok: EmbeddingCtx
+    pos: EmbeddingCtx
+    drop: DropoutCtx
+    blocks: list[BlockCtx]
+    norm_f: NormCtx
+    head: LMHeadCtx
+    tied: bool
+
+
+def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
+    """Fresh float32 params with GPT-2's init (see module docstring)."""
+    std = 0.02
+    out_std = std / math.sqrt(2 * cfg.n_layer)
+    bcfg = cfg.block_config()
+    params = {"tok_emb": (rng.standard_normal((cfg.vocab_size, cfg.d_model)) * std
+                          ).astype(np.float32),                               # (V, C)
+              "pos_emb": (rng.standard_normal((cfg.max_seq_len, cfg.d_model)) * std
+                          ).astype(np.float32)}                               # (T_max, C)
+    for i in range(cfg.n_layer):
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
+    params["norm_f.w"] = np.ones(cfg.d_model, np.float32)
+    if cfg.bias:
+        params["norm_f.b"] = np.zeros(cfg.d_model, np.float32)
+    if not cfg.tie_embeddings:
+        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
+                             ).astype(np.float32)                             # (C, V)
+    return params
+
+
+def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = False,
+            rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
+            positions: np.ndarray | None = None, kv_cache: KVCache | None = None
+            ) -> tuple[np.ndarray, GPT2Ctx]:
+    """ids (B, T) -> logits (B, T, V).
+
+    key_mask (B, S): True for real tokens (left padding is False). positions: (T,) or (B, T)
+    absolute positions (default: kv_cache.length + arange(T)).
+    """
+    offset = 0 if kv_cache is None else kv_cache.length
+    positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
+    bcfg = cfg.block_config()
+    tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
+    pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
+    x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
+    block_ctxs = []
+    for i in range(cfg.n_layer):
+        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=True, key_mask=key_mask,
+                               positions=positions, kv_cache=kv_cache, layer=i, train=train,
+                               rng=rng)
+        block_ctxs.append(ctx)
+    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
+    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
+    return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, norm_ctx, head_ctx,
+                           tied="lm_head" not in params)
+
+
+def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
+    """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
+    grads = {}
+    dx, head_grads = lm_head_backward(dlogits, ctx.head)
+    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
+    grads.update(norm_grads)
+    for i in reversed(range(len(ctx.blocks))):
+        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
+        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    dx = dropout_backward(dx, ctx.drop)
+    # One position row served every batch item when positions are (T,): sum over B first.
+    dx_pos = dx.sum(axis=0) if ctx.pos.ids.ndim == 1 else dx       # (B, T, C) -> (T, C)
+    grads["pos_emb"] = embedding_backward(dx_pos, ctx.pos)
+    grads["tok_emb"] = embedding_backward(dx, ctx.tok)
+    if ctx.tied:
+        grads["tok_emb"] = grads["tok_emb"] + head_grads["tok_emb"]  # fan-out: tied lm_head
+    else:
+        grads["lm_head"] = head_grads["lm_head"]
+    return grads

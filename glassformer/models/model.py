@@ -1,0 +1,65 @@
+"""Model: a config and its params, with the calls users expect (`model(ids)`, `generate`).
+
+It holds no other state: caches, positions and RNGs are created per call and passed explicitly.
+The math lives in the family module (gpt2, llama, bert); this class only routes to it.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from glassformer.generate.kv_cache import KVCache
+from glassformer.models.registry import arch_of, family
+
+
+class Model:
+    """A model ready to run: `Model(cfg, params)`; `params` uses glassformer's names."""
+
+    def __init__(self, cfg, params: dict, tokenizer=None):
+        self.cfg = cfg
+        self.params = params
+        self.tokenizer = tokenizer          # optional: the tokenizer that came with the weights
+        self.arch = arch_of(cfg)
+        self.family = family(self.arch)
+
+    def __repr__(self) -> str:
+        return f"Model({self.arch}, {self.num_params():,} params)"
+
+    def num_params(self) -> int:
+        return int(sum(p.size for p in self.params.values()))
+
+    def __call__(self, ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        """Logits (B, T, V) for causal LMs, last hidden state (B, T, C) for encoders."""
+        return self.forward(np.asarray(ids), attention_mask=attention_mask)[0]
+
+    def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,
+                positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
+                token_type_ids: np.ndarray | None = None):
+        """(out, ctx) from the family's forward, in eval mode."""
+        kwargs = {}
+        if attention_mask is not None:
+            kwargs["key_mask"] = np.asarray(attention_mask).astype(bool)
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        if positions is not None:
+            kwargs["positions"] = positions
+        if kv_cache is not None:
+            kwargs["kv_cache"] = kv_cache
+        return self.family.forward(self.params, ids, self.cfg, **kwargs)
+
+    @property
+    def context_len(self) -> int:
+        return self.cfg.max_seq_len
+
+    def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
+        """An empty KV cache for this model (default length: its whole context)."""
+        kv_heads, head_dim = self.family.kv_layout(self.cfg)
+        return KVCache.allocate(n_layer=self.cfg.n_layer, batch=batch, n_kv_head=kv_heads,
+                                max_len=max_len or self.context_len, head_dim=head_dim,
+                                dtype=self.params["tok_emb"].dtype)
+
+    def generate(self, ids, **kwargs) -> Iterator[np.ndarray]:
+        """Yield next-token ids (B,) one step at a time; see glassformer.generate.generate."""
+        from glassformer.generate.generate import generate
+        return generate(self, ids, **kwargs)

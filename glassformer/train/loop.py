@@ -1,0 +1,176 @@
+"""The training loop: batches, AdamW with warmup + cosine decay, clipping, accumulation, eval,
+atomic checkpoints, a JSONL log, and exact resume.
+
+Order of one run (nanoGPT's, with the checkpoint made part of the eval):
+
+    for it in start .. max_iters:
+        if it is an eval iteration (it % eval_interval == 0, or it == max_iters):
+            estimate train/val loss; save a checkpoint (params, AdamW moments, RNG states, iter)
+        if it == max_iters: stop
+        grad_accum micro-batches -> summed grads -> clip by global norm -> AdamW step at lr_at(it)
+
+Exact resume: the training batches and dropout draw from their own generators, whose states are
+saved; eval batches come from a generator seeded by (seed, it), so evaluating never moves the
+training stream. A run stopped at N and resumed to 2N therefore gives the same losses as one run
+straight to 2N. A run killed between checkpoints loses only the iterations since the last one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
+                                       save_checkpoint, trim_train_log)
+from glassformer.models.registry import family as family_of
+from glassformer.train.optim import AdamWState, adamw_init, adamw_step, clip_grad_norm
+from glassformer.train.schedule import lr_at
+from glassformer.train.step import estimate_loss, loss_and_grads
+from glassformer.train.data import get_batch
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Defaults: nanoGPT's Shakespeare-char recipe as its README runs it on a CPU."""
+    batch_size: int = 12          # B, sequences per micro-batch
+    block_size: int = 64          # T, tokens per sequence
+    grad_accum: int = 1           # micro-batches per optimizer step
+    lr: float = 1e-3              # peak learning rate
+    min_lr: float = 1e-4          # floor of the cosine decay
+    warmup_iters: int = 100       # linear warmup length
+    lr_decay_iters: int = 2000    # cosine decay reaches min_lr here
+    max_iters: int = 2000         # optimizer steps in all
+    weight_decay: float = 0.1     # decoupled, matrices only
+    beta1: float = 0.9            # AdamW
+    beta2: float = 0.99           # AdamW (nanoGPT's char recipe)
+    grad_clip: float = 1.0        # global grad-norm clip (0: off)
+    eval_interval: int = 250      # evaluate and checkpoint every this many iterations
+    eval_iters: int = 20          # batches per loss estimate
+    seed: int = 1337              # seeds init, batches and dropout
+
+    def __post_init__(self):
+        for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
+            if getattr(self, name) < 1:
+                raise GlassformerError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_iters < 0:
+            raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
+
+
+@dataclass
+class RunState:
+    """What the loop carries from one iteration to the next (all of it saved in checkpoints)."""
+    params: dict
+    opt: AdamWState
+    it: int
+    batch_rng: np.random.Generator
+    dropout_rng: np.random.Generator
+    best_val: float = math.inf
+
+
+def new_run(model_cfg, train_cfg: TrainConfig, params: dict | None = None) -> RunState:
+    """Fresh run: params from the family's init (or given, for fine-tuning), zero moments."""
+    root = np.random.SeedSequence(train_cfg.seed)
+    init_seed, batch_seed, dropout_seed = root.spawn(3)
+    if params is None:
+        arch = model_cfg.to_dict()["arch"]
+        params = family_of(arch).init_params(model_cfg, np.random.default_rng(init_seed))
+    return RunState(params=params, opt=adamw_init(params), it=0,
+                    batch_rng=np.random.default_rng(batch_seed),
+                    dropout_rng=np.random.default_rng(dropout_seed))
+
+
+def resume_run(ckpt) -> RunState:
+    """The RunState saved in a loaded checkpoint (glassformer.io.checkpoint.load_checkpoint)."""
+    state = ckpt.state
+    if ckpt.opt_state is None:
+        raise GlassformerError(f"{ckpt.path} has no optimizer state, so it cannot be resumed; "
+                               "use it with --init to start a new run from its weights")
+    return RunState(params=ckpt.params, opt=ckpt.opt_state, it=int(state["iter"]),
+                    batch_rng=rng_from_json(state["batch_rng"]),
+                    dropout_rng=rng_from_json(state["dropout_rng"]),
+                    best_val=float(state.get("best_val", math.inf)))
+
+
+def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
+    state = {"iter": run.it, "best_val": run.best_val, "train_config": dataclasses.asdict(train_cfg),
+             "batch_rng": rng_to_json(run.batch_rng), "dropout_rng": rng_to_json(run.dropout_rng)}
+    save_checkpoint(out_dir, config=model_cfg.to_dict(), params=run.params, opt_state=run.opt,
+                    state=state, tokenizer_json=tokenizer_json)
+
+
+def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
+                    lr: float) -> float:
+    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
+    total, accumulated = 0.0, None
+    for _ in range(train_cfg.grad_accum):
+        x, y = get_batch(train_data, train_cfg.batch_size, train_cfg.block_size, run.batch_rng,
+                         split="train")
+        loss, grads = loss_and_grads(family, run.params, model_cfg, x, y, rng=run.dropout_rng,
+                                     dloss=1.0 / train_cfg.grad_accum)
+        total += loss
+        if accumulated is None:
+            accumulated = grads
+        else:
+            for key, g in grads.items():
+                accumulated[key] += g   # the loop owns `accumulated`: sum micro-batch grads
+    if train_cfg.grad_clip > 0.0:
+        accumulated, _ = clip_grad_norm(accumulated, train_cfg.grad_clip)
+    run.params, run.opt = adamw_step(run.params, accumulated, run.opt, lr=lr,
+                                     beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                                     weight_decay=train_cfg.weight_decay)
+    return total / train_cfg.grad_accum
+
+
+def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
+          val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
+          on_step: Callable[[dict], None] | None = None) -> RunState:
+    """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
+
+    on_step(record) is called after each logged record (the CLI's progress bar uses it).
+    """
+    family = family_of(model_cfg.to_dict()["arch"])
+    if model_cfg.max_seq_len < train_cfg.block_size:
+        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
+                               f"context max_seq_len={model_cfg.max_seq_len}")
+    trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past the checkpoint
+    resumed_at = run.it if run.it > 0 else None
+    while True:
+        it = run.it
+        record = {"iter": it}
+        is_eval = it % train_cfg.eval_interval == 0 or it == train_cfg.max_iters
+        if is_eval and it != resumed_at:
+            evals = {}
+            for split, data in (("train", train_data), ("val", val_data)):
+                eval_rng = np.random.default_rng([train_cfg.seed, it])
+                evals[split] = estimate_loss(family, run.params, model_cfg, data,
+                                             iters=train_cfg.eval_iters,
+                                             batch_size=train_cfg.batch_size,
+                                             block_size=train_cfg.block_size, rng=eval_rng,
+                                             split=split)
+            run.best_val = min(run.best_val, evals["val"])
+            record.update(eval_train_loss=evals["train"], val_loss=evals["val"])
+            _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
+        if it >= train_cfg.max_iters:
+            if len(record) > 1:
+                append_train_log(out_dir, record)
+                if on_step:
+                    on_step(record)
+            return run
+        lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
+                   warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
+        start = time.perf_counter()
+        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr)
+        if not math.isfinite(loss):
+            raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
+                                   "try a lower --lr")
+        record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
+        run.it = it + 1
+        append_train_log(out_dir, record)
+        if on_step:
+            on_step(record)

@@ -1,0 +1,41 @@
+"""One training step's math: forward, fused cross-entropy, backward; and the eval loss.
+
+Works for any decoder family (see models/registry.py): `family.forward(params, x, cfg, ...)`
+returns (logits, ctx) and `family.backward(dlogits, ctx)` the grads.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
+from glassformer.train.data import get_batch
+
+
+def loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
+                   rng: np.random.Generator | None, dloss: float = 1.0
+                   ) -> tuple[float, dict]:
+    """Mean next-token loss on (x, y) and d(dloss * loss)/d params.
+
+    dloss < 1 scales the gradient of one micro-batch under gradient accumulation.
+    """
+    logits, ctx = family.forward(params, x, cfg, train=True, rng=rng)   # (B, T, V)
+    loss, ce_ctx = cross_entropy_forward(logits, y)
+    dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
+    return float(loss), family.backward(dlogits, ctx)
+
+
+def batch_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray) -> float:
+    """Mean next-token loss in eval mode (no dropout), forward only."""
+    logits, _ = family.forward(params, x, cfg, train=False)
+    loss, _ = cross_entropy_forward(logits, y)
+    return float(loss)
+
+
+def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,
+                  block_size: int, rng: np.random.Generator, split: str) -> float:
+    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
+    losses = []
+    for _ in range(iters):
+        x, y = get_batch(data, batch_size, block_size, rng, split=split)
+        losses.append(batch_loss(family, params, cfg, x, y))
+    return float(np.mean(losses))

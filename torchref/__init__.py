@@ -1,0 +1,1 @@
+"""PyTorch reference models for tests and benchmarks only (never imported by glassformer)."""
