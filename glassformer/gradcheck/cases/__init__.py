@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
+from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
+from glassformer.gradcheck.cases import mlp_block
+from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
 from glassformer.gradcheck.cases import swiglu
@@ -24,6 +27,9 @@ _MODULES = [
     activation,
     swiglu,
     rope,
+    attention_block,
+    mlp_block,
+    residual_block,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]

@@ -1,0 +1,63 @@
+"""Shared helpers for the block gradcheck cases: float64 params that exercise every gradient.
+
+A freshly initialised block has norm scales of exactly 1 and biases of exactly 0, and small
+(0.02) weights that keep every nonlinearity in its linear region. A gradcheck from there would
+pass a backward that, say, forgot to multiply by the norm scale. So the cases draw O(1) weights
+and move every norm scale away from 1 and every bias away from 0.
+
+The cases put each parameter in the gradcheck inputs under its block-local name ("attn.wq",
+"norm1.w", "mlp.w_up") next to x (and memory), so that every one of them is checked.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# Weight std for the cases: large enough that softmax, GELU and the norms are clearly nonlinear,
+# small enough that the attention weights do not saturate to one-hot rows.
+WEIGHT_STD = 0.5
+# How far norm scales move from 1 and biases from 0.
+SHIFT_STD = 0.3
+
+
+def exercised(params: dict, rng: np.random.Generator) -> dict:
+    """Cast to float64; scales of norms ("...norm*.w") ~ 1 + noise, biases ("b...") ~ noise."""
+    out = {}
+    for name, value in params.items():
+        value = np.asarray(value, dtype=np.float64)
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf.startswith("b"):                    # bq, bk, bv, bo, b_up, b_down, norm*.b
+            value = value + SHIFT_STD * rng.standard_normal(value.shape)
+        elif leaf == "w" and "norm" in name:        # norm1.w, norm2.w, norm_cross.w
+            value = value + SHIFT_STD * rng.standard_normal(value.shape)
+        out[name] = value
+    return out
+
+
+def prefixed(params: dict, prefix: str) -> dict:
+    """{"wq": ...} -> {"attn.wq": ...}."""
+    return {prefix + name: value for name, value in params.items()}
+
+
+def unprefixed(inputs: dict, prefix: str) -> dict:
+    """The entries of `inputs` under `prefix`, with the prefix removed."""
+    return {name[len(prefix):]: value for name, value in inputs.items()
+            if name.startswith(prefix)}
+
+
+def key_mask(lengths: list[int], s: int) -> np.ndarray:
+    """(B, S) bool, True for the first lengths[b] keys of row b (right padding)."""
+    return np.arange(s)[None, :] < np.asarray(lengths)[:, None]   # (1, S) vs (B, 1) -> (B, S)
+
+
+def drop_key_bias(grads: dict, keep: bool) -> dict:
+    """Without RoPE the key bias has an exactly zero gradient, so leave it out of the check.
+
+    note: q . (k + bk) = q . k + q . bk, and q . bk is the same for every key of a query row;
+    softmax ignores a constant added to a row, so d loss / d bk = 0 exactly. Central differences
+    of a function that does not change give rounding noise, and a relative error of noise over
+    noise is ~1, which says nothing. With RoPE each key is turned by its own angle, bk stops being
+    a constant shift, and the RoPE cases check it. tests/blocks checks dbk ~ 0 in absolute terms.
+    """
+    if keep:
+        return grads
+    return {name: g for name, g in grads.items() if not name.endswith("bk")}

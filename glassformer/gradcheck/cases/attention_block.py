@@ -1,0 +1,82 @@
+"""Gradcheck cases for the attention block: causal, padding, cross-attention (dmemory), GQA, MQA,
+RoPE at offset positions and per-row positions, ALiBi, q/k/v/out biases on and off.
+
+Every parameter is an input under its block-local name ("attn.wq", or "cross.wq" when the keys
+come from `memory`), so x, memory and all params are checked. Shapes: B=2, T=3, S=4 (memory),
+C=8, and H=4 (D=2) or, for RoPE, H=2 (D=4, so that two frequencies turn each head).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from glassformer.blocks.attention import (attention_block_backward, attention_block_forward,
+                                          init_attention)
+from glassformer.blocks.config import BlockConfig
+from glassformer.gradcheck.cases._block_params import (WEIGHT_STD, drop_key_bias, exercised,
+                                                       key_mask, prefixed, unprefixed)
+from glassformer.gradcheck.core import GradcheckCase
+
+B, T, S, C = 2, 3, 4, 8
+
+
+def _config(n_head: int = 4, **overrides) -> BlockConfig:
+    return BlockConfig(d_model=C, n_head=n_head, **overrides)
+
+
+def _case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
+          mask: np.ndarray | None = None, positions: np.ndarray | None = None
+          ) -> GradcheckCase:
+    """mask: (B, S) bool key mask, over x's tokens (S = T) or over memory's when cross."""
+    prefix = "cross." if cross else "attn."
+
+    def make(rng):
+        params = init_attention(cfg, rng, std=WEIGHT_STD, out_std=WEIGHT_STD, dtype=np.float64)
+        inputs = {"x": rng.standard_normal((B, T, C))}                  # (B, T, C)
+        if cross:
+            inputs["memory"] = rng.standard_normal((B, S, C))           # (B, S, C)
+        if mask is not None:
+            inputs["key_mask"] = mask                                   # (B, S)
+        if positions is not None:
+            inputs["positions"] = positions
+        inputs.update(exercised(prefixed(params, prefix), rng))
+        return inputs
+
+    def forward(inp):
+        return attention_block_forward(unprefixed(inp, prefix), inp["x"], cfg, causal=causal,
+                                       memory=inp.get("memory"), key_mask=inp.get("key_mask"),
+                                       positions=inp.get("positions"))
+
+    def backward(dy, ctx):
+        grads, dx, dmemory = attention_block_backward(dy, ctx)
+        checked = {"x": dx, **prefixed(grads, prefix)}
+        if dmemory is not None:
+            checked["memory"] = dmemory
+        return drop_key_bias(checked, keep=cfg.position == "rope")
+
+    return GradcheckCase("attention_block", mode, make, forward, backward)
+
+
+# Left padding, as a batched prompt has it: row 1's first token is padding, so its real tokens
+# sit at positions 0, 1 (the pad repeats position 0), and its first query sees no real key.
+_LEFT_PAD_MASK = np.array([[True, True, True], [False, True, True]])     # (B, S=T)
+_LEFT_PAD_POSITIONS = np.array([[0, 1, 2], [0, 0, 1]])                  # (B, T)
+
+CASES = [
+    _case("causal", _config(), causal=True),
+    _case("causal-no-bias", _config(qkv_bias=False, out_bias=False), causal=True),
+    _case("padding", _config(), causal=False, mask=key_mask([3, 2], T)),
+    _case("causal-padding", _config(), causal=True, mask=key_mask([3, 1], T)),
+    _case("cross", _config(), causal=False, cross=True, mask=key_mask([4, 2], S)),
+    _case("cross-no-bias", _config(qkv_bias=False, out_bias=False), causal=False, cross=True),
+    _case("gqa-2-of-4", _config(n_kv_head=2), causal=True),
+    _case("mqa", _config(n_kv_head=1), causal=True),
+    _case("rope-offset", _config(2, position="rope"), causal=True,
+          positions=np.arange(3, 3 + T)),
+    _case("rope-mqa-no-bias", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
+                                      out_bias=False), causal=True,
+          positions=np.arange(3, 3 + T)),
+    _case("rope-per-row", _config(2, position="rope"), causal=True,
+          mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
+    _case("alibi", _config(position="alibi"), causal=True),
+    _case("alibi-gqa", _config(position="alibi", n_kv_head=2), causal=True),
+]
