@@ -136,7 +136,12 @@ class BPETokenizer(Tokenizer):
 
     def encode_word(self, word: str) -> list[int]:
         """One pre-token -> ids: its bytes as single-byte tokens, then the merge loop."""
-        data = word.encode("utf-8")
+        try:
+            data = word.encode("utf-8")
+        except UnicodeEncodeError as err:
+            bad = word[err.start]
+            raise GlassformerError(f"text holds the lone surrogate U+{ord(bad):04X}, which has no "
+                                   "UTF-8 bytes to encode") from None
         if self.ignore_merges and data in self.vocab:
             return [self.vocab[data]]
         ids = [self.byte_ids[byte] for byte in data]

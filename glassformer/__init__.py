@@ -1,0 +1,2 @@
+"""glassformer: a Transformer you can see through, every forward and backward pass by hand in NumPy."""
+from glassformer.tokenizers.load import load_tokenizer  # noqa: F401  (glassformer.load_tokenizer)

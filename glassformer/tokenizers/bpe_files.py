@@ -1,0 +1,140 @@
+"""Reading byte-level BPE vocabularies from the three file layouts other than tokenizer.json.
+
+    vocab.json + merges.txt   HF / GPT-2 (OpenAI's originals are named encoder.json + vocab.bpe):
+                              spelled token -> id, and one "left right" merge a line, rank order
+    name.tiktoken             tiktoken: one "base64(token bytes) rank" a line, rank = id, and no
+                              merges; a pair merges when the joined bytes are a token, lowest
+                              rank first, so we list every such split as a merge, in rank order
+    model.gguf                llama.cpp: tokenizer.ggml.tokens / .merges / .token_type metadata
+
+Which tokens are special: in GGUF, those typed CONTROL (3) or USER_DEFINED (4); in vocab.json,
+`<|...|>` tokens (GPT-2's `<|endoftext|>`) and those tokenizer_config.json marks special.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from glassformer.errors import GlassformerError
+from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.pretokenize import PreTokenizer
+
+# GGUF token types (llama.cpp's llama_token_type) that are matched whole in the text.
+GGUF_CONTROL, GGUF_USER_DEFINED = 3, 4
+# tokenizer.ggml.pre values -> our pre-tokenizer names
+GGUF_PRE = {"default": "gpt2", "gpt2": "gpt2", "smollm": "smollm", "llama3": "llama3",
+            "llama-v3": "llama3", "llama-bpe": "llama3"}
+
+
+def read_merges_txt(path: Path) -> list[tuple[str, str]]:
+    """Merge pairs of a merges.txt / vocab.bpe, skipping the '#version' header and blank lines."""
+    merges = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line or (number == 1 and line.startswith("#version")):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise GlassformerError(f"{path}:{number}: a merge is two tokens and a space, got {line!r}")
+        merges.append((pair[0], pair[1]))
+    return merges
+
+
+def specials_from_config(folder: Path, vocab: dict[str, int]) -> dict[str, int]:
+    """`<|...|>` tokens of the vocab, plus tokenizer_config.json's added_tokens_decoder specials."""
+    specials = {token: token_id for token, token_id in vocab.items()
+                if token.startswith("<|") and token.endswith("|>")}
+    config_path = folder / "tokenizer_config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        for token_id, entry in (config.get("added_tokens_decoder") or {}).items():
+            if entry.get("special"):
+                specials[entry["content"]] = int(token_id)
+    return specials
+
+
+def load_vocab_and_merges(vocab_path: Path, merges_path: Path,
+                          pretokenizer: str = "gpt2") -> BPETokenizer:
+    """A GPT-2 style pair: vocab.json + merges.txt (or encoder.json + vocab.bpe)."""
+    if not merges_path.is_file():
+        raise GlassformerError(f"{vocab_path} has no merges file beside it: expected {merges_path}")
+    vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
+    merges = read_merges_txt(merges_path)
+    if not merges:
+        raise GlassformerError(f"{merges_path} holds no merges")
+    specials = specials_from_config(vocab_path.parent, vocab)
+    return BPETokenizer.from_spelled(vocab, merges, pretokenizer, specials, source=str(vocab_path))
+
+
+def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """Every split of every token into two tokens, ordered by the whole token's rank.
+
+    tiktoken merges an adjacent pair whenever the joined bytes have a rank, lowest rank first;
+    listing each split (left, right) of a token at that token's rank gives the same choices.
+    """
+    merges = []
+    for token in sorted(ranks, key=ranks.__getitem__):
+        for cut in range(1, len(token)):
+            if token[:cut] in ranks and token[cut:] in ranks:
+                merges.append((token[:cut], token[cut:]))
+    return merges
+
+
+def load_tiktoken_file(path: Path, pretokenizer: str = "gpt2",
+                       special_tokens: dict[str, int] | None = None) -> BPETokenizer:
+    """A .tiktoken file; it stores no pattern and no special tokens, so the caller names them."""
+    ranks: dict[bytes, int] = {}
+    for number, line in enumerate(path.read_text(encoding="ascii").splitlines(), start=1):
+        if not line:
+            continue
+        parts = line.split()
+        try:
+            ranks[base64.b64decode(parts[0], validate=True)] = int(parts[1])
+        except (IndexError, ValueError):
+            raise GlassformerError(f"{path}:{number}: expected 'base64 rank', got {line[:60]!r}") from None
+    if not ranks:
+        raise GlassformerError(f"{path} holds no tokens")
+    return BPETokenizer(ranks, merges_from_ranks(ranks), pretokenizer=pretokenizer,
+                        special_tokens=special_tokens)
+
+
+def gguf_field(reader, key: str, path: Path):
+    """One metadata value (a str, a number or a list), or GlassformerError naming the key."""
+    field = reader.fields.get(key)
+    if field is None:
+        raise GlassformerError(f"{path} has no {key} metadata")
+    return field.contents()
+
+
+def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
+    """The byte-level BPE embedded in a GGUF file's tokenizer.ggml.* metadata."""
+    from gguf import GGUFReader  # imported here: reading GGUF is the only use of the package
+
+    try:
+        reader = GGUFReader(str(path))
+    except (ValueError, OSError) as err:
+        raise GlassformerError(f"{path} is not a readable GGUF file: {err}") from None
+    model = gguf_field(reader, "tokenizer.ggml.model", path)
+    if model != "gpt2":
+        raise GlassformerError(f"{path}: tokenizer.ggml.model is {model!r}; only byte-level BPE "
+                               "('gpt2') GGUF tokenizers are supported")
+    if "tokenizer.ggml.merges" not in reader.fields:
+        raise GlassformerError(f"{path}: byte-level BPE tokenizer has no tokenizer.ggml.merges")
+    pre = str(gguf_field(reader, "tokenizer.ggml.pre", path)) if pretokenizer is None else None
+    if pretokenizer is None and pre not in GGUF_PRE:
+        raise GlassformerError(f"{path}: unknown tokenizer.ggml.pre {pre!r}; "
+                               f"known: {', '.join(GGUF_PRE)}")
+    tokens = gguf_field(reader, "tokenizer.ggml.tokens", path)
+    types = (gguf_field(reader, "tokenizer.ggml.token_type", path)
+             if "tokenizer.ggml.token_type" in reader.fields else [1] * len(tokens))
+    merges = []
+    for rank, line in enumerate(gguf_field(reader, "tokenizer.ggml.merges", path)):
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise GlassformerError(f"{path}: merge {rank} {line!r} is not two tokens and a space")
+        merges.append((pair[0], pair[1]))
+    vocab = {token: token_id for token_id, token in enumerate(tokens)}
+    specials = {token: token_id for token_id, (token, kind) in enumerate(zip(tokens, types))
+                if kind in (GGUF_CONTROL, GGUF_USER_DEFINED)}
+    chosen = PreTokenizer.named(pretokenizer or GGUF_PRE[pre])
+    return BPETokenizer.from_spelled(vocab, merges, chosen, specials, source=str(path))
