@@ -7,7 +7,7 @@ it never changes `length`. Only the generate loop advances it, once per forward,
 
     position:   0   1   2   3   4   5  ...  T_max-1
     layer l k:  k0  k1  k2  k3  .   .        .         length = 4
-                \___ filled ___/ \_ next forward writes here
+                 ^^^^ filled ^^^  ^^ the next forward writes here
 """
 from __future__ import annotations
 

@@ -1,0 +1,156 @@
+"""Training speed: glassformer's hand-written backprop vs PyTorch autograd, same model and recipe.
+
+nanoGPT's Shakespeare-char CPU recipe (L=4, H=4, C=128, T=64, B=12, AdamW lr 1e-3, betas
+0.9/0.99, wd 0.1, clip 1.0, no biases, no dropout). The torch model (torchref/gpt.py) starts from a
+copy of our weights and sees the same batches. Both run in this process, alternating blocks of
+iterations so machine noise hits both alike; each figure is the median ms per iteration. Peak RSS
+is measured in two child processes that each run one side only.
+
+    python bench/train_vs_torch.py [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
+
+Last line: one JSON object with glassformer_ms_per_iter, torch_ms_per_iter, ratio, peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from glassformer.models import gpt2  # noqa: E402
+from glassformer.train.optim import adamw_init, adamw_step, clip_grad_norm  # noqa: E402
+from glassformer.train.step import loss_and_grads  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+RECIPE = dict(lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0, batch=12,
+              block=64)
+
+
+def load_ids(path: Path) -> tuple[np.ndarray, int]:
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+        chars = sorted(set(text))
+        lookup = {ch: i for i, ch in enumerate(chars)}
+        return np.array([lookup[ch] for ch in text], dtype=np.int64), len(chars)
+    print(f"note: {path} not found; using random ids", file=sys.stderr)
+    return np.random.default_rng(0).integers(0, 65, 200_000), 65
+
+
+def batches(ids: np.ndarray, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    t, b = RECIPE["block"], RECIPE["batch"]
+    for _ in range(n):
+        starts = rng.integers(0, len(ids) - t - 1, size=b)
+        rows = starts[:, None] + np.arange(t)[None, :]
+        yield ids[rows], ids[rows + 1]
+
+
+def glassformer_stepper(cfg, params):
+    opt = adamw_init(params)
+    state = {"opt": opt}
+
+    def step(x, y):
+        loss, grads = loss_and_grads(gpt2, params, cfg, x, y, rng=None)
+        grads, _ = clip_grad_norm(grads, RECIPE["grad_clip"])
+        _, state["opt"] = adamw_step(params, grads, state["opt"], lr=RECIPE["lr"],
+                                     beta1=RECIPE["beta1"], beta2=RECIPE["beta2"],
+                                     weight_decay=RECIPE["weight_decay"])
+        return loss
+    return step
+
+
+def torch_stepper(cfg, params):
+    import torch
+    from torchref import gpt as torch_gpt
+
+    torch.set_num_threads(max(1, len(__import__("os").sched_getaffinity(0))))
+    model = torch_gpt.build(cfg, params)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": RECIPE["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=RECIPE["lr"],
+                            betas=(RECIPE["beta1"], RECIPE["beta2"]))
+
+    def step(x, y):
+        _, loss = model(torch.from_numpy(x), torch.from_numpy(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), RECIPE["grad_clip"])
+        opt.step()
+        return loss.item()
+    return step
+
+
+def model_and_params(vocab: int):
+    cfg = gpt2.GPT2Config(vocab_size=vocab, max_seq_len=RECIPE["block"], n_layer=4, n_head=4,
+                          d_model=128, bias=False, dropout=0.0)
+    return cfg, gpt2.init_params(cfg, np.random.default_rng(1337))
+
+
+def timed(step, data) -> list[float]:
+    out = []
+    for x, y in data:
+        start = time.perf_counter()
+        step(x, y)
+        out.append((time.perf_counter() - start) * 1e3)
+    return out
+
+
+def child(side: str, iters: int, data_path: Path) -> None:
+    """Run one side only and print its peak RSS (MiB) and ms/iter as JSON."""
+    ids, vocab = load_ids(data_path)
+    cfg, params = model_and_params(vocab)
+    step = glassformer_stepper(cfg, params) if side == "glassformer" else torch_stepper(cfg, params)
+    ms = timed(step, batches(ids, iters))
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps({"side": side, "peak_rss_mib": rss_mib, "ms": statistics.median(ms)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iters", type=int, default=100, help="timed iterations per side")
+    parser.add_argument("--block", type=int, default=10, help="iterations per alternating block")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="corpus (char-level)")
+    parser.add_argument("--child", choices=["glassformer", "torch"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.iters, args.data)
+        return
+    ids, vocab = load_ids(args.data)
+    cfg, params = model_and_params(vocab)
+    torch_step = torch_stepper(cfg, {k: v.copy() for k, v in params.items()})
+    ours_step = glassformer_stepper(cfg, params)
+    ours_ms, torch_ms = [], []
+    data = list(batches(ids, args.iters + 10))
+    timed(ours_step, data[:5]), timed(torch_step, data[:5])  # warm up
+    for start in range(10, len(data), args.block):
+        chunk = data[start:start + args.block]
+        ours_ms += timed(ours_step, chunk)
+        torch_ms += timed(torch_step, chunk)
+    rss = {}
+    for side in ("glassformer", "torch"):
+        done = subprocess.run([sys.executable, __file__, "--child", side, "--iters", "20",
+                               "--data", str(args.data)], capture_output=True, text=True,
+                              check=True)
+        rss[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"]
+    ours, theirs = statistics.median(ours_ms), statistics.median(torch_ms)
+    print(f"glassformer  {ours:8.2f} ms/iter   peak RSS {rss['glassformer']:7.1f} MiB")
+    print(f"torch        {theirs:8.2f} ms/iter   peak RSS {rss['torch']:7.1f} MiB")
+    print(f"ratio (glassformer / torch ms per iter): {ours / theirs:.3f}")
+    print(json.dumps({"glassformer_ms_per_iter": round(ours, 3), "torch_ms_per_iter": round(theirs, 3),
+                      "ratio": round(ours / theirs, 4),
+                      "glassformer_peak_rss_mib": round(rss["glassformer"], 1),
+                      "torch_peak_rss_mib": round(rss["torch"], 1)}))
+
+
+if __name__ == "__main__":
+    main()
