@@ -21,6 +21,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.errors import GlassformerError
 from glassformer.generate.kv_cache import KVCache
+from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.position import alibi_bias
@@ -79,6 +80,10 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     kv_cache.length + arange(T) (or arange(T)).
     """
     n_head, n_kv = cfg.n_head, cfg.kv_heads
+    sizes = check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
+    if memory is not None:
+        check_shape("memory", check_float("memory", memory), ("B", "S", "C"),
+                    {"B": sizes["B"], "C": cfg.d_model})
     if memory is not None and cfg.position == "rope":
         raise GlassformerError("RoPE applies to self-attention only; cross-attention keys "
                                "come from another sequence")

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward)
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
@@ -41,6 +42,7 @@ def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
 
 def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, MLPCtx]:
     """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)]."""
+    check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     up, up_ctx = linear_forward(x, params["w_up"], params.get("b_up"))    # (B, T, C) -> (B, T, F)
     gate_ctx = None
     if cfg.mlp == "swiglu":

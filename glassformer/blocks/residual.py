@@ -24,6 +24,7 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward
 from glassformer.generate.kv_cache import KVCache
+from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 
 
@@ -84,6 +85,9 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                   kv_cache: KVCache | None = None, layer: int = 0, train: bool = False,
                   rng: np.random.Generator | None = None) -> tuple[np.ndarray, BlockCtx]:
     """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...)."""
+    # note: checked here too, since a pre-norm layer would otherwise first meet x in the norm,
+    # whose error blames the norm's weight for a wrong C
+    check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     def self_attention(h):
         return attention_block_forward(_sub(params, "attn."), h, cfg, causal=causal,
                                        key_mask=key_mask, positions=positions,
