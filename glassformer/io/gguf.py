@@ -1,0 +1,237 @@
+"""Load a llama-architecture GGUF file (llama.cpp's format) into a glassformer LLaMA model.
+
+A GGUF file holds metadata (key -> value: the architecture's hyperparameters under `llama.*`, the
+tokenizer under `tokenizer.*`) and tensors, many of them quantised (Q4_1: blocks of 32 weights
+sharing a float16 scale and minimum). The `gguf` package parses the file and dequantises with
+NumPy alone (`gguf.quants.dequantize`); everything is widened to float32 here.
+
+Three layout facts to undo, each on one line in `_convert`:
+
+1. Dims. GGUF lists a tensor's dims fastest-first (ggml's ne0, ne1), the reverse of NumPy's
+   shape. The `gguf` reader already hands back arrays in NumPy order, which is PyTorch's
+   nn.Linear layout (out, in); glassformer stores weights (in, out), so matrices are transposed.
+   The embedding stays (V, C).
+2. RoPE rows. llama.cpp rotates adjacent pairs (x0, x1), (x2, x3), ... (the "interleaved"
+   layout); HF LLaMA, and glassformer, rotate the two halves (x_i, x_{i + D/2}). So that one
+   rotation code serves both, convert_hf_to_gguf.py permutes the rows of every head of W_q and
+   W_k from half layout to pair layout:
+
+       HF rows of one head:   0 1 2 3 | 4 5 6 7        (halves: i pairs with i + D/2)
+       GGUF rows:             0 4 1 5 2 6 3 7          (pairs: 2j pairs with 2j + 1)
+
+   i.e. reshape (heads, 2, D/2) -> swap the last two axes. We invert it: reshape
+   (heads, D/2, 2) -> swap back. transformers' own GGUF loader does the same
+   (`_reverse_permute_weights` in modeling_gguf_pytorch_utils.py); the parity test checks logits.
+3. Tied head. `output.weight` is absent when the LM head reuses `token_embd.weight`.
+
+Tensor names (GGUF -> glassformer), with N the layer:
+
+    token_embd            tok_emb (V, C)              output_norm        norm_f.w
+    output                lm_head (C, V)              blk.N.attn_norm    blocks.N.norm1.w
+    blk.N.attn_q / _k     blocks.N.attn.wq / .wk      blk.N.ffn_norm     blocks.N.norm2.w
+    blk.N.attn_v          blocks.N.attn.wv            blk.N.ffn_gate     blocks.N.mlp.w_gate
+    blk.N.attn_output     blocks.N.attn.wo            blk.N.ffn_up/down  blocks.N.mlp.w_up/w_down
+
+Only GGUF is read here: no pickle, no code from the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.errors import CheckpointError, GlassformerError
+
+# GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
+LAYER_TENSORS = {
+    "attn_norm.weight": ("norm1.w", False, None),
+    "attn_q.weight": ("attn.wq", True, "n_head"),
+    "attn_k.weight": ("attn.wk", True, "n_kv_head"),
+    "attn_v.weight": ("attn.wv", True, None),
+    "attn_output.weight": ("attn.wo", True, None),
+    "ffn_norm.weight": ("norm2.w", False, None),
+    "ffn_gate.weight": ("mlp.w_gate", True, None),
+    "ffn_up.weight": ("mlp.w_up", True, None),
+    "ffn_down.weight": ("mlp.w_down", True, None),
+}
+TOP_TENSORS = {
+    "token_embd.weight": ("tok_emb", False, None),
+    "output_norm.weight": ("norm_f.w", False, None),
+    "output.weight": ("lm_head", True, None),
+}
+# llama.* metadata key -> LlamaConfig field (all required except where noted in _config_fields)
+LLAMA_KEYS = {
+    "block_count": "n_layer",
+    "embedding_length": "d_model",
+    "feed_forward_length": "d_ff",
+    "attention.head_count": "n_head",
+    "attention.head_count_kv": "n_kv_head",
+    "rope.freq_base": "rope_theta",
+    "attention.layer_norm_rms_epsilon": "norm_eps",
+    "context_length": "max_seq_len",
+}
+
+
+def load_gguf(path: str | Path, *, with_tokenizer: bool = True):
+    """A `Model` (LLaMA family) from a llama-architecture GGUF file, tokenizer attached.
+
+    with_tokenizer: also build the tokenizer from the file's metadata (glassformer.load_tokenizer).
+    """
+    path = Path(path)
+    return gguf_model(open_gguf(path), path, with_tokenizer=with_tokenizer)
+
+
+def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
+    """The `Model` of an open GGUF file (see load_gguf); chat reads the same reader's template."""
+    from glassformer.models.model import Model
+
+    cfg = llama_config(reader, path)
+    params = read_params(reader, cfg, path)
+    tokenizer = None
+    if with_tokenizer:
+        from glassformer.tokenizers.load import load_tokenizer
+        tokenizer = load_tokenizer(path)
+    return Model(cfg, params, tokenizer=tokenizer)
+
+
+def open_gguf(path: Path):
+    """A gguf.GGUFReader over the file, or a CheckpointError naming it."""
+    from gguf import GGUFReader  # imported here: GGUF files are its only use
+
+    if not path.is_file():
+        raise CheckpointError(f"no GGUF file at {path}")
+    try:
+        return GGUFReader(str(path))
+    except (ValueError, OSError, KeyError, IndexError) as err:
+        raise CheckpointError(f"{path} is not a readable GGUF file: {err}") from None
+
+
+def metadata(reader, key: str, path: Path, default=None):
+    """One metadata value (str, number or list); `default` when absent, error if that is None."""
+    field = reader.fields.get(key)
+    if field is None:
+        if default is None:
+            raise CheckpointError(f"{path} has no {key} metadata")
+        return default
+    return field.contents()
+
+
+def chat_template(reader, path: Path) -> str | None:
+    """The Jinja chat template stored in the file (tokenizer.chat_template), or None."""
+    return metadata(reader, "tokenizer.chat_template", path, default="") or None
+
+
+def llama_config(reader, path: Path):
+    """A LlamaConfig from the file's `llama.*` metadata (see LLAMA_KEYS)."""
+    from glassformer.models.llama import LlamaConfig
+
+    return LlamaConfig(**_config_fields(reader, path))
+
+
+def _config_fields(reader, path: Path) -> dict:
+    arch = metadata(reader, "general.architecture", path)
+    if arch != "llama":
+        raise CheckpointError(f"{path}: general.architecture is {arch!r}; only 'llama' GGUF "
+                              "files are supported")
+    scaling = metadata(reader, "llama.rope.scaling.type", path, default="none")
+    if scaling != "none" or "rope_freqs.weight" in _tensor_names(reader):
+        raise CheckpointError(f"{path}: RoPE scaling ({scaling}) is not supported")
+    fields = {name: metadata(reader, f"llama.{key}", path) for key, name in LLAMA_KEYS.items()}
+    fields = {name: int(value) for name, value in fields.items()
+              if name not in ("rope_theta", "norm_eps")} | {
+        "rope_theta": float(fields["rope_theta"]), "norm_eps": float(fields["norm_eps"])}
+    n_tokens = len(metadata(reader, "tokenizer.ggml.tokens", path))
+    vocab = int(metadata(reader, "llama.vocab_size", path, default=n_tokens))
+    if vocab != n_tokens:
+        raise CheckpointError(f"{path}: llama.vocab_size={vocab} but the tokenizer lists "
+                              f"{n_tokens} tokens")
+    head_dim = fields["d_model"] // fields["n_head"]
+    rope_dims = int(metadata(reader, "llama.rope.dimension_count", path, default=head_dim))
+    if rope_dims != head_dim or fields["d_model"] % fields["n_head"]:
+        raise CheckpointError(f"{path}: rope.dimension_count={rope_dims} with d_model="
+                              f"{fields['d_model']}, n_head={fields['n_head']}: only full-head "
+                              "RoPE with head dim d_model / n_head is supported")
+    tied = "output.weight" not in _tensor_names(reader)
+    return {**fields, "vocab_size": vocab, "tie_embeddings": tied}
+
+
+def _tensor_names(reader) -> set[str]:
+    return {tensor.name for tensor in reader.tensors}
+
+
+def expected_tensors(cfg) -> dict[str, tuple[str, bool, str | None]]:
+    """GGUF name -> (glassformer name, transpose?, permuted heads) for every tensor of `cfg`."""
+    table = {}
+    for gguf_name, entry in TOP_TENSORS.items():
+        if gguf_name != "output.weight" or not cfg.tie_embeddings:
+            table[gguf_name] = entry
+    for i in range(cfg.n_layer):
+        for suffix, (name, transpose, heads) in LAYER_TENSORS.items():
+            table[f"blk.{i}.{suffix}"] = (f"blocks.{i}.{name}", transpose, heads)
+    return table
+
+
+def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
+    """Every tensor, dequantised to float32 and converted to glassformer's names and layouts.
+
+    Key sets are compared both ways and every shape is checked before any dequantisation.
+    """
+    table = expected_tensors(cfg)
+    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    missing = sorted(set(table) - set(tensors))
+    unexpected = sorted(set(tensors) - set(table))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: tensor names do not match a {cfg.n_layer}-layer LLaMA: "
+                              f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+    shapes = param_shapes(cfg)
+    for gguf_name, (name, transpose, _) in table.items():
+        stored = tuple(int(d) for d in reversed(tensors[gguf_name].shape))  # ggml dims reversed
+        want = shapes[name][::-1] if transpose else shapes[name]
+        if stored != tuple(want):
+            raise CheckpointError(f"{path}: tensor {gguf_name} (-> {name}) has shape {stored}, "
+                                  f"expected {tuple(want)}")
+    return {name: _convert(tensors[gguf_name], transpose, heads and getattr(cfg, heads), path)
+            for gguf_name, (name, transpose, heads) in table.items()}
+
+
+def param_shapes(cfg) -> dict[str, tuple[int, ...]]:
+    """glassformer name -> shape, for every tensor a GGUF file of `cfg` must hold."""
+    c, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    d = c // cfg.n_head
+    hd, kd = cfg.n_head * d, cfg.n_kv_head * d
+    layer = {"norm1.w": (c,), "attn.wq": (c, hd), "attn.wk": (c, kd), "attn.wv": (c, kd),
+             "attn.wo": (hd, c), "norm2.w": (c,), "mlp.w_gate": (c, f), "mlp.w_up": (c, f),
+             "mlp.w_down": (f, c)}
+    shapes = {"tok_emb": (v, c), "norm_f.w": (c,), "lm_head": (c, v)}
+    for i in range(cfg.n_layer):
+        shapes.update({f"blocks.{i}.{name}": shape for name, shape in layer.items()})
+    return shapes
+
+
+def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.ndarray:
+    """One GGUF tensor -> a fresh float32 array in glassformer's layout."""
+    from gguf.quants import dequantize
+
+    try:
+        weight = dequantize(tensor.data, tensor.tensor_type)     # NumPy order: (out, in)
+    except NotImplementedError:
+        raise CheckpointError(f"{path}: tensor {tensor.name} uses {tensor.tensor_type.name}, "
+                              "which gguf cannot dequantise") from None
+    weight = weight.reshape(tuple(int(d) for d in reversed(tensor.shape))).astype(np.float32)
+    if rope_heads is not None:
+        weight = unpermute_rope_rows(weight, rope_heads)
+    if transpose:
+        weight = weight.T                                        # (out, in) -> (in, out)
+    return np.ascontiguousarray(weight)  # a fresh, writable copy (the reader's map is read-only)
+
+
+def unpermute_rope_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo convert_hf_to_gguf's permute: pair-layout rows -> HF's half-layout rows.
+
+    weight (heads * D, C): each head's rows were stored as  0, D/2, 1, D/2+1, ...;
+    viewing them as (heads, D/2, 2) and swapping the last two axes gives back 0, 1, ..., D-1.
+    """
+    rows, cols = weight.shape
+    half = rows // n_heads // 2
+    paired = weight.reshape(n_heads, half, 2, cols)              # (H*D, C) -> (H, D/2, 2, C)
+    return paired.swapaxes(1, 2).reshape(rows, cols)             # -> (H, 2, D/2, C) -> (H*D, C)
