@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "attention",
     "gradcheck",
     "train",
+    "tokenize",
+    "tokenizer",
 ]
 
 

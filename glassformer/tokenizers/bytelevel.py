@@ -13,6 +13,7 @@ is why byte-level vocabularies look like mojibake; `readable_pieces` undoes it f
 from __future__ import annotations
 
 import codecs
+from typing import NamedTuple
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -48,17 +49,24 @@ def unspell(spelling: str, inverse: dict[str, int]) -> bytes:
     return bytes(inverse[ch] for ch in spelling)
 
 
-def readable_pieces(pieces: list[bytes]) -> list[str]:
-    """Each token's bytes as text a reader can see, one string per token.
+class ReadablePiece(NamedTuple):
+    """What one token shows: the text of its group of tokens, and its place in that group."""
+    text: str    # the decoded characters (U+FFFD where the bytes never complete a character)
+    part: int    # 1-based position of this token in its group
+    parts: int   # tokens in the group; 1 when the token holds whole characters
+
+
+def readable_pieces(pieces: list[bytes]) -> list[ReadablePiece]:
+    """Each token's bytes as text a reader can see, one entry per token.
 
     A token that holds whole characters shows them. Tokens that each hold part of one character
     (a Chinese character is 3 bytes and often spans 2 tokens) are grouped until the bytes decode,
     and every token in the group shows the group's text and its place in it:
 
-    >>> readable_pieces([b"a", "汉".encode()[:2], "汉".encode()[2:]])
-    ['a', '汉 (1/2)', '汉 (2/2)']
+    >>> [f"{p.text} {p.part}/{p.parts}" for p in readable_pieces([b"a", b"\\xe6\\xb1", b"\\x89"])]
+    ['a 1/1', '汉 1/2', '汉 2/2']
     """
-    shown: list[str] = []
+    shown: list[ReadablePiece] = []
     group: list[bytes] = []
     for piece in pieces:
         group.append(piece)
@@ -70,12 +78,10 @@ def readable_pieces(pieces: list[bytes]) -> list[str]:
         shown.extend(_label_group(group))
         group = []
     if group:
-        shown.extend(_label_group(group))  # the text ended inside a character: show U+FFFD
+        shown.extend(_label_group(group))  # the text ended inside a character: shows U+FFFD
     return shown
 
 
-def _label_group(group: list[bytes]) -> list[str]:
+def _label_group(group: list[bytes]) -> list[ReadablePiece]:
     text = b"".join(group).decode("utf-8", errors="replace")
-    if len(group) == 1:
-        return [text]
-    return [f"{text} ({k + 1}/{len(group)})" for k in range(len(group))]
+    return [ReadablePiece(text, k + 1, len(group)) for k in range(len(group))]

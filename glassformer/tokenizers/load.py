@@ -39,7 +39,8 @@ def load_tokenizer(path: str | Path, *, pattern: str | None = None,
     if not path.exists() and str(path) in INSTALLED_TOKENIZERS:
         path = installed_tokenizer_path(str(path))
     if not path.exists():
-        raise GlassformerError(f"no tokenizer at {path}: no such file or folder")
+        raise GlassformerError(f"no tokenizer at {path}: no such file or folder (installed names: "
+                               f"{', '.join(INSTALLED_TOKENIZERS)})")
     if path.is_dir():
         return load_folder(path, pattern)
     if path.suffix == ".tiktoken":

@@ -1,0 +1,91 @@
+"""A readable view of how a tokenizer cut a text: one row per token (what `glassformer tokenize` prints).
+
+    glassformer tokenize --tokenizer gpt2 "Hello world 汉字"
+       #      id  piece   text       bytes
+       0   15496  Hello   "Hello"    48 65 6c 6c 6f
+       1     995  Ġworld  " world"   20 77 6f 72 6c 64
+       2   10545  Ġæ      " 汉" 1/3  20 e6
+       3     109  ±       " 汉" 2/3  b1
+       4     231  ī       " 汉" 3/3  89
+       5   27764  åŃ      "字" 1/2   e5 ad
+       6     245  Ĺ       "字" 2/2   97
+
+`piece` is the vocabulary's own spelling; for byte-level BPE `text` decodes the token's bytes (a
+character cut across tokens shows in each of them with its part) and `bytes` lists them in hex.
+"""
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import NamedTuple
+
+from glassformer.tokenizers.base import Tokenizer
+from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.bytelevel import readable_pieces
+from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.wordpiece import WordPieceTokenizer
+
+
+class TokenRow(NamedTuple):
+    """One token of an encoded text."""
+    id: int
+    piece: str          # vocabulary spelling ('Ġworld', '##ing', '[CLS]')
+    text: str           # what it stands for, readable ('汉' for both halves of a split character)
+    part: str           # '' or 'k/n' when the token holds the k-th of n parts of `text`
+    hex_bytes: str      # byte-level BPE only: the token's bytes in hex; '' otherwise
+
+
+def describe(tokenizer: Tokenizer) -> str:
+    """One line naming the tokenizer's kind, vocabulary size and pre-tokenizer."""
+    if isinstance(tokenizer, BPETokenizer):
+        pattern = tokenizer.pretokenizer.name or "custom regex"
+        kind = f"byte-level BPE, {len(tokenizer.merges)} merges, pre-tokenizer {pattern}"
+    elif isinstance(tokenizer, WordPieceTokenizer):
+        kind = "WordPiece (BERT)"
+    elif isinstance(tokenizer, CharTokenizer):
+        kind = "characters"
+    else:
+        kind = type(tokenizer).__name__
+    n_special = len(tokenizer.special_tokens)
+    return f"{kind}; {tokenizer.vocab_size} ids, {n_special} special token{'s' * (n_special != 1)}"
+
+
+def token_rows(tokenizer: Tokenizer, text: str) -> list[TokenRow]:
+    """Encode `text` and describe every resulting token."""
+    ids = tokenizer.encode(text)
+    pieces = [tokenizer.id_to_piece(token_id) for token_id in ids]
+    if not isinstance(tokenizer, BPETokenizer):
+        return [TokenRow(token_id, piece, piece, "", "") for token_id, piece in zip(ids, pieces)]
+    raw = [tokenizer.token_bytes(token_id) for token_id in ids]
+    rows = []
+    for token_id, piece, data, shown in zip(ids, pieces, raw, readable_pieces(raw)):
+        part = f"{shown.part}/{shown.parts}" if shown.parts > 1 else ""
+        rows.append(TokenRow(token_id, piece, shown.text, part, data.hex(" ")))
+    return rows
+
+
+def visible(text: str) -> str:
+    """Quoted, with newlines, tabs and other controls escaped but every other character kept."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def display_width(text: str) -> int:
+    """Terminal columns `text` takes: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - display_width(text))
+
+
+def format_rows(rows: list[TokenRow]) -> str:
+    """The rows as an aligned table, one token a line."""
+    pieces = [row.piece for row in rows]
+    texts = [f"{visible(row.text)} {row.part}".rstrip() for row in rows]
+    piece_width = max([display_width(piece) for piece in pieces] + [5])
+    text_width = max([display_width(text) for text in texts] + [4])
+    lines = [f"{'#':>4} {'id':>7}  {pad('piece', piece_width)}  {pad('text', text_width)}  bytes"]
+    for position, (row, piece, text) in enumerate(zip(rows, pieces, texts)):
+        lines.append(f"{position:>4} {row.id:>7}  {pad(piece, piece_width)}  "
+                     f"{pad(text, text_width)}  {row.hex_bytes}".rstrip())
+    return "\n".join(lines)
