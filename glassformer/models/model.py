@@ -59,6 +59,12 @@ class Model:
                                 max_len=max_len or self.context_len, head_dim=head_dim,
                                 dtype=self.params["tok_emb"].dtype)
 
+    def save_pretrained(self, directory):
+        """Write a Hugging Face folder (config.json + model.safetensors) for gpt2 and llama models,
+        which transformers loads as the same model; see glassformer/io/pretrained.py."""
+        from glassformer.io.pretrained import save_pretrained
+        return save_pretrained(self, directory)
+
     def generate(self, ids, **kwargs) -> Iterator[np.ndarray]:
         """Yield next-token ids (B,) one step at a time; see glassformer.generate.generate."""
         from glassformer.generate.generate import generate

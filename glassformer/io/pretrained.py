@@ -1,0 +1,301 @@
+"""`load_pretrained(path)` and `save_pretrained(model, dir)`: Hugging Face folders and our own runs.
+
+A Hugging Face folder holds config.json and model.safetensors, or the shards listed by
+model.safetensors.index.json. config.json's `model_type` picks the family:
+
+    gpt2                   -> gpt2       (GPT2LMHeadModel / GPT2Model files)
+    llama, qwen2, mistral  -> llama      (*ForCausalLM / *Model files)
+    bert                   -> bert       (BertModel, or BertForMaskedLM with its MLM head)
+
+A glassformer folder is a run folder or checkpoint written by `glassformer train` (config.json has
+an "arch" key; see io/checkpoint.py), or config.json with "arch" beside model.safetensors.
+
+Loading is checked before any math: each safetensors header is parsed and validated (a truncated
+file fails there), then the tensor names are compared with the ones the config implies, both
+ways, and every shape is compared; only then are the tensors read and renamed (io/hf_names.py).
+Only JSON and safetensors are read. A pickle (pytorch_model.bin, *.pt, ...) is refused with the
+command that converts it, and no code from the folder is ever run (no trust_remote_code).
+Every problem is one CheckpointError line naming the file and, where it applies, the tensor.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.io import hf_names
+from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
+from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
+from glassformer.models.model import Model
+from glassformer.models.registry import config_from_dict
+
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+# model_type in config.json -> glassformer arch
+HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llama",
+            "bert": "bert"}
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
+CONVERT_HINT = ("convert it once, in an environment you trust: python -c \"import torch; "
+                "from safetensors.torch import save_file; save_file(torch.load('pytorch_model.bin',"
+                " weights_only=True), 'model.safetensors', metadata={'format': 'pt'})\" (or "
+                "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, "
+                "safe_serialization=True))")
+
+
+def load_pretrained(path, *, tokenizer: bool = True) -> Model:
+    """A Model from a Hugging Face folder or a glassformer run/checkpoint folder.
+
+    tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
+    """
+    folder = Path(path)
+    if folder.is_file():
+        if folder.suffix in PICKLE_SUFFIXES:
+            raise CheckpointError(f"{folder} is a pickle file, which glassformer never loads "
+                                  f"(unpickling can run arbitrary code); {CONVERT_HINT}")
+        raise CheckpointError(f"{folder} is a file; load_pretrained takes a model folder "
+                              "(config.json + model.safetensors) or a glassformer run folder")
+    if not folder.is_dir():
+        raise CheckpointError(f"model folder {folder} does not exist")
+    if (folder / LATEST).is_file() or (folder / MANIFEST).is_file():
+        return _load_glassformer_run(folder, tokenizer)
+    config = _read_config(folder)
+    if "arch" in config and "model_type" not in config:
+        return _load_glassformer_folder(folder, config, tokenizer)
+    model_type = config.get("model_type")
+    if model_type not in HF_ARCHS:
+        raise CheckpointError(f"{folder / 'config.json'}: model_type {model_type!r} is not one "
+                              f"glassformer loads (supported: {', '.join(HF_ARCHS)})")
+    arch = HF_ARCHS[model_type]
+    headers = _read_headers(folder)
+    table = hf_names.hf_keys_by_table_name(arch, headers)
+    cfg = _config_from_hf(folder, arch, config, table)
+    _check_tensors(folder, arch, cfg, headers, table)
+    tensors = _read_tensors(folder, headers, table)
+    _check_tied_copies(folder, arch, cfg, tensors)
+    params = hf_names.to_glassformer(arch, cfg, tensors)
+    return Model(cfg, params, _tokenizer(folder) if tokenizer else None)
+
+
+def save_pretrained(model: Model, directory) -> Path:
+    """Write config.json + model.safetensors that transformers' from_pretrained loads as the same
+    model (GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM), plus the tokenizer if any."""
+    if model.arch == "gpt2":
+        hf_config = hf_names.gpt2_config_to_hf(model.cfg)
+        # HF GPT-2 always has biases: a bias-free model is the same model with zero biases.
+        cfg = replace(model.cfg, bias=True)
+        shapes = hf_names.glassformer_shapes("gpt2", cfg)
+        params = {name: model.params.get(name, np.zeros(shape, np.float32))
+                  for name, shape in shapes.items()}
+    elif model.arch == "llama":
+        hf_config, cfg, params = model.cfg.to_hf_config(), model.cfg, model.params
+    else:
+        raise GlassformerError(f"save_pretrained writes gpt2 and llama models; got {model.arch}")
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = hf_names.to_hf(model.arch, cfg, params)
+    save_safetensors(folder / WEIGHTS, tensors, metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
+    if model.tokenizer is not None:
+        model.tokenizer.save(folder)
+    return folder
+
+
+# ---------------------------------------------------------------- Hugging Face folders
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{folder} has no config.json; a model folder needs config.json "
+                              f"and {WEIGHTS} (or {INDEX})")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} does not hold a JSON object")
+    return config
+
+
+def _weight_files(folder: Path) -> list[str]:
+    """The safetensors file names holding the weights; refuses pickles with a conversion hint."""
+    if (folder / WEIGHTS).is_file():
+        return [WEIGHTS]
+    if (folder / INDEX).is_file():
+        return sorted(set(_read_index(folder).values()))
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        raise CheckpointError(f"{folder} holds {pickles[0]}, a pickle file, and no safetensors; "
+                              f"glassformer never unpickles (it can run arbitrary code); "
+                              f"{CONVERT_HINT}")
+    raise CheckpointError(f"{folder} has no weights: expected {WEIGHTS} or {INDEX}")
+
+
+def _read_index(folder: Path) -> dict[str, str]:
+    """model.safetensors.index.json -> {tensor name: shard file name}."""
+    path = folder / INDEX
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{path} has no 'weight_map' object naming each tensor's shard")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard:
+            raise CheckpointError(f"{path}: tensor {name!r} names shard {shard!r}; expected a "
+                                  "file name in the same folder")
+    return weight_map
+
+
+def _read_headers(folder: Path) -> dict[str, tuple]:
+    """{file key: (TensorInfo, file name)} across all weight files, headers only (no data)."""
+    files = _weight_files(folder)
+    index = _read_index(folder) if files != [WEIGHTS] else None
+    headers = {}
+    for file in files:
+        for key, info in read_safetensors_header(folder / file).tensors.items():
+            if key in headers:
+                raise CheckpointError(f"{folder}: tensor {key!r} is in both {headers[key][1]} "
+                                      f"and {file}")
+            if index is not None and index.get(key) != file:
+                raise CheckpointError(f"{folder / file} holds tensor {key!r}, which {INDEX} "
+                                      f"places in {index.get(key)!r}")
+            headers[key] = (info, file)
+    for key, file in (index or {}).items():
+        if key not in headers:
+            raise CheckpointError(f"{INDEX} lists tensor {key!r} in {file}, but {folder / file} "
+                                  "does not hold it")
+    return headers
+
+
+def _config_from_hf(folder: Path, arch: str, config: dict, table: dict):
+    """The family config from config.json (a BERT's MLM head is seen from its tensors)."""
+    try:
+        if arch == "gpt2":
+            return hf_names.gpt2_config_from_hf(config)
+        if arch == "llama":
+            from glassformer.models.llama import LlamaConfig
+            return LlamaConfig.from_hf_config(config)
+        from glassformer.models.bert import BertConfig
+        has_mlm = any(name.startswith("cls.predictions.") for name in table)
+        return BertConfig.from_hf_config(config, mlm_head=has_mlm)
+    except KeyError as err:
+        raise CheckpointError(f"{folder / 'config.json'} lacks the key {err.args[0]!r}") from None
+    except (GlassformerError, TypeError) as err:
+        raise CheckpointError(f"{folder / 'config.json'}: {err}") from None
+
+
+def _check_tensors(folder: Path, arch: str, cfg, headers: dict, table: dict) -> None:
+    """Names both ways, then shapes and dtypes, against what the config implies."""
+    expected = hf_names.hf_shapes(arch, cfg)
+    copies = _tied_copies(arch, expected)
+    for name, shape in expected.items():
+        if name not in table:
+            raise CheckpointError(f"{folder}: missing tensor {name!r} (expected shape {shape}) "
+                                  f"for this {arch} config.json")
+    for name, key in table.items():
+        info, file = headers[key]
+        if name in expected:
+            want = expected[name]
+        elif name in copies:
+            want = expected[copies[name]]  # a tied head has its source's shape
+        else:
+            raise CheckpointError(f"{folder / file}: unexpected tensor {key!r} of shape "
+                                  f"{info.shape}; a {arch} model with this config.json has none")
+        if info.shape != want:
+            raise CheckpointError(f"{folder / file}: tensor {key!r} has shape {info.shape}, but "
+                                  f"config.json implies {want}")
+        if info.dtype not in FLOAT_DTYPES:
+            raise CheckpointError(f"{folder / file}: tensor {key!r} has dtype {info.dtype}; "
+                                  f"weights must be one of {', '.join(FLOAT_DTYPES)}")
+
+
+def _read_tensors(folder: Path, headers: dict, table: dict) -> dict[str, np.ndarray]:
+    """{table name: array} for every kept tensor, read file by file (memory-mapped)."""
+    wanted_by_file: dict[str, dict[str, str]] = {}
+    for name, key in table.items():
+        wanted_by_file.setdefault(headers[key][1], {})[key] = name
+    tensors = {}
+    for file, wanted in wanted_by_file.items():
+        arrays = load_safetensors(folder / file)
+        for key, name in wanted.items():
+            tensors[name] = arrays[key]
+    return tensors
+
+
+def _tied_copies(arch: str, expected: dict) -> dict[str, str]:
+    """{tied HF key: its source} for heads this config ties (so the file may repeat them)."""
+    return {name: source for name, source in hf_names.family_names(arch).tied.items()
+            if name not in expected and source in expected}
+
+
+def _check_tied_copies(folder: Path, arch: str, cfg, tensors: dict) -> None:
+    """A tied head stored anyway must equal what it is tied to; it is then dropped."""
+    for name, source in _tied_copies(arch, hf_names.hf_shapes(arch, cfg)).items():
+        if name in tensors:
+            if not np.array_equal(tensors[name], tensors[source]):
+                raise CheckpointError(f"{folder}: {name!r} should be a copy of {source!r} (the "
+                                      "config ties them) but the two tensors differ")
+            del tensors[name]
+
+
+def _tokenizer(folder: Path):
+    """The folder's tokenizer, or None when it has none (or tokenizers are not installed)."""
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    try:
+        from glassformer.tokenizers.load import load_tokenizer
+    except ImportError:  # tokenizers are optional for loading weights
+        return None
+    return load_tokenizer(folder)
+
+
+# ---------------------------------------------------------------- glassformer folders
+
+def _load_glassformer_run(folder: Path, tokenizer: bool) -> Model:
+    ckpt = load_checkpoint(folder)
+    cfg = _our_config(ckpt.path / "config.json", ckpt.config)
+    _check_our_params(ckpt.path / WEIGHTS, cfg, ckpt.params)
+    tok = _tokenizer(ckpt.path) if tokenizer else None
+    return Model(cfg, {k: np.asarray(v, dtype=np.float32) for k, v in ckpt.params.items()}, tok)
+
+
+def _load_glassformer_folder(folder: Path, config: dict, tokenizer: bool) -> Model:
+    cfg = _our_config(folder / "config.json", config)
+    if not (folder / WEIGHTS).is_file():
+        _weight_files(folder)  # raises: pickle or no weights
+    header = read_safetensors_header(folder / WEIGHTS)
+    shapes = {key: info.shape for key, info in header.tensors.items()}
+    _check_our_params(folder / WEIGHTS, cfg, shapes)
+    params = {k: np.asarray(v, dtype=np.float32)
+              for k, v in load_safetensors(folder / WEIGHTS).items()}
+    return Model(cfg, params, _tokenizer(folder) if tokenizer else None)
+
+
+def _our_config(path: Path, config: dict):
+    try:
+        return config_from_dict(config)
+    except (GlassformerError, TypeError) as err:
+        raise CheckpointError(f"{path}: {err}") from None
+
+
+def _check_our_params(path: Path, cfg, params: dict) -> None:
+    """params (arrays or shapes) against the config's names and shapes, both ways."""
+    arch = cfg.to_dict()["arch"]
+    expected = hf_names.glassformer_shapes(arch, cfg)
+    for name, shape in expected.items():
+        if name not in params:
+            raise CheckpointError(f"{path}: missing tensor {name!r} (expected shape {shape})")
+    for name, value in params.items():
+        shape = tuple(getattr(value, "shape", value))
+        if name not in expected:
+            raise CheckpointError(f"{path}: unexpected tensor {name!r} of shape {shape}; a "
+                                  f"{arch} model with this config has none")
+        if shape != expected[name]:
+            raise CheckpointError(f"{path}: tensor {name!r} has shape {shape}, but the config "
+                                  f"implies {expected[name]}")

@@ -1,0 +1,260 @@
+"""BERT (Devlin et al. 2019), the encoder: composed of the shared ops and blocks.
+
+    ids (B, T), token types (B, T)
+       -> tok_emb[ids] + pos_emb[positions] + type_emb[types] -> LayerNorm -> dropout   (B, T, C)
+       -> L x post-norm block: h = Norm1(x + Attn(x)), out = Norm2(h + MLP(h))
+          (bidirectional attention; padding keys masked by the attention mask)
+       -> last hidden state (B, T, C)
+
+Optional heads, separate functions so the encoder's forward/backward stay one pair:
+  * sentence embeddings (sentence-transformers): `mean_pool` over real tokens, `l2_normalize`;
+  * masked-LM logits (`mlm_forward`/`mlm_backward`, when cfg.mlm_head): dense -> GELU ->
+    LayerNorm -> x @ tok_emb^T + bias, the decoder tied to the word embeddings.
+
+Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `BertForMaskedLM`'s
+`cls.predictions` head. The [CLS] pooler and next-sentence head are not implemented.
+Deviation: no dropout on attention weights (BERT's attention_probs_dropout_prob); inference is
+unaffected. Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
+from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.errors import GlassformerError
+from glassformer.io.hf_names import TANH_GELUS, check_hf_config
+from glassformer.models.common import check_ids_and_positions, layer_params, prefixed
+from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
+from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
+from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
+from glassformer.ops.layer_norm import LayerNormCtx, layer_norm_backward, layer_norm_forward
+from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+
+POOL_EPS = 1e-9      # sentence-transformers clamps the token count to at least this
+NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize's default eps
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int = 65            # V
+    max_seq_len: int = 64           # T_max, rows of the learned position table
+    n_types: int = 2                # token types ("segments": sentence A / B)
+    n_layer: int = 4                # L
+    n_head: int = 4                 # H
+    d_model: int = 128              # C
+    d_ff: int | None = None         # F (None: 4 C)
+    norm_eps: float = 1e-12         # LayerNorm eps (BERT's value)
+    dropout: float = 0.0            # on embeddings and sub-block outputs, training only
+    activation: str = "gelu"        # exact erf GELU; "gelu_tanh" for checkpoints using gelu_new
+    mlm_head: bool = False          # params include the masked-LM head (mlm.*)
+
+    def __post_init__(self):
+        for field in ("vocab_size", "max_seq_len", "n_types", "n_layer", "n_head", "d_model"):
+            if getattr(self, field) < 1:
+                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        if self.activation not in ("gelu", "gelu_tanh"):
+            raise GlassformerError(f"BERT activation must be 'gelu' or 'gelu_tanh', "
+                                   f"got {self.activation!r}")
+        self.block_config()  # validates n_head vs d_model and the dropout range
+
+    def block_config(self) -> BlockConfig:
+        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
+                           norm="layer", norm_eps=self.norm_eps, norm_position="post",
+                           mlp=self.activation, qkv_bias=True, out_bias=True, mlp_bias=True,
+                           position="none", dropout=self.dropout)
+
+    def to_dict(self) -> dict:
+        return {"arch": "bert", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BertConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known - {"arch"}
+        if unknown:
+            raise GlassformerError(f"unknown BertConfig keys: {sorted(unknown)}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_hf_config(cls, hf: dict, *, mlm_head: bool = False) -> "BertConfig":
+        """A config.json of model_type bert -> BertConfig (mlm_head: the weights have cls.*)."""
+        if hf.get("model_type") != "bert":
+            raise GlassformerError(f"BertConfig.from_hf_config takes model_type 'bert', got "
+                                   f"{hf.get('model_type')!r}")
+        check_hf_config(hf, "bert")
+        if mlm_head and not hf.get("tie_word_embeddings", True):
+            raise GlassformerError("config.json unties the MLM decoder from the word embeddings "
+                                   "(tie_word_embeddings=false); glassformer ties them")
+        act = hf.get("hidden_act", "gelu")
+        return cls(vocab_size=hf["vocab_size"], max_seq_len=hf["max_position_embeddings"],
+                   n_types=hf.get("type_vocab_size", 2), n_layer=hf["num_hidden_layers"],
+                   n_head=hf["num_attention_heads"], d_model=hf["hidden_size"],
+                   d_ff=hf["intermediate_size"], norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
+                   dropout=float(hf.get("hidden_dropout_prob", 0.1)),
+                   activation="gelu_tanh" if act in TANH_GELUS else "gelu", mlm_head=mlm_head)
+
+    def to_hf_config(self) -> dict:
+        """The config.json of the matching HF BertModel (or BertForMaskedLM with mlm_head)."""
+        return {"architectures": ["BertForMaskedLM" if self.mlm_head else "BertModel"],
+                "model_type": "bert", "vocab_size": self.vocab_size,
+                "hidden_size": self.d_model, "num_hidden_layers": self.n_layer,
+                "num_attention_heads": self.n_head,
+                "intermediate_size": self.block_config().hidden,
+                "hidden_act": "gelu" if self.activation == "gelu" else "gelu_new",
+                "max_position_embeddings": self.max_seq_len, "type_vocab_size": self.n_types,
+                "layer_norm_eps": self.norm_eps, "hidden_dropout_prob": self.dropout,
+                "attention_probs_dropout_prob": 0.0, "position_embedding_type": "absolute",
+                "tie_word_embeddings": True, "dtype": "float32"}
+
+
+# An encoder reads whole sequences: no generation, so no sliding window and no KV cache.
+SLIDING_CONTEXT = False
+
+
+def kv_layout(cfg: BertConfig) -> tuple[int, int]:
+    raise GlassformerError("BERT is an encoder: it reads the whole sequence at once, keeps no "
+                           "KV cache and cannot generate")
+
+
+class BertCtx(NamedTuple):
+    tok: EmbeddingCtx
+    pos: EmbeddingCtx
+    types: EmbeddingCtx
+    emb_norm: NormCtx
+    drop: DropoutCtx
+    blocks: list[BlockCtx]
+
+
+class MLMCtx(NamedTuple):
+    dense: LinearCtx
+    act: GeluCtx
+    norm: LayerNormCtx
+    decoder: LinearCtx
+
+
+def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
+    """Fresh float32 params: Normal(0, 0.02) matrices and tables, zero biases, unit gains."""
+    std = 0.02
+    c = cfg.d_model
+    bcfg = cfg.block_config()
+    params = {}
+    for name, rows in (("tok_emb", cfg.vocab_size), ("pos_emb", cfg.max_seq_len),
+                       ("type_emb", cfg.n_types)):
+        params[name] = (rng.standard_normal((rows, c)) * std).astype(np.float32)   # (rows, C)
+    params["emb_norm.w"] = np.ones(c, np.float32)
+    params["emb_norm.b"] = np.zeros(c, np.float32)
+    for i in range(cfg.n_layer):
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=std), f"blocks.{i}."))
+    if cfg.mlm_head:
+        params["mlm.w"] = (rng.standard_normal((c, c)) * std).astype(np.float32)   # (C, C)
+        params["mlm.b"] = np.zeros(c, np.float32)
+        params["mlm.norm.w"] = np.ones(c, np.float32)
+        params["mlm.norm.b"] = np.zeros(c, np.float32)
+        params["mlm.bias"] = np.zeros(cfg.vocab_size, np.float32)                  # (V,)
+    return params
+
+
+def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
+            token_type_ids: np.ndarray | None = None, key_mask: np.ndarray | None = None,
+            train: bool = False, rng: np.random.Generator | None = None,
+            positions: np.ndarray | None = None, kv_cache=None) -> tuple[np.ndarray, BertCtx]:
+    """ids (B, T) -> last hidden state (B, T, C).
+
+    token_type_ids (B, T): segment of each token (default all 0). key_mask (B, T): True (or 1)
+    for real tokens, False on padding, as HF's attention_mask. positions: default arange(T).
+    """
+    if kv_cache is not None:
+        kv_layout(cfg)  # raises: an encoder has no cache
+    positions = check_ids_and_positions(ids, positions, 0, cfg.max_seq_len)
+    types = np.zeros_like(ids) if token_type_ids is None else np.asarray(token_type_ids)
+    if types.shape != ids.shape:
+        raise GlassformerError(f"token_type_ids has shape {types.shape} but ids have shape "
+                               f"{ids.shape}; they must match")
+    if key_mask is not None:
+        key_mask = np.asarray(key_mask).astype(bool)
+        if key_mask.shape != ids.shape:
+            raise GlassformerError(f"attention mask has shape {key_mask.shape} but ids have "
+                                   f"shape {ids.shape}; they must match")
+    bcfg = cfg.block_config()
+    tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
+    pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
+    typ, type_ctx = embedding_forward(types, params["type_emb"])      # (B, T) -> (B, T, C)
+    x, emb_norm_ctx = norm_forward(params, "emb_norm.", tok + pos + typ, bcfg)
+    x, drop_ctx = dropout_forward(x, p=cfg.dropout, rng=rng, train=train)
+    block_ctxs = []
+    for i in range(cfg.n_layer):
+        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=False,
+                               key_mask=key_mask, positions=positions, train=train, rng=rng)
+        block_ctxs.append(ctx)
+    return x, BertCtx(tok_ctx, pos_ctx, type_ctx, emb_norm_ctx, drop_ctx, block_ctxs)
+
+
+def backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
+    """dhidden (B, T, C) -> grads of the encoder's params (mlm.* come from `mlm_backward`)."""
+    grads = {}
+    dx = dhidden
+    for i in reversed(range(len(ctx.blocks))):
+        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
+        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    dx = dropout_backward(dx, ctx.drop)
+    dsum, norm_grads = norm_backward(dx, ctx.emb_norm, "emb_norm.")
+    grads.update(norm_grads)
+    # The three lookups were summed, so each receives the same gradient dsum.
+    grads["tok_emb"] = embedding_backward(dsum, ctx.tok)
+    grads["type_emb"] = embedding_backward(dsum, ctx.types)
+    # One position row served every batch item when positions are (T,): sum over B first.
+    dpos = dsum.sum(axis=0) if ctx.pos.ids.ndim == 1 else dsum     # (B, T, C) -> (T, C)
+    grads["pos_emb"] = embedding_backward(dpos, ctx.pos)
+    return grads
+
+
+def mlm_forward(params: dict, hidden: np.ndarray, cfg: BertConfig
+                ) -> tuple[np.ndarray, MLMCtx]:
+    """Masked-LM logits: hidden (B, T, C) -> (B, T, V), decoder tied to tok_emb."""
+    if not cfg.mlm_head:
+        raise GlassformerError("this BERT has no masked-LM head (its checkpoint had no "
+                               "cls.predictions.* tensors)")
+    h, dense_ctx = linear_forward(hidden, params["mlm.w"], params["mlm.b"])     # (B, T, C)
+    h, act_ctx = gelu_forward(h, approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
+    h, norm_ctx = layer_norm_forward(h, params["mlm.norm.w"], params["mlm.norm.b"],
+                                     eps=cfg.norm_eps)
+    logits, decoder_ctx = linear_forward(h, params["tok_emb"].T,
+                                         params["mlm.bias"])               # (B, T, C) -> (B, T, V)
+    return logits, MLMCtx(dense_ctx, act_ctx, norm_ctx, decoder_ctx)
+
+
+def mlm_backward(dlogits: np.ndarray, ctx: MLMCtx) -> tuple[np.ndarray, dict]:
+    """Returns (dhidden, grads of mlm.* and the decoder's share of tok_emb).
+
+    note: tok_emb also fed the encoder's input lookup; the caller adds the two tok_emb grads.
+    """
+    grads = {}
+    dh, dw_dec, grads["mlm.bias"] = linear_backward(dlogits, ctx.decoder)      # dw_dec (C, V)
+    grads["tok_emb"] = dw_dec.T                                                # (C, V) -> (V, C)
+    dh, grads["mlm.norm.w"], grads["mlm.norm.b"] = layer_norm_backward(dh, ctx.norm)
+    dh = gelu_backward(dh, ctx.act)
+    dhidden, grads["mlm.w"], grads["mlm.b"] = linear_backward(dh, ctx.dense)
+    return dhidden, grads
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Mean of the real tokens' vectors: hidden (B, T, C), mask (B, T) -> (B, C).
+
+    As sentence-transformers: sum(hidden * mask) / max(count, 1e-9) per row.
+    """
+    if mask is None:
+        return hidden.mean(axis=1)
+    weights = np.asarray(mask).astype(hidden.dtype)[:, :, None]      # (B, T) -> (B, T, 1)
+    total = (hidden * weights).sum(axis=1)                           # (B, T, C) -> (B, C)
+    count = np.maximum(weights.sum(axis=1), POOL_EPS)                # (B, 1)
+    return total / count
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """x / max(||x||, 1e-12) along the last axis, as torch.nn.functional.normalize."""
+    norm = np.sqrt((x * x).sum(axis=-1, keepdims=True))              # (..., C) -> (..., 1)
+    return x / np.maximum(norm, NORMALIZE_EPS)

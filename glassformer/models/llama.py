@@ -1,0 +1,228 @@
+"""LLaMA (Touvron et al. 2023) and its close kin Qwen2 and Mistral, composed of the shared blocks.
+
+    ids (B, T) -> tok_emb[ids]                                        (B, T, C)
+               -> L x pre-norm block (RMSNorm, attention with RoPE and grouped KV heads,
+                                      RMSNorm, SwiGLU MLP)
+               -> norm_f (RMSNorm) -> x @ lm_head  (or x @ tok_emb^T when tied)   (B, T, V)
+
+Positions enter only inside attention, by rotating q and k (RoPE, HF's rotate-half layout, base
+`rope_theta`); there is no position table, so nothing is added to the embeddings. Grouped-query
+attention (n_kv_head < n_head) shares each K/V head among n_head / n_kv_head query heads:
+
+    query heads   q0 q1 | q2 q3 | q4 q5        H = 6
+    kv heads        k0  |   k1  |   k2         K = 3, each used by G = 2 query heads
+
+Matches HF `LlamaForCausalLM`, `Qwen2ForCausalLM` (qkv_bias=True) and `MistralForCausalLM`
+(within its sliding window; see `from_hf_config`) when loaded from their weights: RMSNorm with eps
+inside the square root, SiLU-gated MLP without biases, default ("rope_type": "default") RoPE.
+Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
+(HF initialises those with plain 0.02); norm gains start at 1.
+Deviation: dropout (for training from scratch only; LLaMA has none) acts on sub-block outputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
+from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.errors import GlassformerError
+from glassformer.generate.kv_cache import KVCache
+from glassformer.io.hf_names import check_hf_config, rope_theta_from_hf
+from glassformer.models.common import (LMHeadCtx, check_ids_and_positions, layer_params,
+                                       lm_head_backward, lm_head_forward, prefixed)
+from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
+
+# HF model types this family loads, and the `architectures` entry each exports as.
+HF_MODEL_TYPES = ("llama", "qwen2", "mistral")
+SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int = 65            # V
+    max_seq_len: int = 64           # T_max, the longest sequence RoPE was trained for
+    n_layer: int = 4                # L
+    n_head: int = 4                 # H, query heads
+    n_kv_head: int | None = None    # K, key/value heads (None: n_head, i.e. no grouping)
+    d_model: int = 128              # C
+    d_ff: int | None = None         # F (None: 8 C / 3 rounded up to a multiple of 8)
+    norm_eps: float = 1e-6          # RMSNorm eps, inside the square root
+    rope_theta: float = 10000.0     # RoPE base
+    qkv_bias: bool = False          # biases on q, k, v projections (Qwen2)
+    out_bias: bool = False          # bias on the attention output (LLaMA's attention_bias=True)
+    tie_embeddings: bool = False    # lm_head is tok_emb^T (SmolLM2, small Qwen2 models)
+    dropout: float = 0.0            # on sub-block outputs, training only
+    head_dim: int | None = None     # D (None: d_model // n_head)
+
+    def __post_init__(self):
+        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
+            if getattr(self, field) < 1:
+                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        self.block_config()  # validates heads vs d_model, even head dim, dropout range
+
+    @property
+    def hidden(self) -> int:
+        """F, the SwiGLU width: d_ff, or 2/3 of GPT's 4 C (same parameter count as a plain MLP)."""
+        if self.d_ff is not None:
+            return self.d_ff
+        return -(-8 * self.d_model // (3 * SWIGLU_MULTIPLE)) * SWIGLU_MULTIPLE
+
+    def block_config(self) -> BlockConfig:
+        return BlockConfig(d_model=self.d_model, n_head=self.n_head, n_kv_head=self.n_kv_head,
+                           d_ff=self.hidden, head_dim=self.head_dim, norm="rms",
+                           norm_eps=self.norm_eps, norm_bias=False, norm_position="pre",
+                           mlp="swiglu", qkv_bias=self.qkv_bias, out_bias=self.out_bias,
+                           mlp_bias=False, position="rope", rope_theta=self.rope_theta,
+                           dropout=self.dropout)
+
+    def to_dict(self) -> dict:
+        return {"arch": "llama", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LlamaConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known - {"arch"}
+        if unknown:
+            raise GlassformerError(f"unknown LlamaConfig keys: {sorted(unknown)}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_hf_config(cls, hf: dict) -> "LlamaConfig":
+        """A config.json of model_type llama, qwen2 or mistral -> LlamaConfig.
+
+        Keys that would change the math and that glassformer does not implement (rope scaling,
+        MLP biases, a sliding window shorter than the sequences) raise a GlassformerError.
+        A sliding window of W tokens is the same as full attention for sequences of at most W
+        tokens, so a Mistral/Qwen2 window caps max_seq_len at W instead.
+        """
+        model_type = hf.get("model_type")
+        if model_type not in HF_MODEL_TYPES:
+            raise GlassformerError(f"LlamaConfig.from_hf_config takes model_type "
+                                   f"{' / '.join(HF_MODEL_TYPES)}, got {model_type!r}")
+        check_hf_config(hf, model_type)
+        n_head = hf["num_attention_heads"]
+        attention_bias = bool(hf.get("attention_bias", False))
+        return cls(vocab_size=hf["vocab_size"], max_seq_len=_context(hf),
+                   n_layer=hf["num_hidden_layers"], n_head=n_head,
+                   n_kv_head=hf.get("num_key_value_heads") or n_head,
+                   d_model=hf["hidden_size"], d_ff=hf["intermediate_size"],
+                   norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+                   rope_theta=rope_theta_from_hf(hf),
+                   qkv_bias=model_type == "qwen2" or attention_bias,
+                   out_bias=attention_bias,
+                   tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+                   head_dim=hf.get("head_dim"))
+
+    def to_hf_config(self) -> dict:
+        """The config.json transformers needs to rebuild this model (llama, or qwen2)."""
+        if self.qkv_bias and not self.out_bias:
+            model_type, extra = "qwen2", {"use_sliding_window": False, "sliding_window": None}
+        elif self.qkv_bias == self.out_bias:
+            model_type, extra = "llama", {"attention_bias": self.qkv_bias, "mlp_bias": False}
+        else:
+            raise GlassformerError("no Hugging Face family has an attention output bias without "
+                                   "q/k/v biases (out_bias=True, qkv_bias=False)")
+        bcfg = self.block_config()
+        architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[model_type]
+        return {"architectures": [architecture], "model_type": model_type,
+                "vocab_size": self.vocab_size, "hidden_size": self.d_model,
+                "intermediate_size": self.hidden, "num_hidden_layers": self.n_layer,
+                "num_attention_heads": self.n_head, "num_key_value_heads": bcfg.kv_heads,
+                "head_dim": bcfg.dim_per_head, "max_position_embeddings": self.max_seq_len,
+                "rms_norm_eps": self.norm_eps, "hidden_act": "silu",
+                # transformers 5 reads rope_parameters, 4.x reads rope_theta
+                "rope_theta": self.rope_theta,
+                "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+                "tie_word_embeddings": self.tie_embeddings, "attention_dropout": 0.0,
+                "dtype": "float32", **extra}
+
+
+def _context(hf: dict) -> int:
+    """max_position_embeddings, capped by a sliding window when one is in use."""
+    context = hf["max_position_embeddings"]
+    window = hf.get("sliding_window")
+    in_use = hf.get("use_sliding_window", hf.get("model_type") == "mistral")
+    if in_use and window is not None:
+        context = min(context, int(window))
+    return context
+
+
+# RoPE positions are not learned, but no model was trained past its context: generation stops.
+SLIDING_CONTEXT = False
+
+
+def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
+    """(K, D) of this model's KV cache: only the n_kv_head shared heads are stored."""
+    bcfg = cfg.block_config()
+    return bcfg.kv_heads, bcfg.dim_per_head
+
+
+class LlamaCtx(NamedTuple):
+    tok: EmbeddingCtx
+    blocks: list[BlockCtx]
+    norm_f: NormCtx
+    head: LMHeadCtx
+    tied: bool
+
+
+def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
+    """Fresh float32 params (see module docstring for the init)."""
+    std = 0.02
+    out_std = std / math.sqrt(2 * cfg.n_layer)
+    bcfg = cfg.block_config()
+    params = {"tok_emb": (rng.standard_normal((cfg.vocab_size, cfg.d_model)) * std
+                          ).astype(np.float32)}                               # (V, C)
+    for i in range(cfg.n_layer):
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
+    params["norm_f.w"] = np.ones(cfg.d_model, np.float32)                     # (C,)
+    if not cfg.tie_embeddings:
+        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
+                             ).astype(np.float32)                             # (C, V)
+    return params
+
+
+def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = False,
+            rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
+            positions: np.ndarray | None = None, kv_cache: KVCache | None = None
+            ) -> tuple[np.ndarray, LlamaCtx]:
+    """ids (B, T) -> logits (B, T, V).
+
+    key_mask (B, S): True for real tokens (left padding is False). positions: (T,) or (B, T)
+    absolute positions fed to RoPE (default: kv_cache.length + arange(T)).
+    """
+    offset = 0 if kv_cache is None else kv_cache.length
+    positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
+    bcfg = cfg.block_config()
+    x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
+    block_ctxs = []
+    for i in range(cfg.n_layer):
+        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=True, key_mask=key_mask,
+                               positions=positions, kv_cache=kv_cache, layer=i, train=train,
+                               rng=rng)
+        block_ctxs.append(ctx)
+    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
+    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
+    return logits, LlamaCtx(tok_ctx, block_ctxs, norm_ctx, head_ctx,
+                            tied="lm_head" not in params)
+
+
+def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
+    """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
+    grads = {}
+    dx, head_grads = lm_head_backward(dlogits, ctx.head)
+    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
+    grads.update(norm_grads)
+    for i in reversed(range(len(ctx.blocks))):
+        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
+        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    grads["tok_emb"] = embedding_backward(dx, ctx.tok)
+    if ctx.tied:
+        grads["tok_emb"] = grads["tok_emb"] + head_grads["tok_emb"]  # fan-out: tied lm_head
+    else:
+        grads["lm_head"] = head_grads["lm_head"]
+    return grads
