@@ -33,6 +33,8 @@ WORD_CACHE_LIMIT = 100_000  # distinct words memoised before the cache is emptie
 
 # (left id, right id) -> (rank, id of the merged token); lower rank = learned earlier = merged first
 MergeTable = dict[tuple[int, int], tuple[int, int]]
+# The entry of a pair that has no merge: its rank sorts after every real rank.
+NO_MERGE = (float("inf"), -1)
 
 
 def build_merge_table(vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]]) -> MergeTable:
@@ -51,29 +53,29 @@ def build_merge_table(vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]]
 def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
     """Merge adjacent pairs of `ids`, lowest rank first, until none of them can merge.
 
-    Each round finds the lowest-ranked pair present, then replaces every occurrence of it, left
-    to right without overlap (for "a a a" and merge (a, a): "aa a"), like tiktoken and HF.
+    `entries[i]` holds the merge table entry of the pair (parts[i], parts[i + 1]), or NO_MERGE.
+    Each step merges the leftmost pair of lowest rank (what tiktoken does; merging every
+    occurrence of that pair at once, as HF does, gives the same result) and then looks up only
+    the two pairs that changed, the merged token with its left and right neighbours:
+
+        parts    [h, e, l, l, o]        entries  [he, el, ll, lo]   (ranks; 'll' lowest)
+        merge i=2 -> [h, e, ll, o]      entries  [he, e+ll, ll+o]   (two new lookups)
     """
-    while len(ids) > 1:
-        best: tuple[int, int] | None = None   # (rank, merged id) of the best pair so far
-        best_pair = (-1, -1)
-        for pair in zip(ids, ids[1:]):
-            entry = merge_table.get(pair)
-            if entry is not None and (best is None or entry[0] < best[0]):
-                best, best_pair = entry, pair
-        if best is None:
-            return ids
-        merged: list[int] = []
-        i = 0
-        while i < len(ids):
-            if i + 1 < len(ids) and (ids[i], ids[i + 1]) == best_pair:
-                merged.append(best[1])
-                i += 2
-            else:
-                merged.append(ids[i])
-                i += 1
-        ids = merged
-    return ids
+    parts = list(ids)
+    entries = [merge_table.get(pair, NO_MERGE) for pair in zip(parts, parts[1:])]
+    while entries:
+        best = min(entries)  # tuples compare by rank first
+        if best is NO_MERGE:
+            break
+        i = entries.index(best)  # the leftmost pair with that rank
+        parts[i] = best[1]
+        del parts[i + 1]
+        del entries[i]
+        if i > 0:
+            entries[i - 1] = merge_table.get((parts[i - 1], parts[i]), NO_MERGE)
+        if i < len(entries):
+            entries[i] = merge_table.get((parts[i], parts[i + 1]), NO_MERGE)
+    return parts
 
 
 def encode_words(words: list[str], encode_word: Callable[[str], list[int]],
