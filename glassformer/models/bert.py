@@ -13,8 +13,9 @@ Optional heads, separate functions so the encoder's forward/backward stay one pa
 
 Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `BertForMaskedLM`'s
 `cls.predictions` head. The [CLS] pooler and next-sentence head are not implemented.
-Deviation: no dropout on attention weights (BERT's attention_probs_dropout_prob); inference is
-unaffected. Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
+Deviations (training only; inference is unaffected): no dropout on attention weights (BERT's
+attention_probs_dropout_prob), and the [PAD] row of tok_emb gets lookup gradients like any other
+(HF's nn.Embedding(padding_idx=pad_token_id) gives it none). Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
 """
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ Matches HF `LlamaForCausalLM`, `Qwen2ForCausalLM` (qkv_bias=True) and `MistralFo
 inside the square root, SiLU-gated MLP without biases, default ("rope_type": "default") RoPE.
 Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
 (HF initialises those with plain 0.02); norm gains start at 1.
-Deviation: dropout (for training from scratch only; LLaMA has none) acts on sub-block outputs.
+Deviations (training only): dropout (LLaMA has none) acts on sub-block outputs; when config.json
+sets pad_token_id, HF's embedding gives that row no lookup gradient, glassformer treats it alike.
 """
 from __future__ import annotations
 
@@ -107,6 +108,9 @@ class LlamaConfig:
         check_hf_config(hf, model_type)
         n_head = hf["num_attention_heads"]
         attention_bias = bool(hf.get("attention_bias", False))
+        head_dim = hf.get("head_dim")
+        if head_dim == hf["hidden_size"] // n_head:
+            head_dim = None  # the default, stored as such so configs compare equal
         return cls(vocab_size=hf["vocab_size"], max_seq_len=_context(hf),
                    n_layer=hf["num_hidden_layers"], n_head=n_head,
                    n_kv_head=hf.get("num_key_value_heads") or n_head,
@@ -116,7 +120,7 @@ class LlamaConfig:
                    qkv_bias=model_type == "qwen2" or attention_bias,
                    out_bias=attention_bias,
                    tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-                   head_dim=hf.get("head_dim"))
+                   head_dim=head_dim)
 
     def to_hf_config(self) -> dict:
         """The config.json transformers needs to rebuild this model (llama, or qwen2)."""
