@@ -208,8 +208,13 @@ class BPETokenizer(Tokenizer):
 
     @classmethod
     def load(cls, path: str | Path) -> "BPETokenizer":
-        """Read a folder written by `save` (or any HF byte-level BPE tokenizer.json)."""
+        """Read a folder written by `save`: its tokenizer.json, else its vocab.json + merges.txt."""
         source = json_path(path)
+        folder = Path(path)
+        if not source.is_file() and (folder / "vocab.json").is_file():
+            # imported here because bpe_files builds on this module
+            from glassformer.tokenizers.bpe_files import load_vocab_and_merges
+            return load_vocab_and_merges(folder / "vocab.json", folder / "merges.txt")
         if not source.is_file():
             raise GlassformerError(f"no BPE tokenizer at {source}: file not found")
         layout = json.loads(source.read_text(encoding="utf-8"))

@@ -80,6 +80,17 @@ def test_save_load_identity(tmp_path, tiny_shakespeare):
     assert again.encode(text) == tok.encode(text)
 
 
+def test_vocab_json_and_merges_txt_alone_reload_identically(tmp_path, tiny_shakespeare):
+    tok = train_bpe(tiny_shakespeare[:20_000], vocab_size=350, special_tokens=["<|endoftext|>"])
+    tok.save(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()
+    again = BPETokenizer.load(tmp_path)
+    assert again.merges == tok.merges and again.vocab == tok.vocab
+    assert again.special_tokens == tok.special_tokens   # <|...|> tokens of vocab.json are special
+    text = tiny_shakespeare[20_000:22_000] + "<|endoftext|>"
+    assert again.encode(text) == tok.encode(text)
+
+
 def test_saved_vocab_and_merges_are_gpt2_layout(tmp_path):
     train_bpe(HAND_TEXT, vocab_size=262).save(tmp_path)
     vocab = json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))
