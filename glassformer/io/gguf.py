@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.errors import CheckpointError
+from glassformer.io.hf_names import glassformer_shapes
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
 LAYER_TENSORS = {
@@ -183,7 +184,7 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
     if missing or unexpected:
         raise CheckpointError(f"{path}: tensor names do not match a {cfg.n_layer}-layer LLaMA: "
                               f"missing {missing[:5]}, unexpected {unexpected[:5]}")
-    shapes = param_shapes(cfg)
+    shapes = glassformer_shapes("llama", cfg)
     for gguf_name, (name, transpose, _) in table.items():
         stored = tuple(int(d) for d in reversed(tensors[gguf_name].shape))  # ggml dims reversed
         want = shapes[name][::-1] if transpose else shapes[name]
@@ -192,20 +193,6 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
                                   f"expected {tuple(want)}")
     return {name: _convert(tensors[gguf_name], transpose, heads and getattr(cfg, heads), path)
             for gguf_name, (name, transpose, heads) in table.items()}
-
-
-def param_shapes(cfg) -> dict[str, tuple[int, ...]]:
-    """glassformer name -> shape, for every tensor a GGUF file of `cfg` must hold."""
-    c, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
-    d = c // cfg.n_head
-    hd, kd = cfg.n_head * d, cfg.n_kv_head * d
-    layer = {"norm1.w": (c,), "attn.wq": (c, hd), "attn.wk": (c, kd), "attn.wv": (c, kd),
-             "attn.wo": (hd, c), "norm2.w": (c,), "mlp.w_gate": (c, f), "mlp.w_up": (c, f),
-             "mlp.w_down": (f, c)}
-    shapes = {"tok_emb": (v, c), "norm_f.w": (c,), "lm_head": (c, v)}
-    for i in range(cfg.n_layer):
-        shapes.update({f"blocks.{i}.{name}": shape for name, shape in layer.items()})
-    return shapes
 
 
 def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.ndarray:

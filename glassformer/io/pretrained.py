@@ -53,6 +53,9 @@ def load_pretrained(path, *, tokenizer: bool = True) -> Model:
     tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
     """
     folder = Path(path)
+    if folder.is_file() and folder.suffix == ".gguf":  # llama.cpp's format: io/gguf.py
+        from glassformer.io.gguf import load_gguf
+        return load_gguf(folder, with_tokenizer=tokenizer)
     if folder.is_file():
         if folder.suffix in PICKLE_SUFFIXES:
             raise CheckpointError(f"{folder} is a pickle file, which glassformer never loads "
