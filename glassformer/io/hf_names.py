@@ -215,7 +215,8 @@ def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
 def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """HF tensors (keys without prefix, already checked by shape) -> glassformer params.
 
-    Every array is a fresh contiguous float32 copy, in glassformer's (in, out) layout.
+    Every array is contiguous float32 in glassformer's (in, out) layout: a copy when transposed,
+    split or widened, else the tensor itself (a copy-on-write memory map when read from a file).
     """
     params = {}
     for row in _rows(family_names(arch), cfg.n_layer):
