@@ -21,10 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib module
+
+import numpy as np  # noqa: E402
+
 
 from glassformer.models import gpt2  # noqa: E402
 from glassformer.train.optim import adamw_init, adamw_step, clip_grad_norm  # noqa: E402

@@ -1,0 +1,152 @@
+"""Generation speed: a GPT-2-124M-shaped model, 128 greedy tokens after a 32-token prompt, batch 1.
+
+Measures glassformer with its KV cache, glassformer recomputing everything each step (--no-cache
+style), and HF transformers' GPT2LMHeadModel.generate (PyTorch CPU) holding the same random
+weights, all in this process. Also the prefill time of a 512-token prompt, and peak RSS of each
+side in a child process that runs only that side.
+
+    python bench/generate.py [--new-tokens 128] [--skip-nocache]
+
+Last line: one JSON object with glassformer_tok_s, glassformer_nocache_tok_s, transformers_tok_s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib module
+
+import numpy as np  # noqa: E402
+
+
+from glassformer.generate.generate import generate  # noqa: E402
+from glassformer.models import gpt2  # noqa: E402
+from glassformer.models.model import Model  # noqa: E402
+
+CONFIG = dict(vocab_size=50257, max_seq_len=1024, n_layer=12, n_head=12, d_model=768)
+
+
+def peak_rss_mib() -> float:
+    """VmHWM of this process (ru_maxrss would include the parent's high-water mark)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def our_model() -> Model:
+    cfg = gpt2.GPT2Config(**CONFIG, activation="gelu_tanh")
+    return Model(cfg, gpt2.init_params(cfg, np.random.default_rng(0)))
+
+
+def hf_model(model: Model):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from glassformer.io.hf_names import gpt2_config_to_hf, to_hf
+
+    hf_cfg = GPT2Config(**{k: v for k, v in gpt2_config_to_hf(model.cfg).items()
+                           if k not in ("architectures", "model_type")})
+    hf = GPT2LMHeadModel(hf_cfg).eval()
+    state = {k: torch.from_numpy(np.ascontiguousarray(v))
+             for k, v in to_hf("gpt2", model.cfg, model.params).items()}
+    hf.load_state_dict(state, strict=False)
+    hf.tie_weights()
+    return hf
+
+
+def time_ours(model, prompt, new_tokens, use_cache) -> tuple[float, np.ndarray]:
+    start = time.perf_counter()
+    out = list(generate(model, prompt, max_new_tokens=new_tokens, temperature=0.0,
+                        use_cache=use_cache))
+    return time.perf_counter() - start, np.stack(out, axis=1)
+
+
+def time_hf(hf, prompt, new_tokens) -> tuple[float, np.ndarray]:
+    import torch
+    ids = torch.from_numpy(prompt)
+    with torch.no_grad():
+        start = time.perf_counter()
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                          min_new_tokens=new_tokens, do_sample=False, use_cache=True,
+                          pad_token_id=0)
+        seconds = time.perf_counter() - start
+    return seconds, out[:, prompt.shape[1]:].numpy()
+
+
+def prefill_seconds(model, hf, length=512) -> tuple[float, float]:
+    import torch
+    ids = np.random.default_rng(1).integers(0, CONFIG["vocab_size"], (1, length))
+    cache = model.new_cache(1)
+    start = time.perf_counter()
+    model.forward(ids, kv_cache=cache)
+    ours = time.perf_counter() - start
+    with torch.no_grad():
+        start = time.perf_counter()
+        hf(torch.from_numpy(ids), use_cache=True)
+        theirs = time.perf_counter() - start
+    return ours, theirs
+
+
+def child(side: str, new_tokens: int) -> None:
+    model = our_model()
+    prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, 32))
+    if side == "glassformer":
+        time_ours(model, prompt, new_tokens, True)
+    else:
+        hf = hf_model(model)
+        del model
+        time_hf(hf, prompt, new_tokens)
+    print(json.dumps({"side": side, "peak_rss_mib": peak_rss_mib()}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
+    parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")
+    parser.add_argument("--skip-nocache", action="store_true", help="skip the slow no-cache run")
+    parser.add_argument("--child", choices=["glassformer", "transformers"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.new_tokens)
+        return
+    import torch
+    torch.set_num_threads(len(__import__("os").sched_getaffinity(0)))
+    model = our_model()
+    hf = hf_model(model)
+    prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, args.prompt_len))
+    time_ours(model, prompt, 4, True), time_hf(hf, prompt, 4)  # warm up
+    hf_s, hf_ids = time_hf(hf, prompt, args.new_tokens)
+    ours_s, ours_ids = time_ours(model, prompt, args.new_tokens, True)
+    same = bool(np.array_equal(ours_ids, hf_ids))
+    nocache_s = None
+    if not args.skip_nocache:
+        nocache_s, _ = time_ours(model, prompt, args.new_tokens, False)
+    prefill_ours, prefill_hf = prefill_seconds(model, hf)
+    rss = {}
+    for side in ("glassformer", "transformers"):
+        done = subprocess.run([sys.executable, __file__, "--child", side, "--new-tokens", "16"],
+                              capture_output=True, text=True, check=True)
+        rss[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"]
+    n = args.new_tokens
+    result = {"glassformer_tok_s": round(n / ours_s, 2),
+              "glassformer_nocache_tok_s": round(n / nocache_s, 2) if nocache_s else None,
+              "transformers_tok_s": round(n / hf_s, 2),
+              "ratio": round(hf_s / ours_s, 3),
+              "same_greedy_tokens": same,
+              "prefill_512_glassformer_s": round(prefill_ours, 3),
+              "prefill_512_transformers_s": round(prefill_hf, 3),
+              "glassformer_peak_rss_mib": round(rss["glassformer"], 1),
+              "transformers_peak_rss_mib": round(rss["transformers"], 1)}
+    for key, value in result.items():
+        print(f"{key:32s} {value}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
