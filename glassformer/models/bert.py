@@ -15,7 +15,8 @@ Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `Ber
 `cls.predictions` head. The [CLS] pooler and next-sentence head are not implemented.
 Deviations (training only; inference is unaffected): no dropout on attention weights (BERT's
 attention_probs_dropout_prob), and the [PAD] row of tok_emb gets lookup gradients like any other
-(HF's nn.Embedding(padding_idx=pad_token_id) gives it none). Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
+(HF's nn.Embedding(padding_idx=pad_token_id) gives it none).
+Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
 """
 from __future__ import annotations
 

@@ -168,7 +168,8 @@ def test_save_pretrained_writes_hf_folder_and_tokenizer(tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2
     again = load_pretrained(tmp_path)
-    assert hf_config(again.cfg) == hf_config(cfg) and again.tokenizer.decode(again.tokenizer.encode("mad")) == "mad"
+    assert hf_config(again.cfg) == hf_config(cfg)
+    assert again.tokenizer.decode(again.tokenizer.encode("mad")) == "mad"
     bert_cfg = CONFIGS["bert-mlm"]
     with pytest.raises(GlassformerError, match="gpt2 and llama"):
         save_pretrained(Model(bert_cfg, bert.init_params(bert_cfg, np.random.default_rng(0))),
