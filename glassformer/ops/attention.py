@@ -92,7 +92,9 @@ def combine_masks(mask: np.ndarray | None, causal: bool, t: int, s: int) -> np.n
 
 def attention_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
     """Raw scaled scores Q K^T * scale: (..., T, D) @ (..., D, S) -> (..., T, S)."""
-    return (q @ np.swapaxes(k, -1, -2)) * scale
+    scores = q @ np.swapaxes(k, -1, -2)
+    scores *= scale  # in place: a Python float keeps float32 float32
+    return scores
 
 
 def _check_inputs(q, k, v, mask) -> None:

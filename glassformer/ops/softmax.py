@@ -46,10 +46,11 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     row_max = x.max(axis=-1, keepdims=True)
     # note: a fully masked row has max -inf; shifting by 0 instead avoids (-inf) - (-inf) = NaN.
     row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-    exps = np.exp(x - row_max)
-    total = exps.sum(axis=-1, keepdims=True)
+    probs = x - row_max                                 # a fresh array, worked on in place
+    np.exp(probs, out=probs)
+    total = probs.sum(axis=-1, keepdims=True)           # (..., S) -> (..., 1)
     # subtle: total is 0 only for fully masked rows, whose exps are all 0; dividing by 1 keeps 0s.
-    probs = exps / np.where(total > 0.0, total, 1.0)
+    probs /= np.where(total > 0.0, total, 1.0)
     return probs, SoftmaxCtx(probs=probs)
 
 
@@ -57,4 +58,6 @@ def softmax_backward(dprobs: np.ndarray, ctx: SoftmaxCtx) -> np.ndarray:
     """Gradient of the loss w.r.t. the softmax input: p * (dp - <dp, p>). (..., S) -> (..., S)."""
     probs = ctx.probs
     dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., S) -> (..., 1)
-    return probs * (dprobs - dot)
+    dx = dprobs - dot                                    # a fresh array, scaled in place
+    dx *= probs
+    return dx
