@@ -19,6 +19,9 @@ COMMAND_MODULES = [
     "train",
     "tokenize",
     "tokenizer",
+    "generate",
+    "chat",
+    "embed",
 ]
 
 
@@ -30,13 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="glassformer",
         description="A Transformer you can see through: every forward and backward pass by hand.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--seed", type=int, default=0,
-                        help="seed for every random choice this command makes (default: 0)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _load_commands():
-        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP,
-                             parents=[common])
+        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        # subtle: one --seed action per command; a shared `parents=` action would let one
+        # command's set_defaults(seed=...) change every other command's default.
+        cmd.add_argument("--seed", type=int, default=0,
+                         help="seed for every random choice this command makes")
         module.add_arguments(cmd)
         cmd.set_defaults(run=module.run)
     return parser

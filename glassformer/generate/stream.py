@@ -1,0 +1,97 @@
+"""Streaming text: turn token ids into printable text as they arrive, one token at a time.
+
+A byte-level BPE token is a run of bytes, not of characters: an emoji or a Chinese character
+(3-4 UTF-8 bytes) may be split across two or three tokens, and decoding those tokens one by one
+would print U+FFFD garbage. So we decode a small window and print only text that is complete:
+
+    ids:      ... [prefix ...... read) [new ids]
+    old_text = decode(ids[prefix:read])          what was already printed from this window
+    new_text = decode(ids[prefix:])              the window plus the new ids
+    print new_text[len(old_text):] only when it is longer and does not end in U+FFFD
+    (a character still cut in half); then slide the window: prefix = read, read = len(ids)
+
+The window restarts at the last printed boundary, so each step decodes a few tokens, not the
+whole text (the same scheme as Hugging Face's text-generation-inference). Only the Tokenizer
+interface's `decode` is used, so it works for every tokenizer, char-level included.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+
+REPLACEMENT = "\ufffd"   # what decode puts in place of bytes that are not (yet) valid UTF-8
+
+
+class StreamStep(NamedTuple):
+    """One generated token and the text it completed ('' while a character is still cut)."""
+    token_id: int | None   # None for the final flush, which carries leftover text only
+    text: str
+
+
+def stream_text(tokenizer, token_ids: Iterable[int]) -> Iterator[StreamStep]:
+    """Yield a StreamStep per id; concatenating their text gives tokenizer.decode(all ids).
+
+    At the end, any bytes still held back (a cut character at the very end) are flushed with
+    token_id None, as U+FFFD, exactly as a one-shot decode would show them.
+    """
+    ids: list[int] = []
+    prefix = read = 0
+    for token_id in token_ids:
+        ids.append(int(token_id))
+        old_text = tokenizer.decode(ids[prefix:read])
+        new_text = tokenizer.decode(ids[prefix:])
+        if len(new_text) > len(old_text) and not new_text.endswith(REPLACEMENT):
+            yield StreamStep(int(token_id), new_text[len(old_text):])
+            prefix, read = read, len(ids)
+        else:
+            yield StreamStep(int(token_id), "")
+    if read < len(ids):
+        old_text = tokenizer.decode(ids[prefix:read])
+        yield StreamStep(None, tokenizer.decode(ids[prefix:])[len(old_text):])
+
+
+def generated_ids(model, prompt_ids: list[int], *, stop_ids: Iterable[int] = (),
+                  **generate_kwargs) -> Iterator[int]:
+    """Token ids of one prompt as `model.generate` chooses them, ending before a stop id.
+
+    generate_kwargs: max_new_tokens, temperature, top_k, top_p, seed, use_cache.
+    """
+    stop = sorted({int(i) for i in stop_ids})
+    for step in model.generate(np.asarray([prompt_ids], dtype=np.int64), stop=stop,
+                               **generate_kwargs):
+        token_id = int(step[0])
+        if token_id in stop:
+            return
+        yield token_id
+
+
+def stream_generate(model, prompt: str, *, stop_ids: Iterable[int] | None = None,
+                    **generate_kwargs) -> Iterator[StreamStep]:
+    """Encode `prompt` with the model's tokenizer, generate, and stream the new text.
+
+    stop_ids: ids that end generation (not printed); default: the tokenizer's end-of-text
+    specials (see `end_of_text_ids`).
+    """
+    tokenizer = model.tokenizer
+    if tokenizer is None:
+        raise GlassformerError("this model has no tokenizer, so text cannot be generated; "
+                               "load it from a folder or file that includes one")
+    prompt_ids = tokenizer.encode(prompt)
+    if not prompt_ids:
+        raise GlassformerError("the prompt is empty: give at least one character")
+    stop = end_of_text_ids(tokenizer) if stop_ids is None else stop_ids
+    ids = generated_ids(model, prompt_ids, stop_ids=stop, **generate_kwargs)
+    return stream_text(tokenizer, ids)
+
+
+# Special tokens that end a text or a turn, across families (GPT-2, SmolLM/ChatML, LLaMA 2/3).
+END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>", "</s>", "<|eot_id|>", "<|end_of_text|>")
+
+
+def end_of_text_ids(tokenizer) -> list[int]:
+    """Ids of the tokenizer's end-of-text specials (END_OF_TEXT_TOKENS); [] for char models."""
+    specials = tokenizer.special_tokens
+    return [specials[token] for token in END_OF_TEXT_TOKENS if token in specials]
