@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "attention",
     "gradcheck",
     "train",
+    "sample",
+    "eval",
     "tokenize",
     "tokenizer",
     "generate",

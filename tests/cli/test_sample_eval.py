@@ -1,0 +1,68 @@
+"""`glassformer sample` and `glassformer eval` on a tiny trained run."""
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from glassformer.cli import main
+from glassformer.io.pretrained import load_pretrained
+from glassformer.ops.cross_entropy import cross_entropy_forward
+
+SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tinyshakespeare.txt"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    if not SHAKESPEARE.is_file():
+        pytest.skip(f"corpus {SHAKESPEARE} is absent")
+    root = tmp_path_factory.mktemp("sample")
+    corpus = root / "corpus.txt"
+    corpus.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    out = root / "run"
+    assert main(["train", "--data", str(corpus), "--out", str(out), "--n-layer", "1",
+                 "--n-head", "2", "--d-model", "16", "--block-size", "16", "--batch-size", "4",
+                 "--max-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
+                 "--no-progress"]) == 0
+    return out, corpus
+
+
+def test_sample_streams_prompt_and_continuation(run_dir, capsys):
+    out, _ = run_dir
+    assert main(["sample", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "20",
+                 "--seed", "3"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("ROMEO:") and len(captured.out) == len("ROMEO:") + 20 + 1
+    assert "tokens/s" in captured.err
+    assert main(["sample", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "20",
+                 "--seed", "3"]) == 0
+    assert capsys.readouterr().out == captured.out  # same seed, same text
+
+
+def test_sample_with_unseen_character_is_a_clear_error(run_dir, capsys):
+    out, _ = run_dir
+    assert main(["sample", "--ckpt", str(out), "--prompt", "汉字"]) == 2
+    assert "'汉' (U+6C49" in capsys.readouterr().err
+
+
+def test_prompt_longer_than_context_slides_the_window(run_dir, capsys):
+    out, _ = run_dir
+    long_prompt = "To be, or not to be, that is the question: " * 2  # > 16 chars of context
+    assert main(["sample", "--ckpt", str(out), "--prompt", long_prompt,
+                 "--max-new-tokens", "5", "--no-cache"]) == 0
+    assert capsys.readouterr().out.startswith(long_prompt)
+
+
+def test_eval_reports_loss_and_perplexity(run_dir, capsys):
+    out, corpus = run_dir
+    assert main(["eval", "--ckpt", str(out), "--data", str(corpus), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["perplexity"] == pytest.approx(math.exp(result["loss"]))
+    model = load_pretrained(out)
+    ids = np.array(model.tokenizer.encode(corpus.read_text(encoding="utf-8")))
+    n = (len(ids) - 1) // 16
+    logits = model(ids[:n * 16].reshape(n, 16))
+    loss, _ = cross_entropy_forward(logits, ids[1:n * 16 + 1].reshape(n, 16))
+    assert result["loss"] == pytest.approx(float(loss), rel=1e-5)
+    assert result["tokens"] == n * 16
