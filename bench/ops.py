@@ -10,7 +10,7 @@ CPU count). Each side is warmed up, then the two alternate run by run so machine
 alike. The JSON figures are medians over the timed runs; the table adds each side's fastest run,
 the one least disturbed when other jobs share the machine.
 
-    python bench/ops.py [--runs 10] [--warmup 2] [--profile]
+    python bench/ops.py [--runs 10] [--warmup 2] [--threads N] [--profile]
 
 Last line: one JSON object with attention_* and mlp_* milliseconds and ratios (ours / torch).
 """
@@ -44,12 +44,21 @@ from torch.nn import functional as F  # noqa: E402
 SIZES = dict(B=4, T=256, C=768, H=12)
 
 
-def blas_threads() -> int:
-    """How many threads NumPy's BLAS uses, so torch can be given the same number."""
+def blas_threads(limit: int | None) -> int:
+    """How many threads NumPy's BLAS uses (after capping it at `limit`), for torch to match.
+
+    note: on a machine shared with other jobs, multithreaded OpenBLAS can slow down by 10-100x:
+    a stacked matmul such as the attention scores (B*H small GEMMs) waits at a thread barrier per
+    GEMM whenever a sibling thread is descheduled. `--threads 1` shows the undisturbed compute.
+    """
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:
+        if limit is not None:
+            raise SystemExit("--threads needs threadpoolctl (pip install threadpoolctl)")
         return os.cpu_count() or 1
+    if limit is not None:
+        threadpool_limits(limits=limit, user_api="blas")
     counts = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
     return max(counts) if counts else (os.cpu_count() or 1)
 
@@ -170,11 +179,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="timed runs per side (median)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs per side first")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights, x and dy")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="cap NumPy's BLAS at this many threads, and torch likewise "
+                             "(default: NumPy's own count)")
     parser.add_argument("--profile", action="store_true",
                         help="also print a cProfile of glassformer's side")
     args = parser.parse_args(argv)
 
-    threads = blas_threads()
+    threads = blas_threads(args.threads)
     torch.set_num_threads(threads)
     pairs = make_pairs(np.random.default_rng(args.seed))
     result, fastest = bench(pairs, args.runs, args.warmup)
