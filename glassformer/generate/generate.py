@@ -85,7 +85,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         raise GlassformerError(
             f"prompt of {ids.shape[1]} tokens + {max_new_tokens} new tokens is past this "
             f"model's context of max_seq_len={context}, and its rotary positions were not "
-            f"trained beyond it")
+            f"trained beyond it: ask for at most {max(context - ids.shape[1], 0)} new tokens")
     rng = np.random.default_rng(seed)
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)

@@ -14,8 +14,10 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import load_checkpoint, read_train_log
+from glassformer.io.pretrained import load_pretrained
 from glassformer.models.registry import config_from_dict
 from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.data import prepare_tokens, read_text, split_train_val
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
 
@@ -39,15 +41,36 @@ def _fingerprint(tokenizer_layout: dict) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _tokens(data_path: Path, out_dir: Path, tokenizer: CharTokenizer, layout: dict):
+def _tokens(data_path: Path, out_dir: Path, tokenizer, layout: dict):
     tokens = prepare_tokens(data_path, out_dir / "tokens.npy", encode=tokenizer.encode,
                             vocab_size=tokenizer.vocab_size, fingerprint=_fingerprint(layout))
     return split_train_val(tokens)
 
 
-def _char_layout(tokenizer: CharTokenizer, out_dir: Path) -> dict:
-    path = tokenizer.save(out_dir / "tokenizer.json")
+def _tokenizer_layout(tokenizer, out_dir: Path) -> dict:
+    """The tokenizer's own JSON (what a checkpoint stores as tokenizer.json)."""
+    folder = out_dir / "tokenizer"
+    path = tokenizer.save(folder)
+    if path.name != "tokenizer.json":
+        path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise GlassformerError(f"the {type(tokenizer).__name__} cannot be stored as "
+                               "tokenizer.json, so it cannot go into a checkpoint")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _start_from(init: str | None, text: str, model_cfg_for):
+    """(model config, params or None, tokenizer) for a new run."""
+    if init is None:
+        tokenizer = CharTokenizer.from_text(text)
+        return model_cfg_for(tokenizer.vocab_size), None, tokenizer
+    model = load_pretrained(init)
+    if model.arch not in ("gpt2", "llama"):
+        raise GlassformerError(f"--init needs a causal LM (gpt2 or llama), got {model.arch}")
+    if model.tokenizer is None:
+        raise GlassformerError(f"{init} has no tokenizer, so the data cannot be encoded for it")
+    params = {key: np.array(value, dtype=np.float32) for key, value in model.params.items()}
+    return model.cfg, params, model.tokenizer
 
 
 def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int], object],
@@ -55,14 +78,15 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
                  on_step=None) -> tuple[RunState, object]:
     """Train (or resume) and return (final RunState, model config).
 
-    model_cfg_for(vocab_size) builds the model config once the tokenizer is known.
-    init: a glassformer checkpoint or pretrained folder whose weights start a new run.
+    model_cfg_for(vocab_size) builds the model config once the char tokenizer is known.
+    init: a glassformer run/checkpoint, a Hugging Face folder or a .gguf file whose weights and
+    tokenizer start a new run (fine-tuning).
     """
     out = Path(out_dir)
     if resume:
         ckpt = load_checkpoint(out)
         model_cfg = config_from_dict(ckpt.config)
-        tokenizer = CharTokenizer.from_layout(ckpt.tokenizer_json, ckpt.path / "tokenizer.json")
+        tokenizer = load_tokenizer(ckpt.path)
         layout = ckpt.tokenizer_json
         run = resume_run(ckpt)
         saved_cfg = TrainConfig(**ckpt.state["train_config"])
@@ -70,27 +94,17 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
             raise GlassformerError("--resume keeps the run's batch size and seed; got different "
                                    f"ones ({train_cfg.batch_size}, {train_cfg.seed}) than saved "
                                    f"({saved_cfg.batch_size}, {saved_cfg.seed})")
+        data_path = Path(data) if data else Path(
+            (out / "data_source.txt").read_text(encoding="utf-8").strip())
     else:
         if (out / "latest").exists():
             raise GlassformerError(f"{out} already holds a run; pass --resume to continue it or "
                                    "choose another --out")
         data_path = Path(data) if data else default_corpus_path(out)
-        text = read_text(data_path)
-        params = None
-        if init:
-            ckpt = load_checkpoint(init)
-            model_cfg = config_from_dict(ckpt.config)
-            tokenizer = CharTokenizer.from_layout(ckpt.tokenizer_json, init)
-            params = ckpt.params
-        else:
-            tokenizer = CharTokenizer.from_text(text)
-            model_cfg = model_cfg_for(tokenizer.vocab_size)
-        layout = _char_layout(tokenizer, out)
+        model_cfg, params, tokenizer = _start_from(init, read_text(data_path), model_cfg_for)
+        layout = _tokenizer_layout(tokenizer, out)
         run = new_run(model_cfg, train_cfg, params)
         (out / "data_source.txt").write_text(str(data_path.resolve()) + "\n", encoding="utf-8")
-    data_path = Path((out / "data_source.txt").read_text(encoding="utf-8").strip())
-    if resume and data:
-        data_path = Path(data)
     train_data, val_data = _tokens(data_path, out, tokenizer, layout)
     for split, part in (("train", train_data), ("val", val_data)):
         if len(part) < train_cfg.block_size + 1:

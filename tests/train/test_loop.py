@@ -137,3 +137,21 @@ def test_train_without_data_uses_the_embedded_default(tmp_path):
     assert main(["train", *TINY_FLAGS, "--out", str(out), "--max-iters", "2",
                  "--eval-interval", "2"]) == 0
     assert json.loads((load_checkpoint(out).path / "config.json").read_text())["arch"] == "gpt2"
+
+
+def test_llama_from_scratch_then_finetune_from_its_hf_export(corpus, tmp_path):
+    from glassformer.io.pretrained import load_pretrained
+
+    scratch, export, tuned = tmp_path / "scratch", tmp_path / "hf", tmp_path / "tuned"
+    assert main(["train", "--arch", "llama", "--n-kv-head", "1", "--data", str(corpus),
+                 *TINY_FLAGS, "--out", str(scratch), "--max-iters", "4",
+                 "--eval-interval", "4"]) == 0
+    model = load_pretrained(scratch)
+    assert model.arch == "llama" and model.cfg.n_kv_head == 1
+    model.save_pretrained(export)
+    assert main(["train", "--init", str(export), "--data", str(corpus), *TINY_FLAGS,
+                 "--out", str(tuned), "--max-iters", "2", "--eval-interval", "2"]) == 0
+    records = read_train_log(tuned)
+    first_val = next(r["val_loss"] for r in records if "val_loss" in r)
+    scratch_val = [r["val_loss"] for r in read_train_log(scratch) if "val_loss" in r][-1]
+    assert first_val == pytest.approx(scratch_val, abs=0.05)  # starts where the export ended
