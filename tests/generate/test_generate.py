@@ -6,7 +6,7 @@ import pytest
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate, positions_from_mask
 from glassformer.generate.sampling import sample_next, top_k_filter, top_p_filter
-from glassformer.models import gpt2
+from glassformer.models import gpt2, llama
 from glassformer.models.model import Model
 
 # Cached and uncached logits differ only by float32 summation order: 1e-5 is the issue's bar.
@@ -14,15 +14,25 @@ CACHE_ATOL = 1e-5
 STEPS = 50
 
 
-@pytest.fixture(scope="module")
-def model():
-    cfg = gpt2.GPT2Config(vocab_size=23, max_seq_len=64, n_layer=2, n_head=4, d_model=32)
-    rng = np.random.default_rng(0)
-    params = gpt2.init_params(cfg, rng)
+def _sharpened(family, cfg):
+    params = family.init_params(cfg, np.random.default_rng(0))
     for key in params:  # sharper than init so greedy choices are not near-ties
         if params[key].ndim == 2:
             params[key] = (params[key] * 6.0).astype(np.float32)
     return Model(cfg, params)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _sharpened(gpt2, gpt2.GPT2Config(vocab_size=23, max_seq_len=64, n_layer=2, n_head=4,
+                                            d_model=32))
+
+
+@pytest.fixture(scope="module")
+def llama_model():
+    """LLaMA-style: RoPE (positions read from the cache offset), GQA with 2 KV heads for 4."""
+    return _sharpened(llama, llama.LlamaConfig(vocab_size=23, max_seq_len=128, n_layer=2,
+                                               n_head=4, n_kv_head=2, d_model=32))
 
 
 def greedy(model, ids, steps, **kwargs):
@@ -30,8 +40,10 @@ def greedy(model, ids, steps, **kwargs):
                     axis=1)
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
 @pytest.mark.parametrize("prompt_len", [1, 5, 13])
-def test_cached_logits_equal_full_recompute_every_step(model, prompt_len):
+def test_cached_logits_equal_full_recompute_every_step(request, family, prompt_len):
+    model = request.getfixturevalue("model" if family == "gpt2" else "llama_model")
     rng = np.random.default_rng(prompt_len)
     ids = rng.integers(0, 23, (3, prompt_len))
     mask = np.ones(ids.shape, dtype=bool)
@@ -52,13 +64,17 @@ def test_cached_logits_equal_full_recompute_every_step(model, prompt_len):
         cache.advance(1)
 
 
-def test_greedy_tokens_identical_with_and_without_cache(model):
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_greedy_tokens_identical_with_and_without_cache(request, family):
+    model = request.getfixturevalue("model" if family == "gpt2" else "llama_model")
     ids = np.random.default_rng(1).integers(0, 23, (2, 6))
     np.testing.assert_array_equal(greedy(model, ids, STEPS),
                                   greedy(model, ids, STEPS, use_cache=False))
 
 
-def test_batched_left_padding_equals_each_prompt_alone(model):
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_batched_left_padding_equals_each_prompt_alone(request, family):
+    model = request.getfixturevalue("model" if family == "gpt2" else "llama_model")
     prompts = [[3, 7, 1], [5, 2, 9, 11, 4, 6], [8]]
     width = max(len(p) for p in prompts)
     ids = np.zeros((3, width), dtype=np.int64)
@@ -149,3 +165,8 @@ def test_bad_input_is_a_clear_error(model, kwargs, message):
     args.update(kwargs)
     with pytest.raises(GlassformerError, match=message):
         list(generate(model, args.pop("ids"), **args))
+
+
+def test_rope_model_refuses_to_run_past_its_context(llama_model):
+    with pytest.raises(GlassformerError, match="ask for at most 28 new tokens"):
+        list(generate(llama_model, np.ones((1, 100), dtype=np.int64), max_new_tokens=40))
