@@ -27,10 +27,11 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
-from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.io.hf_names import TANH_GELUS, check_hf_config
-from glassformer.models.common import check_ids_and_positions, layer_params, prefixed
+from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
+                                       layers_forward)
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
@@ -149,8 +150,7 @@ def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
         params[name] = (rng.standard_normal((rows, c)) * std).astype(np.float32)   # (rows, C)
     params["emb_norm.w"] = np.ones(c, np.float32)
     params["emb_norm.b"] = np.zeros(c, np.float32)
-    for i in range(cfg.n_layer):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=std), f"blocks.{i}."))
+    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=std))
     if cfg.mlm_head:
         params["mlm.w"] = (rng.standard_normal((c, c)) * std).astype(np.float32)   # (C, C)
         params["mlm.b"] = np.zeros(c, np.float32)
@@ -187,21 +187,14 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     typ, type_ctx = embedding_forward(types, params["type_emb"])      # (B, T) -> (B, T, C)
     x, emb_norm_ctx = norm_forward(params, "emb_norm.", tok + pos + typ, bcfg)
     x, drop_ctx = dropout_forward(x, p=cfg.dropout, rng=rng, train=train)
-    block_ctxs = []
-    for i in range(cfg.n_layer):
-        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=False,
-                               key_mask=key_mask, positions=positions, train=train, rng=rng)
-        block_ctxs.append(ctx)
+    x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=False, key_mask=key_mask,
+                                   positions=positions, train=train, rng=rng)
     return x, BertCtx(tok_ctx, pos_ctx, type_ctx, emb_norm_ctx, drop_ctx, block_ctxs)
 
 
 def backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
     """dhidden (B, T, C) -> grads of the encoder's params (mlm.* come from `mlm_backward`)."""
-    grads = {}
-    dx = dhidden
-    for i in reversed(range(len(ctx.blocks))):
-        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
-        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    grads, dx = layers_backward(dhidden, ctx.blocks)
     dx = dropout_backward(dx, ctx.drop)
     dsum, norm_grads = norm_backward(dx, ctx.emb_norm, "emb_norm.")
     grads.update(norm_grads)

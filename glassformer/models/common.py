@@ -10,6 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward
+from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
 from glassformer.errors import GlassformerError
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 
@@ -17,6 +20,12 @@ from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 class LMHeadCtx(NamedTuple):
     linear: LinearCtx
     tied: bool
+
+
+class HeadCtx(NamedTuple):
+    """The decoder's top: final norm, then the LM head."""
+    norm_f: NormCtx
+    lm_head: LMHeadCtx
 
 
 def prefixed(params: dict, prefix: str) -> dict:
@@ -67,3 +76,61 @@ def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[np.ndarray, d
     if ctx.tied:
         return dx, {"tok_emb": dw.T}                              # (C, V) -> (V, C)
     return dx, {"lm_head": dw}
+
+
+def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, std: float,
+                out_std: float) -> dict:
+    """Fresh params for n_layer blocks under "blocks.{i}."."""
+    params = {}
+    for i in range(n_layer):
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
+    return params
+
+
+def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
+                   causal: bool, **block_kwargs) -> tuple[np.ndarray, list[BlockCtx]]:
+    """The stack of n_layer blocks. x (B, T, C) -> (B, T, C). block_kwargs: key_mask,
+    positions, kv_cache, train, rng (see blocks/residual.py: block_forward)."""
+    ctxs = []
+    for i in range(n_layer):
+        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=causal, layer=i,
+                               **block_kwargs)
+        ctxs.append(ctx)
+    return x, ctxs
+
+
+def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx]) -> tuple[dict, np.ndarray]:
+    """Walk the blocks in reverse: returns (grads under "blocks.{i}.", dx)."""
+    grads = {}
+    for i in reversed(range(len(ctxs))):
+        block_grads, dx, _ = block_backward(dx, ctxs[i])
+        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    return grads, dx
+
+
+def init_head(cfg, bcfg: BlockConfig, rng: np.random.Generator, *, std: float) -> dict:
+    """norm_f, plus an lm_head (C, V) unless the config ties it to tok_emb."""
+    params = init_norm(bcfg, "norm_f.")
+    if not cfg.tie_embeddings:
+        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
+                             ).astype(np.float32)                             # (C, V)
+    return params
+
+
+def head_forward(params: dict, x: np.ndarray, bcfg: BlockConfig
+                 ) -> tuple[np.ndarray, HeadCtx]:
+    """Final norm and LM head: (B, T, C) -> logits (B, T, V)."""
+    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
+    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
+    return logits, HeadCtx(norm_ctx, head_ctx)
+
+
+def head_backward(dlogits: np.ndarray, ctx: HeadCtx) -> tuple[dict, np.ndarray]:
+    """Returns (grads of norm_f and lm_head, or a "tok_emb" part when tied, dx (B, T, C)).
+
+    note: when tied, grads["tok_emb"] holds only the head's share; the model adds the lookup's.
+    """
+    dx, grads = lm_head_backward(dlogits, ctx.lm_head)
+    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
+    grads.update(norm_grads)
+    return grads, dx

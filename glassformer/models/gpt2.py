@@ -19,12 +19,12 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
-from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
+from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.generate.kv_cache import KVCache
-from glassformer.models.common import (check_ids_and_positions, layer_params, lm_head_backward,
-                                       lm_head_forward, prefixed, LMHeadCtx)
+from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
+                                       head_forward, init_head, init_layers, layers_backward,
+                                       layers_forward)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
@@ -82,9 +82,7 @@ class GPT2Ctx(NamedTuple):
     pos: EmbeddingCtx
     drop: DropoutCtx
     blocks: list[BlockCtx]
-    norm_f: NormCtx
-    head: LMHeadCtx
-    tied: bool
+    head: HeadCtx
 
 
 def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
@@ -96,14 +94,8 @@ def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
                           ).astype(np.float32),                               # (V, C)
               "pos_emb": (rng.standard_normal((cfg.max_seq_len, cfg.d_model)) * std
                           ).astype(np.float32)}                               # (T_max, C)
-    for i in range(cfg.n_layer):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
-    params["norm_f.w"] = np.ones(cfg.d_model, np.float32)
-    if cfg.bias:
-        params["norm_f.b"] = np.zeros(cfg.d_model, np.float32)
-    if not cfg.tie_embeddings:
-        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
-                             ).astype(np.float32)                             # (C, V)
+    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
+    params.update(init_head(cfg, bcfg, rng, std=std))
     return params
 
 
@@ -122,34 +114,22 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
     pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
     x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
-    block_ctxs = []
-    for i in range(cfg.n_layer):
-        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=True, key_mask=key_mask,
-                               positions=positions, kv_cache=kv_cache, layer=i, train=train,
-                               rng=rng)
-        block_ctxs.append(ctx)
-    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
-    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
-    return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, norm_ctx, head_ctx,
-                           tied="lm_head" not in params)
+    x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
+                                   positions=positions, kv_cache=kv_cache, train=train, rng=rng)
+    logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
+    return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx)
 
 
 def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
     """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
-    grads = {}
-    dx, head_grads = lm_head_backward(dlogits, ctx.head)
-    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
-    grads.update(norm_grads)
-    for i in reversed(range(len(ctx.blocks))):
-        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
-        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    head_grads, dx = head_backward(dlogits, ctx.head)
+    grads, dx = layers_backward(dx, ctx.blocks)
     dx = dropout_backward(dx, ctx.drop)
     # One position row served every batch item when positions are (T,): sum over B first.
     dx_pos = dx.sum(axis=0) if ctx.pos.ids.ndim == 1 else dx       # (B, T, C) -> (T, C)
     grads["pos_emb"] = embedding_backward(dx_pos, ctx.pos)
     grads["tok_emb"] = embedding_backward(dx, ctx.tok)
-    if ctx.tied:
-        grads["tok_emb"] = grads["tok_emb"] + head_grads["tok_emb"]  # fan-out: tied lm_head
-    else:
-        grads["lm_head"] = head_grads["lm_head"]
+    if "tok_emb" in head_grads:
+        grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
+    grads.update(head_grads)
     return grads

@@ -29,13 +29,13 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
-from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.generate.kv_cache import KVCache
 from glassformer.io.hf_names import check_hf_config, rope_theta_from_hf
-from glassformer.models.common import (LMHeadCtx, check_ids_and_positions, layer_params,
-                                       lm_head_backward, lm_head_forward, prefixed)
+from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
+                                       head_forward, init_head, init_layers, layers_backward,
+                                       layers_forward)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
 # HF model types this family loads, and the `architectures` entry each exports as.
@@ -169,9 +169,7 @@ def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
 class LlamaCtx(NamedTuple):
     tok: EmbeddingCtx
     blocks: list[BlockCtx]
-    norm_f: NormCtx
-    head: LMHeadCtx
-    tied: bool
+    head: HeadCtx
 
 
 def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
@@ -181,12 +179,8 @@ def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
     bcfg = cfg.block_config()
     params = {"tok_emb": (rng.standard_normal((cfg.vocab_size, cfg.d_model)) * std
                           ).astype(np.float32)}                               # (V, C)
-    for i in range(cfg.n_layer):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
-    params["norm_f.w"] = np.ones(cfg.d_model, np.float32)                     # (C,)
-    if not cfg.tie_embeddings:
-        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
-                             ).astype(np.float32)                             # (C, V)
+    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
+    params.update(init_head(cfg, bcfg, rng, std=std))
     return params
 
 
@@ -203,30 +197,18 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
     bcfg = cfg.block_config()
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
-    block_ctxs = []
-    for i in range(cfg.n_layer):
-        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=True, key_mask=key_mask,
-                               positions=positions, kv_cache=kv_cache, layer=i, train=train,
-                               rng=rng)
-        block_ctxs.append(ctx)
-    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
-    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
-    return logits, LlamaCtx(tok_ctx, block_ctxs, norm_ctx, head_ctx,
-                            tied="lm_head" not in params)
+    x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
+                                   positions=positions, kv_cache=kv_cache, train=train, rng=rng)
+    logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
+    return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx)
 
 
 def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
     """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
-    grads = {}
-    dx, head_grads = lm_head_backward(dlogits, ctx.head)
-    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
-    grads.update(norm_grads)
-    for i in reversed(range(len(ctx.blocks))):
-        block_grads, dx, _ = block_backward(dx, ctx.blocks[i])
-        grads.update(prefixed(block_grads, f"blocks.{i}."))
+    head_grads, dx = head_backward(dlogits, ctx.head)
+    grads, dx = layers_backward(dx, ctx.blocks)
     grads["tok_emb"] = embedding_backward(dx, ctx.tok)
-    if ctx.tied:
-        grads["tok_emb"] = grads["tok_emb"] + head_grads["tok_emb"]  # fan-out: tied lm_head
-    else:
-        grads["lm_head"] = head_grads["lm_head"]
+    if "tok_emb" in head_grads:
+        grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
+    grads.update(head_grads)
     return grads
