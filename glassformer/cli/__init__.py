@@ -15,6 +15,7 @@ from glassformer.errors import GlassformerError
 # Module names under glassformer.cli, in the order `--help` lists them.
 COMMAND_MODULES = [
     "attention",
+    "explain",
     "gradcheck",
     "train",
     "sample",

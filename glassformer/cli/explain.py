@@ -1,0 +1,53 @@
+"""`glassformer explain PART`: one part of a Transformer step by step, forward and backward."""
+from __future__ import annotations
+
+import json
+import os
+
+from glassformer.cli.attention import detect_lang
+from glassformer.explain.parts import PARTS, explain_part
+from glassformer.explain.parts_render import render_text, to_json
+
+NAME = "explain"
+HELP = ("walk through one part (layer_norm, gelu, softmax, rope, mha, block, gpt2, ...) step by "
+        "step: shapes, intermediate arrays, gradients checked by finite differences")
+
+# Options handed to the part; None means "the part's default". A part rejects one it does not take.
+PART_OPTIONS = ("batch", "seq", "d_model", "heads", "kv_heads", "approximate", "ckpt", "prompt")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("part", choices=list(PARTS), help="which part to explain")
+    parser.add_argument("--lang", choices=["zh", "en"], default=None,
+                        help="language of labels and explanations (default: from the locale)")
+    parser.add_argument("--backward", action="store_true",
+                        help="continue with the backward pass of L = sum(out * G) and a "
+                             "finite-difference check")
+    parser.add_argument("--grad", choices=["ones", "random"], default="ones",
+                        help="upstream gradient G for --backward (default: ones)")
+    parser.add_argument("--batch", type=int, default=None, help="batch size B")
+    parser.add_argument("--seq", type=int, default=None, help="tokens T")
+    parser.add_argument("--d-model", type=int, default=None,
+                        help="width C (the class count V for cross_entropy, F for swiglu)")
+    parser.add_argument("--heads", type=int, default=None, help="attention heads H")
+    parser.add_argument("--kv-heads", type=int, default=None,
+                        help="mha: key/value heads K, dividing H (default: H/2 when H is even)")
+    parser.add_argument("--approximate", choices=["none", "tanh"], default=None,
+                        help="gelu: exact erf form (none, default) or GPT-2's tanh form")
+    parser.add_argument("--ckpt", default=None,
+                        help="gpt2: a trained model folder (run, checkpoint or HF) instead of "
+                             "the tiny random model")
+    parser.add_argument("--prompt", default=None, help="gpt2: the text to run (default: hello)")
+    parser.add_argument("--json", action="store_true",
+                        help="print every array as JSON under stable keys instead of prose")
+
+
+def run(args) -> int:
+    given = {name: getattr(args, name) for name in PART_OPTIONS}
+    result = explain_part(args.part, given, seed=args.seed,
+                          grad=args.grad if args.backward else None)
+    if args.json:
+        print(json.dumps(to_json(result), ensure_ascii=False))
+        return 0
+    print(render_text(result, args.lang or detect_lang(os.environ)), end="")
+    return 0
