@@ -1,0 +1,304 @@
+"""`glassformer explain PART`: every part in both languages, stable JSON keys, the on-screen
+finite-difference check, bilingual texts, and values equal to the library's own ops."""
+import json
+
+import numpy as np
+import pytest
+
+from glassformer.blocks.attention import attention_block_forward
+from glassformer.blocks.residual import block_forward
+from glassformer.cli import main
+from glassformer.explain.parts import PARTS, explain_part
+from glassformer.explain.parts_text import LANGS, STEPS, TITLES, placeholders, step_text
+from glassformer.models import gpt2
+from glassformer.models.model import Model
+from glassformer.ops.activation import gelu_forward, silu_forward
+from glassformer.ops.cross_entropy import cross_entropy_forward
+from glassformer.ops.embedding import embedding_forward
+from glassformer.ops.layer_norm import layer_norm_backward, layer_norm_forward
+from glassformer.ops.rms_norm import rms_norm_forward
+from glassformer.ops.rope import rope_forward, rope_tables
+from glassformer.ops.softmax import softmax_forward
+from glassformer.ops.swiglu import swiglu_forward
+from glassformer.tokenizers.char import CharTokenizer
+
+# A correct float64 backward matches central differences to ~1e-9; the brief's bar is 1e-6.
+FD_TOL = 1e-6
+# Values read back off a float32 ctx (mean, var) carry float32 rounding of O(1) numbers.
+READ_OFF_ATOL = 1e-5
+
+FORWARD_KEYS = {
+    "layer_norm": ["x", "w", "b", "mean", "centered", "var", "rstd", "xhat", "y"],
+    "rms_norm": ["x", "w", "mean_square", "rstd", "xhat", "y"],
+    "gelu": ["x", "gate", "out"],
+    "silu": ["x", "sigmoid", "out"],
+    "swiglu": ["gate", "up", "sigmoid", "activated", "out"],
+    "softmax": ["x", "probs", "x_shifted", "probs_shifted"],
+    "cross_entropy": ["logits", "targets", "log_probs", "picked", "n_valid", "loss", "probs",
+                      "onehot"],
+    "embedding": ["table", "ids", "out"],
+    "rope": ["positions", "cos", "sin", "q", "q_rot", "q_fixed", "k_fixed", "scores_fixed",
+             "score_a", "score_b", "score_c"],
+    "mha": ["x", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "q", "k", "v", "q_heads",
+            "k_heads", "v_heads", "groups", "scale", "scores", "weights", "head_out", "merged",
+            "y"],
+    "block": ["x", "norm1", "weights", "merged", "attn_out", "resid1", "norm2", "mlp_up",
+              "mlp_act", "mlp_out", "resid2", "out"],
+    "gpt2": ["ids", "tokens", "tok", "pos", "x0", "blocks.0.norm1", "blocks.0.weights",
+             "blocks.0.attn_out", "blocks.0.resid1", "blocks.0.norm2", "blocks.0.mlp_act",
+             "blocks.0.mlp_out", "blocks.0.resid2", "blocks.1.resid2", "norm_f", "logits",
+             "next_probs", "top5"],
+}
+BACKWARD_KEYS = {
+    "layer_norm": ["G", "dx", "dw", "db"],
+    "rms_norm": ["G", "dx", "dw"],
+    "gelu": ["G", "dx"],
+    "silu": ["G", "dx"],
+    "swiglu": ["G", "dup", "dgate"],
+    "softmax": ["G", "dx"],
+    "cross_entropy": ["G", "dlogits"],
+    "embedding": ["G", "dtable", "repeated_id", "repeated_at", "repeated_G", "repeated_dtable",
+                  "unused_ids"],
+    "rope": ["G", "dq"],
+    "mha": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx"],
+    "block": ["G", "dmlp.w_down", "dnorm2.w", "dattn.wq", "dattn.bk", "dnorm1.b", "dx"],
+    "gpt2": ["G", "dnorm_f.w", "dblocks.1.mlp.w_down", "dblocks.0.attn.wq", "dtok_emb",
+             "dpos_emb"],
+}
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(["explain", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def inputs_of(name: str, seed: int = 0, **given):
+    """The part's inputs for `seed`: the same draw the command makes."""
+    part = PARTS[name]
+    options = {**part.defaults, **given}
+    return part.make_inputs(options, np.random.default_rng(seed))
+
+
+def values(result, direction: str = "forward") -> dict:
+    steps = result.forward if direction == "forward" else result.backward
+    return {step.key: step.value for step in steps}
+
+
+def test_every_part_is_listed():
+    assert set(PARTS) == set(FORWARD_KEYS) == set(BACKWARD_KEYS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", list(PARTS))
+def test_every_part_runs_in_both_languages(capsys, name, lang):
+    assert main(["explain", name, "--lang", lang]) == 0
+    text = capsys.readouterr().out
+    assert step_text(name, "title", lang, None) in text
+    assert TITLES[lang]["forward"] in text
+    assert f"[1] {FORWARD_KEYS[name][0]}" in text
+
+
+@pytest.mark.parametrize("name", list(PARTS))
+def test_json_keys_and_finite_difference_check(capsys, name):
+    result = run_json(capsys, name, "--backward", "--grad", "random")
+    assert result["part"] == name
+    assert set(FORWARD_KEYS[name]) <= set(result["forward"])
+    assert set(BACKWARD_KEYS[name]) <= set(result["backward"])
+    assert result["check"]["ok"]
+    assert result["check"]["max_rel_err"] < FD_TOL
+    assert all(err < FD_TOL for err in result["check"]["zero_err"].values())
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_backward_prose_shows_the_check(capsys, lang):
+    assert main(["explain", "layer_norm", "--backward", "--lang", lang]) == 0
+    text = capsys.readouterr().out
+    assert TITLES[lang]["backward"] in text
+    assert f"{TITLES[lang]['check']} " in text and TITLES[lang]["check_ok"] in text
+    assert step_text("layer_norm", "dx", lang, None) in text
+
+
+def test_softmax_under_ones_has_an_exactly_zero_gradient_checked_absolutely():
+    result = explain_part("softmax", {}, seed=0, grad="ones")
+    assert np.max(np.abs(values(result, "backward")["dx"])) < 1e-6
+    assert set(result.check.zero_err) == {"x"} and result.check.ok
+
+
+def test_every_text_key_exists_in_both_languages_with_the_same_placeholders():
+    assert set(TITLES["en"]) == set(TITLES["zh"])
+    assert set(STEPS["en"]) == set(STEPS["zh"])
+    for section in STEPS["en"]:
+        assert set(STEPS["en"][section]) == set(STEPS["zh"][section]), section
+        for key, text in STEPS["en"][section].items():
+            assert placeholders(text) == placeholders(STEPS["zh"][section][key]), (section, key)
+
+
+@pytest.mark.parametrize("name", list(PARTS))
+def test_every_step_has_a_text_in_both_languages(name):
+    part = PARTS[name]
+    inputs, static = inputs_of(name)
+    out, ctx = part.forward(inputs, static)
+    steps = part.forward_steps(inputs, out, ctx, static)
+    dout = np.ones(np.shape(out), dtype=np.float32)
+    steps += part.backward_steps(dout, part.backward(dout, ctx, static), ctx, static)
+    assert [s.key for s in steps[:3]] == FORWARD_KEYS[name][:3]
+    for step in steps:
+        for lang in LANGS:
+            assert step_text(name, step.text, lang, step.fmt)
+
+
+def test_layer_norm_values_are_the_ops():
+    inputs, _ = inputs_of("layer_norm")
+    x, w, b = inputs["x"], inputs["w"], inputs["b"]
+    result = explain_part("layer_norm", {}, seed=0, grad="ones")
+    shown, grads = values(result), values(result, "backward")
+    y, ctx = layer_norm_forward(x, w, b, eps=1e-5)
+    np.testing.assert_array_equal(shown["y"], y)
+    np.testing.assert_array_equal(shown["xhat"], ctx.xhat)
+    np.testing.assert_array_equal(shown["rstd"], ctx.rstd)
+    dx, dw, db = layer_norm_backward(np.ones_like(y), ctx)
+    np.testing.assert_array_equal(grads["dx"], dx)
+    np.testing.assert_array_equal(grads["dw"], dw)
+    np.testing.assert_array_equal(grads["db"], db)
+    # The read-off mean and var are the op's: biased variance (divided by C, not C - 1).
+    np.testing.assert_allclose(shown["mean"], x.mean(-1, keepdims=True), atol=READ_OFF_ATOL)
+    np.testing.assert_allclose(shown["var"], x.var(-1, keepdims=True), atol=READ_OFF_ATOL)
+    assert not np.allclose(shown["var"], x.var(-1, ddof=1, keepdims=True), atol=1e-3)
+
+
+def test_rms_norm_and_activation_values_are_the_ops():
+    inputs, _ = inputs_of("rms_norm")
+    y, _ = rms_norm_forward(inputs["x"], inputs["w"], eps=1e-6)
+    np.testing.assert_array_equal(values(explain_part("rms_norm", {}, seed=0))["y"], y)
+    x = inputs_of("gelu")[0]["x"]
+    for mode in ("none", "tanh"):
+        shown = values(explain_part("gelu", {"approximate": mode}, seed=0))
+        np.testing.assert_array_equal(shown["out"], gelu_forward(x, approximate=mode)[0])
+    np.testing.assert_array_equal(values(explain_part("silu", {}, seed=0))["out"],
+                                  silu_forward(inputs_of("silu")[0]["x"])[0])
+    gate_up = inputs_of("swiglu")[0]
+    np.testing.assert_array_equal(values(explain_part("swiglu", {}, seed=0))["out"],
+                                  swiglu_forward(gate_up["gate"], gate_up["up"])[0])
+
+
+def test_softmax_and_cross_entropy_values_are_the_ops():
+    x = inputs_of("softmax")[0]["x"]
+    shown = values(explain_part("softmax", {}, seed=0))
+    np.testing.assert_array_equal(shown["probs"], softmax_forward(x)[0])
+    np.testing.assert_allclose(shown["probs_shifted"], shown["probs"], atol=1e-4)
+    inputs = inputs_of("cross_entropy")[0]
+    result = explain_part("cross_entropy", {}, seed=0, grad="ones")
+    shown, grads = values(result), values(result, "backward")
+    loss, _ = cross_entropy_forward(inputs["logits"], inputs["targets"])
+    assert shown["loss"] == loss
+    np.testing.assert_allclose(shown["loss"], -shown["picked"].mean(), rtol=1e-6)
+    # The fused gradient: probabilities minus one-hot, over the N positions.
+    expected = (shown["probs"] - shown["onehot"]) / shown["n_valid"]
+    np.testing.assert_allclose(grads["dlogits"], expected, atol=1e-7)
+
+
+def test_embedding_backward_adds_the_repeated_rows():
+    inputs = inputs_of("embedding")[0]
+    result = explain_part("embedding", {}, seed=0, grad="random")
+    shown, grads = values(result), values(result, "backward")
+    np.testing.assert_array_equal(shown["out"],
+                                  embedding_forward(inputs["ids"], inputs["table"])[0])
+    assert len(grads["repeated_at"]) >= 2
+    np.testing.assert_allclose(grads["repeated_dtable"], grads["repeated_G"].sum(axis=0),
+                               rtol=1e-6)
+    assert np.all(grads["dtable"][grads["unused_ids"]] == 0.0)
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    q = inputs_of("rope")[0]["q"]
+    shown = values(explain_part("rope", {}, seed=0))
+    cos, sin = rope_tables(q.shape[-2], q.shape[-1], theta=100.0, dtype=np.float32)
+    np.testing.assert_array_equal(shown["q_rot"], rope_forward(q, cos, sin)[0])
+    assert shown["score_a"] == pytest.approx(float(shown["score_b"]), abs=1e-5)
+    assert shown["score_a"] != pytest.approx(float(shown["score_c"]), abs=1e-3)
+    scores = shown["scores_fixed"]
+    for offset in range(-len(scores) + 1, len(scores)):
+        diagonal = np.diagonal(scores, offset)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-5)
+
+
+def test_mha_values_are_the_blocks_with_gqa_shapes():
+    inputs, static = inputs_of("mha", heads=4, kv_heads=2)
+    params = {k: v for k, v in inputs.items() if k != "x"}
+    y, _ = attention_block_forward(params, inputs["x"], static["cfg"], causal=True)
+    shown = values(explain_part("mha", {"heads": 4, "kv_heads": 2}, seed=0))
+    np.testing.assert_array_equal(shown["y"], y)
+    assert shown["q_heads"].shape == (1, 4, 4, 2) and shown["k_heads"].shape == (1, 2, 4, 2)
+    assert shown["groups"].tolist() == [[0, 1], [2, 3]]
+    weights = shown["weights"]
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+    assert np.all(weights[..., np.triu_indices(4, k=1)[0], np.triu_indices(4, k=1)[1]] == 0.0)
+
+
+def test_block_residual_adds_reach_the_blocks_output():
+    inputs, static = inputs_of("block")
+    params = {name: inputs[name] for name in static["names"]}
+    out, _ = block_forward(params, inputs["x"], static["cfg"], causal=True)
+    shown = values(explain_part("block", {}, seed=0))
+    np.testing.assert_array_equal(shown["out"], out)
+    np.testing.assert_array_equal(shown["resid2"], out)
+
+
+def test_gpt2_values_are_the_models(capsys):
+    inputs, static = inputs_of("gpt2")
+    params = {name: inputs[name] for name in static["names"]}
+    logits, _ = gpt2.forward(params, inputs["ids"], static["cfg"])
+    shown = values(explain_part("gpt2", {}, seed=0))
+    np.testing.assert_array_equal(shown["logits"], logits)
+    # The last layer's output, through the model's final norm, is what the LM head read.
+    normed, _ = layer_norm_forward(shown["blocks.1.resid2"], params["norm_f.w"],
+                                   params["norm_f.b"], eps=1e-5)
+    np.testing.assert_allclose(normed, shown["norm_f"], atol=1e-5)
+    probs = [row["prob"] for row in shown["top5"]]
+    assert probs == sorted(probs, reverse=True)
+    assert probs[0] == pytest.approx(float(shown["next_probs"].max()))
+
+
+def test_gpt2_loads_a_saved_model_and_skips_the_check(capsys, tmp_path):
+    tokenizer = CharTokenizer.from_text("hello world")
+    cfg = gpt2.GPT2Config(vocab_size=tokenizer.vocab_size, max_seq_len=8, n_layer=1, n_head=2,
+                          d_model=8)
+    model = Model(cfg, gpt2.init_params(cfg, np.random.default_rng(1)), tokenizer)
+    model.save_pretrained(tmp_path)
+    result = run_json(capsys, "gpt2", "--ckpt", str(tmp_path), "--prompt", "hello",
+                      "--backward")
+    assert result["check"] is None
+    assert result["forward"]["tokens"] == [repr(ch) for ch in "hello"]
+    expected, _ = gpt2.forward(model.params, np.array([tokenizer.encode("hello")]), cfg)
+    np.testing.assert_allclose(result["forward"]["logits"], expected, atol=1e-6)
+    assert main(["explain", "gpt2", "--ckpt", str(tmp_path), "--backward", "--lang", "en"]) == 0
+    assert TITLES["en"]["check_skipped"] in capsys.readouterr().out
+
+
+def test_sizes_and_seed(capsys):
+    argv = ["layer_norm", "--batch", "2", "--seq", "5", "--d-model", "6", "--seed", "3"]
+    result = run_json(capsys, *argv)
+    assert np.array(result["forward"]["y"]).shape == (2, 5, 6)
+    assert run_json(capsys, *argv) == result
+    assert run_json(capsys, "layer_norm", "--seed", "4")["forward"]["x"] != result["forward"]["x"]
+    mqa = run_json(capsys, "mha", "--heads", "2", "--kv-heads", "1", "--d-model", "4")
+    assert np.array(mqa["forward"]["k_heads"]).shape == (1, 1, 4, 2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["layer_norm", "--heads", "2"], "--heads does not apply to layer_norm"),
+    (["mha", "--heads", "3"], "must divide"),
+    (["rope", "--seq", "2"], "--seq >= 4"),
+    (["gelu", "--seq", "0"], "at least 1"),
+    (["gpt2", "--prompt", "HELLO"], "not in the vocabulary"),
+])
+def test_bad_options_are_one_line_errors(capsys, argv, message):
+    assert main(["explain", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_locale_picks_chinese(monkeypatch, capsys):
+    monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
+    assert main(["explain", "softmax"]) == 0
+    assert TITLES["zh"]["forward"] in capsys.readouterr().out
