@@ -95,7 +95,8 @@ def _cross_entropy_steps(inputs, loss, ctx, static):
                                    f"{shape_of(picked)}"),
             step("n_valid", ctx.n_valid, "count(targets != ignore_index)  (ctx.n_valid)"),
             step("loss", loss, f"-sum(picked) / n_valid: {shape_of(picked)} -> ()"),
-            step("probs", ctx.probs, f"exp(log_probs): {shape_of(ctx.probs)}  (ctx.probs)"),
+            step("probs", ctx.probs, f"exp(x - rowmax) / rowsum: {shape_of(ctx.probs)}  "
+                                     f"(ctx.probs)"),
             step("onehot", onehot, f"eye(V)[targets]: {shape_of(onehot)}")]
 
 
