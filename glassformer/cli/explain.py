@@ -37,7 +37,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ckpt", default=None,
                         help="gpt2: a trained model folder (run, checkpoint or HF) instead of "
                              "the tiny random model")
-    parser.add_argument("--prompt", default=None, help="gpt2: the text to run (default: hello)")
+    parser.add_argument("--prompt", default=None,
+                        help="gpt2: the text to run (default: hello; the tiny random model knows "
+                             "lowercase letters, space and .,;!?')")
     parser.add_argument("--json", action="store_true",
                         help="print every array as JSON under stable keys instead of prose")
 

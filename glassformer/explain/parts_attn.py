@@ -43,8 +43,7 @@ def attention_config(options: dict) -> BlockConfig:
         kv_heads = heads // 2 if heads % 2 == 0 else heads
     if options["d_model"] % heads:
         raise GlassformerError(f"--heads {heads} must divide --d-model {options['d_model']}")
-    return BlockConfig(d_model=options["d_model"], n_head=heads, n_kv_head=kv_heads,
-                       mlp="gelu_tanh")
+    return BlockConfig(d_model=options["d_model"], n_head=heads, n_kv_head=kv_heads)
 
 
 def gqa_sketch(n_head: int, n_kv: int) -> str:
@@ -85,11 +84,11 @@ def head_arrays(ctx, n_head: int) -> dict:
             "weights": attn.softmax.probs.reshape(b, n_head, t, -1)}  # -> (B, H, T, S)
 
 
-def projections(ctx, inputs: dict, prefix: str = "") -> dict:
+def projections(ctx, inputs: dict) -> dict:
     """The block's q, k, v projections, by calling linear_forward on what each LinearCtx saved."""
     out = {}
     for name, lin in (("q", ctx.q_proj), ("k", ctx.k_proj), ("v", ctx.v_proj)):
-        out[name], _ = linear_forward(lin.x, lin.w, inputs.get(f"{prefix}b{name}"))
+        out[name], _ = linear_forward(lin.x, lin.w, inputs.get(f"b{name}"))
     return out
 
 

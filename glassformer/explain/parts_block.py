@@ -26,6 +26,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.residual import block_backward, block_forward, init_block
 from glassformer.errors import GlassformerError
+from glassformer.explain.parts_attn import head_arrays
 from glassformer.explain.parts_core import Part, lively, normal, shape_of, step
 from glassformer.ops.linear import linear_forward
 
@@ -48,9 +49,7 @@ def layer_steps(bctx, x: np.ndarray, params: dict, prefix: str, *, key_prefix: s
     brief: the shorter list `explain gpt2` prints per layer.
     """
     attn, mlp = bctx.attn.body, bctx.mlp.body
-    t = x.shape[1]
-    weights = attn.attn.softmax.probs
-    weights = weights.reshape(weights.shape[0], attn.n_head, t, -1)   # (B,K,G,T,S) -> (B,H,T,S)
+    weights = head_arrays(attn, attn.n_head)["weights"]              # (B, H, T, S)
     attn_out, _ = linear_forward(attn.out_proj.x, attn.out_proj.w, params.get(prefix + "attn.bo"))
     resid1 = x + attn_out            # the residual add (block_forward's one `+`), (B, T, C)
     mlp_out, _ = linear_forward(mlp.down.x, mlp.down.w, params.get(prefix + "mlp.b_down"))
