@@ -54,15 +54,15 @@ def time_theirs(torch, hf, ids, new_tokens: int) -> tuple[float, list[int]]:
 
 
 def agreeing_prefix(ours: list[int], theirs: list[int], end_ids: set[int]) -> int:
-    """How many leading tokens agree, up to the first end-of-turn token (transformers' forced
-    min_new_tokens suppresses end tokens, so the runs may differ after one)."""
+    """How many leading tokens agree, counting our first end-of-turn token as agreeing:
+    transformers' forced min_new_tokens bans end tokens, so the runs part there by design."""
     count = 0
     for a, b in zip(ours, theirs):
+        if a in end_ids:
+            return count + 1
         if a != b:
             break
         count += 1
-        if a in end_ids:
-            break
     return count
 
 
@@ -100,7 +100,7 @@ def main() -> None:
     end_ids = set(model.tokenizer.special_tokens.values())
     same = agreeing_prefix(ours, theirs, end_ids)
     print(f"prompt {ids.shape[1]} tokens; greedy tokens agree on the first {same} "
-          f"(to the first end token); text: {model.tokenizer.decode(ours[:same])!r}")
+          f"(up to our first end token); text: {model.tokenizer.decode(ours[:same])!r}")
     ours_rate = args.new_tokens / min(ours_s)
     theirs_rate = args.new_tokens / min(theirs_s)
     print(f"best of {args.repeats}: glassformer {ours_rate:.2f} tok/s, transformers "
