@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "train",
     "sample",
     "eval",
+    "convert",
     "tokenize",
     "tokenizer",
     "generate",

@@ -66,3 +66,15 @@ def test_eval_reports_loss_and_perplexity(run_dir, capsys):
     loss, _ = cross_entropy_forward(logits, ids[1:n * 16 + 1].reshape(n, 16))
     assert result["loss"] == pytest.approx(float(loss), rel=1e-5)
     assert result["tokens"] == n * 16
+
+
+def test_convert_writes_a_folder_transformers_loads(run_dir, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out, _ = run_dir
+    assert main(["convert", str(out), "--out", str(tmp_path / "hf")]) == 0
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    ids = np.array([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        theirs = hf(torch.from_numpy(ids)).logits.numpy()
+    np.testing.assert_allclose(load_pretrained(out)(ids), theirs, atol=1e-5)
