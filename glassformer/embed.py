@@ -25,7 +25,7 @@ BATCH_SIZE = 32        # texts per forward pass (bounds memory; results do not d
 
 
 def max_length_of(path: str | Path, default: int = MAX_LENGTH) -> int:
-    """max_seq_length from a sentence-transformers folder's sentence_bert_config.json, or default."""
+    """The max_seq_length of sentence_bert_config.json in `path`, else `default`."""
     config = Path(path) / "sentence_bert_config.json"
     if config.is_file():
         return int(json.loads(config.read_text(encoding="utf-8")).get("max_seq_length", default))

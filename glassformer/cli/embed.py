@@ -1,4 +1,4 @@
-"""`glassformer embed`: sentence embeddings (mean pooling + L2 norm) and their cosine similarities."""
+"""`glassformer embed`: sentence embeddings (mean pooling + L2 norm) and cosine similarities."""
 from __future__ import annotations
 
 import json

@@ -36,7 +36,7 @@ from glassformer.generate.stream import (StreamStep, end_of_text_ids, generated_
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ROLES = ("system", "user", "assistant")
-# The literal default system prompt in a ChatML template: '<|im_start|>system\n' + TEXT + '<|im_end|>'
+# A ChatML template's literal default system prompt: '<|im_start|>system\n' TEXT '<|im_end|>'
 # ("\n" may be a real newline or the two characters backslash-n inside the Jinja string).
 DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", re.DOTALL)
 

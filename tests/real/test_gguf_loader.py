@@ -120,7 +120,8 @@ def test_wrong_shape_names_tensor_and_both_shapes(tmp_path):
     tensors = gguf_tensors(CFG, init_params(CFG, _rng()))
     tensors["blk.0.attn_v.weight"] = np.zeros((4, 32), np.float32)
     write_gguf(tmp_path / "s.gguf", CFG, tensors)
-    with pytest.raises(CheckpointError, match=r"blk\.0\.attn_v\.weight .*\(4, 32\), expected \(16, 32\)"):
+    expected = r"blk\.0\.attn_v\.weight .*\(4, 32\), expected \(16, 32\)"
+    with pytest.raises(CheckpointError, match=expected):
         load_pretrained(tmp_path / "s.gguf", tokenizer=False)
 
 
