@@ -23,6 +23,8 @@ sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib m
 
 import numpy as np  # noqa: E402
 
+from glassformer.allocator import keep_freed_memory  # noqa: E402
+
 
 from glassformer.generate.generate import generate  # noqa: E402
 from glassformer.models import gpt2  # noqa: E402
@@ -106,6 +108,7 @@ def child(side: str, new_tokens: int) -> None:
 
 
 def main() -> None:
+    keep_freed_memory()  # as the glassformer CLI does; torch's allocator benefits the same way
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
     parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib module
 
 import numpy as np  # noqa: E402
+
+from glassformer.allocator import keep_freed_memory  # noqa: E402
 
 
 from glassformer.models import gpt2  # noqa: E402
@@ -97,6 +98,14 @@ def model_and_params(vocab: int):
     return cfg, gpt2.init_params(cfg, np.random.default_rng(1337))
 
 
+def peak_rss_mib() -> float:
+    """VmHWM of this process (ru_maxrss would include the parent's high-water mark)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def timed(step, data) -> list[float]:
     out = []
     for x, y in data:
@@ -112,11 +121,12 @@ def child(side: str, iters: int, data_path: Path) -> None:
     cfg, params = model_and_params(vocab)
     step = glassformer_stepper(cfg, params) if side == "glassformer" else torch_stepper(cfg, params)
     ms = timed(step, batches(ids, iters))
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss_mib = peak_rss_mib()
     print(json.dumps({"side": side, "peak_rss_mib": rss_mib, "ms": statistics.median(ms)}))
 
 
 def main() -> None:
+    keep_freed_memory()  # as the glassformer CLI does; torch's allocator benefits the same way
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=100, help="timed iterations per side")
     parser.add_argument("--block", type=int, default=10, help="iterations per alternating block")

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from glassformer.allocator import keep_freed_memory
 from glassformer.errors import GlassformerError
 
 # Module names under glassformer.cli, in the order `--help` lists them.
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    keep_freed_memory()  # reuse freed activation buffers instead of page-faulting new ones
     try:
         return int(args.run(args) or 0)
     except (GlassformerError, ValueError, OSError) as err:

@@ -36,6 +36,8 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715        # the tanh approximation's cubic coefficient, as in the GELU paper and GPT-2
+_MINUS_TWO_U_LINEAR = -2.0 * _SQRT_2_OVER_PI            # -2u = x (this + next * x^2)
+_MINUS_TWO_U_CUBIC = -2.0 * _SQRT_2_OVER_PI * _CUBIC
 
 
 class GeluCtx(NamedTuple):
@@ -84,11 +86,6 @@ def _normal_cdf(x: np.ndarray) -> np.ndarray:
     return cdf.astype(x.dtype, copy=False)
 
 
-def _tanh_u_slope(x: np.ndarray) -> np.ndarray:
-    """du/dx for u = sqrt(2/pi) (x + 0.044715 x^3)."""
-    return _SQRT_2_OVER_PI * (1.0 + (3.0 * _CUBIC) * (x * x))
-
-
 def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarray, GeluCtx]:
     """GELU(x) = x * Phi(x), or GPT-2's tanh approximation. (...) -> (...), x's dtype.
 
@@ -102,15 +99,18 @@ def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarra
     if approximate == "none":
         gate = _normal_cdf(x)
     else:
-        # 2u = 2 sqrt(2/pi) x (1 + 0.044715 x^2), built in place: one array, five passes.
-        two_u = x * x
-        two_u *= _CUBIC
-        two_u += 1.0
-        two_u *= x
-        two_u *= 2.0 * _SQRT_2_OVER_PI
-        # (1 + tanh u) / 2 = sigmoid(2u) exactly; the sigmoid form avoids the cancellation of
-        # 1 + tanh u when tanh u ~ -1 (x < -3), where float32 would keep no correct digit of g.
-        gate = _sigmoid(two_u)
+        # (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + exp(-2u)) exactly; the sigmoid form avoids
+        # the cancellation of 1 + tanh u when tanh u ~ -1 (x < -3), where float32 would keep no
+        # correct digit of g. Built in place in one array, seven passes:
+        # -2u = x (a + b x^2) with a = -2 sqrt(2/pi), b = a * 0.044715.
+        gate = x * x
+        gate *= _MINUS_TWO_U_CUBIC
+        gate += _MINUS_TWO_U_LINEAR
+        gate *= x                                  # -2u
+        with np.errstate(over="ignore"):           # exp -> inf for x << 0 gives g = 0, the limit
+            np.exp(gate, out=gate)
+        gate += 1.0
+        np.reciprocal(gate, out=gate)              # g = sigmoid(2u)
     out = x * gate
     return out, GeluCtx(x=x, gate=gate, approximate=approximate)
 
@@ -122,13 +122,15 @@ def gelu_backward(dout: np.ndarray, ctx: GeluCtx) -> np.ndarray:
         gate_slope = _INV_SQRT_2PI * np.exp(-0.5 * (x * x))   # phi(x), the normal density
         return dout * (gate + x * gate_slope)
     # tanh form: 1 - tanh(u)^2 = 4 g (1 - g), so g' = 2 g (1 - g) du/dx; no tanh(u) is kept.
-    # dx = dout * (g + x g'), accumulated in place in one scratch array.
-    slope = _tanh_u_slope(x)                                   # du/dx
-    slope *= 2.0
-    slope *= gate
-    slope *= 1.0 - gate
+    # dx = dout * (g + x g') = dout * g * (1 + x (1 - g) 2 du/dx), in place in one scratch array.
+    slope = x * x
+    slope *= 6.0 * _SQRT_2_OVER_PI * _CUBIC
+    slope += 2.0 * _SQRT_2_OVER_PI                 # 2 du/dx = 2 sqrt(2/pi) (1 + 3 k x^2)
     slope *= x
-    slope += gate
+    one_minus_gate = np.subtract(1.0, gate)
+    slope *= one_minus_gate
+    slope += 1.0
+    slope *= gate
     slope *= dout
     return slope
 

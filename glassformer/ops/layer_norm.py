@@ -69,12 +69,14 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
     mean = x.mean(axis=-1, keepdims=True)           # (..., C) -> (..., 1)
     centered = x - mean                             # (..., C)
-    var = (centered * centered).mean(axis=-1, keepdims=True)  # (..., C) -> (..., 1), biased
+    # biased variance: a row dot of centered with itself over C (einsum: no squared temporary)
+    var = np.einsum("...c,...c->...", centered, centered)[..., None] * (1.0 / x.shape[-1])
     rstd = 1.0 / np.sqrt(var + eps)                 # (..., 1)
-    xhat = centered * rstd                          # (..., C)
+    xhat = centered
+    xhat *= rstd                                    # (..., C), in place: centered is not kept
     y = xhat * w
     if b is not None:
-        y = y + b
+        y += b
     return y, LayerNormCtx(xhat=xhat, rstd=rstd, w=w, has_bias=b is not None)
 
 
@@ -82,12 +84,17 @@ def layer_norm_backward(dy: np.ndarray, ctx: LayerNormCtx
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Returns (dx, dw, db) shaped like x, w, b; db is None when the forward had no bias."""
     width = ctx.w.shape[0]
+    inv_width = 1.0 / width
     g = dy * ctx.w                                          # (..., C): gradient reaching xhat
     g_mean = g.mean(axis=-1, keepdims=True)                 # (..., 1): path through mean
-    gx_mean = (g * ctx.xhat).mean(axis=-1, keepdims=True)   # (..., 1): path through rstd
-    dx = ctx.rstd * (g - g_mean - ctx.xhat * gx_mean)       # (..., C)
+    # (..., C) . (..., C) -> (..., 1): path through rstd (einsum: a row dot, no temporary)
+    gx_mean = np.einsum("...c,...c->...", g, ctx.xhat)[..., None] * inv_width
+    dx = ctx.xhat * gx_mean                                 # (..., C), then in place:
+    dx += g_mean
+    np.subtract(g, dx, out=dx)                              # g - mean(g) - xhat * mean(g xhat)
+    dx *= ctx.rstd
     dy_rows = dy.reshape(-1, width)                         # (..., C) -> (N, C)
     xhat_rows = ctx.xhat.reshape(-1, width)                 # (..., C) -> (N, C)
-    dw = (dy_rows * xhat_rows).sum(axis=0)                  # (N, C) -> (C,)
+    dw = np.einsum("nc,nc->c", dy_rows, xhat_rows)          # (N, C) -> (C,)
     db = dy_rows.sum(axis=0) if ctx.has_bias else None      # (N, C) -> (C,)
     return dx, dw, db
