@@ -70,12 +70,14 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             causal: bool, memory: np.ndarray | None = None,
                             key_mask: np.ndarray | None = None,
                             positions: np.ndarray | None = None,
+                            rope_tables: tuple[np.ndarray, np.ndarray] | None = None,
                             kv_cache: KVCache | None = None, layer: int = 0
                             ) -> tuple[np.ndarray, AttentionBlockCtx]:
     """y = Attention(x W_q, src W_k, src W_v) W_o, with src = memory or x.
 
     params: wq (C, H*D), wk, wv (C, K*D), wo (H*D, C), and bq, bk, bv, bo when the config has them.
     key_mask: (B, S) bool, True for real (non-padding) keys, S counting cached keys.
+    rope_tables: (cos, sin) from rope_tables_at(positions, ...), when the caller already has them.
     positions: (T,) or (B, T) absolute positions of the queries, for RoPE and ALiBi; default
     kv_cache.length + arange(T) (or arange(T)).
     """
@@ -100,8 +102,10 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     v = split_heads(v_lin, n_kv)                                            # (B, K, S, D)
     q_rope = k_rope = None
     if cfg.position == "rope":
-        cos, sin = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
-                                  dtype=q.dtype)                            # (T, D) or (B, T, D)
+        if rope_tables is None:  # a model passes the tables it made once for all its layers
+            rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
+                                         dtype=q.dtype)                     # (T, D) or (B, T, D)
+        cos, sin = rope_tables
         if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
             cos, sin = cos[:, None], sin[:, None]
         q, q_rope = rope_forward(q, cos, sin)

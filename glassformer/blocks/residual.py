@@ -81,6 +81,7 @@ def _residual_backward(dy, ctx: SubCtx, norm_position, norm_prefix, body_backwar
 
 def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool,
                   key_mask: np.ndarray | None = None, positions: np.ndarray | None = None,
+                  rope_tables: tuple[np.ndarray, np.ndarray] | None = None,
                   memory: np.ndarray | None = None, memory_mask: np.ndarray | None = None,
                   kv_cache: KVCache | None = None, layer: int = 0, train: bool = False,
                   rng: np.random.Generator | None = None) -> tuple[np.ndarray, BlockCtx]:
@@ -91,6 +92,7 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     def self_attention(h):
         return attention_block_forward(_sub(params, "attn."), h, cfg, causal=causal,
                                        key_mask=key_mask, positions=positions,
+                                       rope_tables=rope_tables,
                                        kv_cache=kv_cache, layer=layer)
 
     def cross_attention(h):

@@ -15,6 +15,7 @@ from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forw
 from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
 from glassformer.errors import GlassformerError
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.rope import rope_tables_at
 
 
 class LMHeadCtx(NamedTuple):
@@ -91,12 +92,26 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
                    causal: bool, **block_kwargs) -> tuple[np.ndarray, list[BlockCtx]]:
     """The stack of n_layer blocks. x (B, T, C) -> (B, T, C). block_kwargs: key_mask,
     positions, kv_cache, train, rng (see blocks/residual.py: block_forward)."""
+    if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
+        # every layer rotates by the same angles: make the cos/sin tables once, pass them down
+        block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
+                                                     theta=bcfg.rope_theta, dtype=x.dtype)
+    layers = split_layers(params, n_layer)
     ctxs = []
     for i in range(n_layer):
-        x, ctx = block_forward(layer_params(params, i), x, bcfg, causal=causal, layer=i,
-                               **block_kwargs)
+        x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
         ctxs.append(ctx)
     return x, ctxs
+
+
+def split_layers(params: dict, n_layer: int) -> list[dict]:
+    """[params of layer i with "blocks.{i}." removed] for every layer, in one pass over keys."""
+    layers = [{} for _ in range(n_layer)]
+    for key, value in params.items():
+        if key.startswith("blocks."):
+            index, _, local = key[len("blocks."):].partition(".")
+            layers[int(index)][local] = value
+    return layers
 
 
 def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx]) -> tuple[dict, np.ndarray]:
