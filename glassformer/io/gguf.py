@@ -216,8 +216,10 @@ def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.
     if rope_heads is not None:
         weight = unpermute_rope_rows(weight, rope_heads)
     if transpose:
-        weight = weight.T                                        # (out, in) -> (in, out)
-    return np.ascontiguousarray(weight)  # a fresh, writable copy (the reader's map is read-only)
+        # (out, in) -> (in, out), kept column-major: same values and shape, but x @ W then reads
+        # W's memory in the order decoding's matrix-vector products stream fastest
+        return np.array(weight.T, order="F")  # a fresh, writable copy (the map is read-only)
+    return np.array(weight, order="C")
 
 
 def unpermute_rope_rows(weight: np.ndarray, n_heads: int) -> np.ndarray:

@@ -215,8 +215,9 @@ def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
 def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """HF tensors (keys without prefix, already checked by shape) -> glassformer params.
 
-    Every array is contiguous float32 in glassformer's (in, out) layout: a copy when transposed,
-    split or widened, else the tensor itself (a copy-on-write memory map when read from a file).
+    Every array is contiguous float32 in glassformer's (in, out) layout: transposed weights stay a
+    column-major view of the file's (out, in) rows, others are row-major; a copy only when split
+    or widened, else the tensor itself (a copy-on-write memory map when read from a file).
     """
     params = {}
     for row in _rows(family_names(arch), cfg.n_layer):
@@ -227,9 +228,12 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
             parts = np.split(tensor, len(row.ours), axis=-1)     # (C, 3C) -> 3 x (C, C)
             for name, part in zip(row.ours, parts):
                 params[name] = np.ascontiguousarray(part, dtype=np.float32)
+        elif row.transpose:
+            # (out, in) -> (in, out) as a view: column-major, no copy for float32, and the
+            # order that decoding's matrix-vector products x @ W stream fastest
+            params[row.ours] = np.asfortranarray(tensor.T, dtype=np.float32)
         else:
-            array = tensor.T if row.transpose else tensor          # (out, in) -> (in, out)
-            params[row.ours] = np.ascontiguousarray(array, dtype=np.float32)
+            params[row.ours] = np.ascontiguousarray(tensor, dtype=np.float32)
     return params
 
 
