@@ -51,26 +51,28 @@ def check_shape(name: str, x: np.ndarray, dims: tuple[str, ...],
     `dims` may start with "..." for any number of leading dims (bound as a tuple under "...").
     Integers in `dims` are literal sizes. Returns `sizes` for chaining.
     """
-    expected = _describe(dims, sizes)
+    known = dict(sizes)  # what the message shows: the sizes bound before this array
     fixed = dims[1:] if dims and dims[0] == "..." else dims
     has_lead = len(fixed) != len(dims)
     if x.ndim < len(fixed) or (not has_lead and x.ndim != len(fixed)):
-        raise ShapeError(f"expected {name} of shape {expected}, got {tuple(x.shape)}")
+        raise ShapeError(f"expected {name} of shape {_describe(dims, known)}, "
+                         f"got {tuple(x.shape)}")
     tail = x.shape[x.ndim - len(fixed):]
     if has_lead:
         lead = tuple(x.shape[:x.ndim - len(fixed)])
         if "..." in sizes and sizes["..."] != lead:
             raise ShapeError(
-                f"expected {name} of shape {expected} with leading dims {sizes['...']}, "
-                f"got {tuple(x.shape)}")
+                f"expected {name} of shape {_describe(dims, known)} with leading dims "
+                f"{sizes['...']}, got {tuple(x.shape)}")
         sizes.setdefault("...", lead)
-    bound = dict(sizes)
     for letter, size in zip(fixed, tail):
         if isinstance(letter, int):
             ok = size == letter
         else:
-            ok = bound.setdefault(letter, size) == size
+            ok = sizes.setdefault(letter, size) == size
         if not ok:
-            raise ShapeError(f"expected {name} of shape {expected}, got {tuple(x.shape)}")
-    sizes.update(bound)
+            sizes.clear()
+            sizes.update(known)  # leave `sizes` as it was when the check fails
+            raise ShapeError(f"expected {name} of shape {_describe(dims, known)}, "
+                             f"got {tuple(x.shape)}")
     return sizes
