@@ -120,7 +120,7 @@ def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *, ignore_ind
     >>> round(float(loss), 6), ctx.n_valid    # log(4): uniform guess, one counted position
     (1.386294, 1)
     """
-    n_classes = _check_inputs(logits, targets, ignore_index)
+    _check_inputs(logits, targets, ignore_index)
     eps = check_fraction("label_smoothing", label_smoothing, allow_one=True)
     logp, softmax_ctx = log_softmax_forward(logits)             # (..., V)
     valid = targets != ignore_index                             # (...) bool

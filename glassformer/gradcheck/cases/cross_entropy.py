@@ -1,8 +1,6 @@
 """Gradcheck cases for log-softmax and for cross-entropy (plain, ignore_index, label smoothing)."""
 from __future__ import annotations
 
-import numpy as np
-
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.cross_entropy import (cross_entropy_backward, cross_entropy_forward,
                                            log_softmax_backward, log_softmax_forward)
