@@ -69,7 +69,9 @@ def _start_from(init: str | None, text: str, model_cfg_for):
         raise GlassformerError(f"--init needs a causal LM (gpt2 or llama), got {model.arch}")
     if model.tokenizer is None:
         raise GlassformerError(f"{init} has no tokenizer, so the data cannot be encoded for it")
-    params = {key: np.array(value, dtype=np.float32) for key, value in model.params.items()}
+    # fresh row-major float32 copies: the same layout a resumed run reads back from its checkpoint
+    params = {key: np.ascontiguousarray(value, dtype=np.float32).copy()
+              for key, value in model.params.items()}
     return model.cfg, params, model.tokenizer
 
 
