@@ -40,11 +40,10 @@ HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llam
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
-CONVERT_HINT = ("convert it once, in an environment you trust: python -c \"import torch; "
-                "from safetensors.torch import save_file; save_file(torch.load('pytorch_model.bin',"
-                " weights_only=True), 'model.safetensors', metadata={'format': 'pt'})\" (or "
-                "transformers: AutoModel.from_pretrained(dir).save_pretrained(dir, "
-                "safe_serialization=True))")
+CONVERT_HINT = ("convert it once, in an environment you trust, with transformers: "
+                "AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True) "
+                "(or load the state dict with PyTorch, weights_only=True, and write it with "
+                "safetensors.torch.save_file)")
 
 
 def load_pretrained(path, *, tokenizer: bool = True) -> Model:
