@@ -36,6 +36,7 @@ from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops._ids import check_ids
 from glassformer.ops._scalars import check_fraction
+from glassformer.ops.softmax import row_max
 
 
 class LogSoftmaxCtx(NamedTuple):
@@ -72,8 +73,7 @@ def log_softmax_forward(x: np.ndarray) -> tuple[np.ndarray, LogSoftmaxCtx]:
     check_shape("x", x, ("...", "V"), {})
     if x.shape[-1] == 0:
         raise GlassformerError(f"expected x with at least one class (V >= 1), got {x.shape}")
-    row_max = x.max(axis=-1, keepdims=True)         # (..., V) -> (..., 1)
-    shifted = x - row_max                           # (..., V), every entry <= 0: exp cannot overflow
+    shifted = x - row_max(x)                        # (..., V), every entry <= 0: exp cannot overflow
     exps = np.exp(shifted)                          # (..., V)
     sum_exps = exps.sum(axis=-1, keepdims=True)     # (..., 1), >= 1 since the max contributes 1
     logp = shifted - np.log(sum_exps)               # (..., V)

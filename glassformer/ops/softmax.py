@@ -32,6 +32,25 @@ def masked_logits(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return np.where(mask, x, -np.inf)
 
 
+def row_max(x: np.ndarray) -> np.ndarray:
+    """max over the last axis, (..., S) -> (..., 1), by folding the row in half repeatedly.
+
+    note: NumPy's max along a short last axis runs a scalar loop per row (~3x slower than an
+    elementwise pass). Folding compares the first ceil(w/2) columns with the last ceil(w/2) (for
+    odd w the middle column meets itself) until one column is left: ceil(log2 S) vectorized
+    np.maximum calls on ever shorter arrays, about one pass in all. Same value as x.max(-1).
+
+    >>> row_max(np.array([[3.0, 1.0, 4.0, 1.0, 5.0]])).tolist()
+    [[5.0]]
+    """
+    width = x.shape[-1]
+    while width > 1:
+        half = width // 2
+        x = np.maximum(x[..., :width - half], x[..., half:width])  # -> (..., ceil(w / 2))
+        width = x.shape[-1]
+    return x
+
+
 def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
                     ) -> tuple[np.ndarray, SoftmaxCtx]:
     """Softmax of `x` over its last axis; `mask` (bool, broadcastable to x) keeps True entries.
@@ -43,10 +62,10 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     [0.5, 0.5]
     """
     x = masked_logits(x, mask)  # masked logits can never win any weight
-    row_max = x.max(axis=-1, keepdims=True)
+    shift = row_max(x)                                  # (..., S) -> (..., 1)
     # note: a fully masked row has max -inf; shifting by 0 instead avoids (-inf) - (-inf) = NaN.
-    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-    probs = x - row_max                                 # a fresh array, worked on in place
+    shift = np.where(np.isfinite(shift), shift, 0.0)
+    probs = x - shift                                   # a fresh array, worked on in place
     np.exp(probs, out=probs)
     total = probs.sum(axis=-1, keepdims=True)           # (..., S) -> (..., 1)
     # subtle: total is 0 only for fully masked rows, whose exps are all 0; dividing by 1 keeps 0s.
