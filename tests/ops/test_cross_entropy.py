@@ -11,22 +11,13 @@ from glassformer.gradcheck.cases.cross_entropy import CASES
 from glassformer.ops.cross_entropy import (cross_entropy_backward, cross_entropy_forward,
                                            log_softmax_backward, log_softmax_forward)
 
-try:
-    import torch
-except ImportError:  # the non-torch tests still run
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from ops_parity import assert_close as _assert_close, needs_torch, torch
 
 # Finite differences in float64 agree to ~1e-9 when the backward is right.
 GRADCHECK_TOL = 1e-6
 # float32 parity: observed differences are <= ~4e-7 of the largest entry (log-sum-exp and the
 # mean rounded in a different order); 1e-5 passes a right op and fails a wrong one.
 TORCH_RTOL = 1e-5
-
-
-def _assert_close(ours, ref, rtol):
-    """Relative to the array's largest entry: near-zero entries carry no relative precision."""
-    np.testing.assert_allclose(ours, ref, rtol=rtol, atol=rtol * float(np.abs(ref).max()))
 
 
 def _random_problem(seed, lead_ndim):

@@ -15,11 +15,7 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.dropout import CASES
 from glassformer.ops.dropout import dropout_backward, dropout_forward
 
-try:
-    import torch
-except ImportError:  # the non-torch tests still run
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from ops_parity import needs_torch, torch
 
 # Finite differences in float64 agree to ~1e-10 when the backward is right.
 GRADCHECK_TOL = 1e-6

@@ -9,22 +9,13 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.embedding import CASES
 from glassformer.ops.embedding import embedding_backward, embedding_forward
 
-try:
-    import torch
-except ImportError:  # the non-torch tests still run
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from ops_parity import assert_close as _assert_close, needs_torch, torch
 
 # Finite differences in float64 agree to ~1e-10 when the backward is right.
 GRADCHECK_TOL = 1e-6
 # float32 parity: the lookup is exact and dtable only adds up a handful of float32 values per
 # row, in an order that may differ from torch's; 1e-5 of the largest entry leaves a wide margin.
 TORCH_RTOL = 1e-5
-
-
-def _assert_close(ours, ref, rtol):
-    """Relative to the array's largest entry: near-zero entries carry no relative precision."""
-    np.testing.assert_allclose(ours, ref, rtol=rtol, atol=rtol * float(np.abs(ref).max()))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.mode)

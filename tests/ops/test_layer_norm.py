@@ -9,22 +9,13 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.layer_norm import CASES
 from glassformer.ops.layer_norm import layer_norm_backward, layer_norm_forward
 
-try:
-    import torch
-except ImportError:  # the non-torch tests still run
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from ops_parity import assert_close as _assert_close, needs_torch, torch
 
 # Finite differences in float64 agree to ~1e-10 when the backward is right.
 GRADCHECK_TOL = 1e-6
 # float32 parity: both sides round at ~6e-8 per operation in different orders; observed
 # differences are ~2e-7 of the largest entry, so 1e-5 passes a right op and fails a wrong one.
 TORCH_RTOL = 1e-5
-
-
-def _assert_close(ours, ref, rtol):
-    """Relative to the array's largest entry: near-zero entries carry no relative precision."""
-    np.testing.assert_allclose(ours, ref, rtol=rtol, atol=rtol * float(np.abs(ref).max()))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.mode)

@@ -9,11 +9,7 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.rms_norm import CASES
 from glassformer.ops.rms_norm import rms_norm_backward, rms_norm_forward
 
-try:
-    import torch
-except ImportError:  # the non-torch tests still run
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from ops_parity import assert_close as _assert_close, needs_torch, torch
 
 # Finite differences in float64 agree to ~1e-10 when the backward is right.
 GRADCHECK_TOL = 1e-6
@@ -33,11 +29,6 @@ if torch is not None:
             x32 = x.to(torch.float32)
             variance = x32.pow(2).mean(-1, keepdim=True)
             return self.weight * (x32 * torch.rsqrt(variance + self.eps)).to(x.dtype)
-
-
-def _assert_close(ours, ref, rtol):
-    """Relative to the array's largest entry: near-zero entries carry no relative precision."""
-    np.testing.assert_allclose(ours, ref, rtol=rtol, atol=rtol * float(np.abs(ref).max()))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.mode)
