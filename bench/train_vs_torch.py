@@ -6,9 +6,15 @@ copy of our weights and sees the same batches. Both run in this process, alterna
 iterations so machine noise hits both alike; each figure is the median ms per iteration. Peak RSS
 is measured in two child processes that each run one side only.
 
+Both sides use every core, each its own way, as `glassformer train` and nanoGPT do: torch splits
+each op over its intra-op threads; glassformer trains one batch shard per core
+(train/parallel.py, `--workers`). The one-core figure (`--workers 1`: plain single-process NumPy,
+BLAS on every core) is printed too.
+
     python bench/train_vs_torch.py [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
 
-Last line: one JSON object with glassformer_ms_per_iter, torch_ms_per_iter, ratio, peak RSS.
+Last line: one JSON object with glassformer_ms_per_iter, torch_ms_per_iter, ratio, peak RSS,
+workers, and the same figures for one worker.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +36,9 @@ from glassformer.allocator import keep_freed_memory  # noqa: E402
 
 
 from glassformer.models import gpt2  # noqa: E402
-from glassformer.train.optim import adamw_init, adamw_step, clip_grad_norm  # noqa: E402
-from glassformer.train.step import loss_and_grads  # noqa: E402
+from glassformer.train.optim import adamw_init, clip_grad_norm  # noqa: E402
+from glassformer.train.parallel import (parallel_adamw_step, parallel_loss_and_grads,  # noqa: E402
+                                        resolve_workers, worker_pool)
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 RECIPE = dict(lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0, batch=12,
@@ -56,16 +64,19 @@ def batches(ids: np.ndarray, n: int, seed: int = 0):
         yield ids[rows], ids[rows + 1]
 
 
-def glassformer_stepper(cfg, params):
+def glassformer_stepper(cfg, params, workers: int):
+    """One training step as `glassformer train` runs it: `workers` shards, run on `pool`."""
     opt = adamw_init(params)
     state = {"opt": opt}
 
-    def step(x, y):
-        loss, grads = loss_and_grads(gpt2, params, cfg, x, y, rng=None)
+    def step(x, y, pool=None):
+        loss, grads = parallel_loss_and_grads(gpt2, params, cfg, x, y, rng=None,
+                                              workers=workers, pool=pool)
         grads, _ = clip_grad_norm(grads, RECIPE["grad_clip"])
-        _, state["opt"] = adamw_step(params, grads, state["opt"], lr=RECIPE["lr"],
-                                     beta1=RECIPE["beta1"], beta2=RECIPE["beta2"],
-                                     weight_decay=RECIPE["weight_decay"])
+        _, state["opt"] = parallel_adamw_step(params, grads, state["opt"], lr=RECIPE["lr"],
+                                              beta1=RECIPE["beta1"], beta2=RECIPE["beta2"],
+                                              weight_decay=RECIPE["weight_decay"],
+                                              workers=workers, pool=pool)
         return loss
     return step
 
@@ -119,8 +130,11 @@ def child(side: str, iters: int, data_path: Path) -> None:
     """Run one side only and print its peak RSS (MiB) and ms/iter as JSON."""
     ids, vocab = load_ids(data_path)
     cfg, params = model_and_params(vocab)
-    step = glassformer_stepper(cfg, params) if side == "glassformer" else torch_stepper(cfg, params)
-    ms = timed(step, batches(ids, iters))
+    workers = resolve_workers(0, RECIPE["batch"])
+    with worker_pool(workers if side == "glassformer" else 1) as pool:
+        step = (partial(glassformer_stepper(cfg, params, workers), pool=pool)
+                if side == "glassformer" else torch_stepper(cfg, params))
+        ms = timed(step, batches(ids, iters))
     rss_mib = peak_rss_mib()
     print(json.dumps({"side": side, "peak_rss_mib": rss_mib, "ms": statistics.median(ms)}))
 
@@ -138,14 +152,21 @@ def main() -> None:
         return
     ids, vocab = load_ids(args.data)
     cfg, params = model_and_params(vocab)
+    workers = resolve_workers(0, RECIPE["batch"])
     torch_step = torch_stepper(cfg, {k: v.copy() for k, v in params.items()})
-    ours_step = glassformer_stepper(cfg, params)
-    ours_ms, torch_ms = [], []
+    one_core_params = {k: v.copy() for k, v in params.items()}
+    ours_ms, one_ms, torch_ms = [], [], []
     data = list(batches(ids, args.iters + 10))
-    timed(ours_step, data[:5]), timed(torch_step, data[:5])  # warm up
+    ours_step = glassformer_stepper(cfg, params, workers)
+    one_step = glassformer_stepper(cfg, one_core_params, 1)
+    with worker_pool(workers) as pool:
+        timed(partial(ours_step, pool=pool), data[:5])  # warm up
+    timed(one_step, data[:5]), timed(torch_step, data[:5])
     for start in range(10, len(data), args.block):
         chunk = data[start:start + args.block]
-        ours_ms += timed(ours_step, chunk)
+        with worker_pool(workers) as pool:  # one BLAS thread per shard while it is open
+            ours_ms += timed(partial(ours_step, pool=pool), chunk)
+        one_ms += timed(one_step, chunk)
         torch_ms += timed(torch_step, chunk)
     rss = {}
     for side in ("glassformer", "torch"):
@@ -153,12 +174,17 @@ def main() -> None:
                                "--data", str(args.data)], capture_output=True, text=True,
                               check=True)
         rss[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"]
-    ours, theirs = statistics.median(ours_ms), statistics.median(torch_ms)
-    print(f"glassformer  {ours:8.2f} ms/iter   peak RSS {rss['glassformer']:7.1f} MiB")
+    ours, one, theirs = (statistics.median(ms) for ms in (ours_ms, one_ms, torch_ms))
+    print(f"glassformer  {ours:8.2f} ms/iter   peak RSS {rss['glassformer']:7.1f} MiB   "
+          f"({workers} workers)")
+    print(f"  1 worker   {one:8.2f} ms/iter")
     print(f"torch        {theirs:8.2f} ms/iter   peak RSS {rss['torch']:7.1f} MiB")
-    print(f"ratio (glassformer / torch ms per iter): {ours / theirs:.3f}")
+    print(f"ratio (glassformer / torch ms per iter): {ours / theirs:.3f}  "
+          f"(1 worker: {one / theirs:.3f})")
     print(json.dumps({"glassformer_ms_per_iter": round(ours, 3), "torch_ms_per_iter": round(theirs, 3),
-                      "ratio": round(ours / theirs, 4),
+                      "ratio": round(ours / theirs, 4), "workers": workers,
+                      "one_worker_ms_per_iter": round(one, 3),
+                      "one_worker_ratio": round(one / theirs, 4),
                       "glassformer_peak_rss_mib": round(rss["glassformer"], 1),
                       "torch_peak_rss_mib": round(rss["torch"], 1)}))
 

@@ -24,6 +24,8 @@ TRAIN_FLAGS = {
     "--grad-clip": ("grad_clip", float, "clip the global gradient norm to this (0: off)"),
     "--eval-interval": ("eval_interval", int, "evaluate and checkpoint every N iterations"),
     "--eval-iters": ("eval_iters", int, "batches per train/val loss estimate"),
+    "--workers": ("workers", int, "batch shards trained in parallel, one per CPU core "
+                                  "(0: every usable core)"),
 }
 
 

@@ -29,10 +29,11 @@ from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
                                        save_checkpoint, trim_train_log)
 from glassformer.models.registry import family as family_of
-from glassformer.train.optim import AdamWState, adamw_init, adamw_step, clip_grad_norm
-from glassformer.train.schedule import lr_at
-from glassformer.train.step import estimate_loss, loss_and_grads
+from glassformer.train.optim import AdamWState, adamw_init, clip_grad_norm
 from glassformer.train.data import get_batch
+from glassformer.train.parallel import (parallel_adamw_step, parallel_batch_loss,
+                                        parallel_loss_and_grads, resolve_workers, worker_pool)
+from glassformer.train.schedule import lr_at
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TrainConfig:
     eval_interval: int = 250      # evaluate and checkpoint every this many iterations
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
+    workers: int = 0              # data-parallel batch shards, one per core (0: every usable core)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -60,6 +62,8 @@ class TrainConfig:
                 raise GlassformerError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_iters < 0:
             raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
+        if self.workers < 0:
+            raise GlassformerError(f"workers must be >= 0 (0: one per core), got {self.workers}")
 
 
 @dataclass
@@ -104,15 +108,29 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
                     state=state, tokenizer_json=tokenizer_json)
 
 
+def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,
+                  block_size: int, rng: np.random.Generator, split: str, workers: int = 1,
+                  pool=None) -> float:
+    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
+    losses = []
+    for _ in range(iters):
+        x, y = get_batch(data, batch_size, block_size, rng, split=split)
+        losses.append(parallel_batch_loss(family, params, cfg, x, y, workers=workers, pool=pool))
+    return float(np.mean(losses))
+
+
 def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
-                    lr: float) -> float:
-    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
+                    lr: float, workers: int, pool) -> float:
+    """grad_accum micro-batches (each over `workers` shards), clip, AdamW. Returns the mean
+    micro-batch loss."""
     total, accumulated = 0.0, None
     for _ in range(train_cfg.grad_accum):
         x, y = get_batch(train_data, train_cfg.batch_size, train_cfg.block_size, run.batch_rng,
                          split="train")
-        loss, grads = loss_and_grads(family, run.params, model_cfg, x, y, rng=run.dropout_rng,
-                                     dloss=1.0 / train_cfg.grad_accum)
+        loss, grads = parallel_loss_and_grads(family, run.params, model_cfg, x, y,
+                                              rng=run.dropout_rng,
+                                              dloss=1.0 / train_cfg.grad_accum,
+                                              workers=workers, pool=pool)
         total += loss
         if accumulated is None:
             accumulated = grads
@@ -121,9 +139,10 @@ def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, tr
                 accumulated[key] += g   # the loop owns `accumulated`: sum micro-batch grads
     if train_cfg.grad_clip > 0.0:
         accumulated, _ = clip_grad_norm(accumulated, train_cfg.grad_clip)
-    run.params, run.opt = adamw_step(run.params, accumulated, run.opt, lr=lr,
-                                     beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                     weight_decay=train_cfg.weight_decay)
+    run.params, run.opt = parallel_adamw_step(run.params, accumulated, run.opt, lr=lr,
+                                              beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                                              weight_decay=train_cfg.weight_decay,
+                                              workers=workers, pool=pool)
     return total / train_cfg.grad_accum
 
 
@@ -139,6 +158,16 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
                                f"context max_seq_len={model_cfg.max_seq_len}")
     trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past the checkpoint
+    workers = resolve_workers(train_cfg.workers, train_cfg.batch_size)
+    with worker_pool(workers) as pool:
+        return _train_loop(family, model_cfg, train_cfg, run, train_data=train_data,
+                           val_data=val_data, out_dir=out_dir, tokenizer_json=tokenizer_json,
+                           on_step=on_step, workers=workers, pool=pool)
+
+
+def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data,
+                val_data, out_dir, tokenizer_json, on_step, workers: int, pool) -> RunState:
+    """`train`'s loop, with its data-parallel workers set up."""
     resumed_at = run.it if run.it > 0 else None
     while True:
         it = run.it
@@ -152,7 +181,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                                              iters=train_cfg.eval_iters,
                                              batch_size=train_cfg.batch_size,
                                              block_size=train_cfg.block_size, rng=eval_rng,
-                                             split=split)
+                                             split=split, workers=workers, pool=pool)
             run.best_val = min(run.best_val, evals["val"])
             record.update(eval_train_loss=evals["train"], val_loss=evals["val"])
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
@@ -165,7 +194,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                    warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr)
+        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr, workers, pool)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
-from glassformer.train.data import get_batch
 
 
 def loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
@@ -29,13 +28,3 @@ def batch_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray) -> float
     logits, _ = family.forward(params, x, cfg, train=False)
     loss, _ = cross_entropy_forward(logits, y)
     return float(loss)
-
-
-def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,
-                  block_size: int, rng: np.random.Generator, split: str) -> float:
-    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
-    losses = []
-    for _ in range(iters):
-        x, y = get_batch(data, batch_size, block_size, rng, split=split)
-        losses.append(batch_loss(family, params, cfg, x, y))
-    return float(np.mean(losses))

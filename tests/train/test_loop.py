@@ -64,6 +64,19 @@ def test_resume_is_exact(corpus, tmp_path):
     assert all(np.array_equal(final[k], resumed[k]) for k in final)
 
 
+def test_workers_give_the_same_losses(corpus, tmp_path):
+    """Data-parallel shards (--workers) change only the order floats are summed in."""
+    common = ["train", "--data", str(corpus), *TINY_FLAGS, "--eval-interval", "100",
+              "--max-iters", "8"]
+    runs = {}
+    for workers in (1, 2, 3):
+        out = tmp_path / f"w{workers}"
+        assert main([*common, "--out", str(out), "--workers", str(workers)]) == 0
+        runs[workers] = [loss for _, loss in sorted(train_losses(out).items())]
+    assert runs[2] == pytest.approx(runs[1], rel=1e-5)
+    assert runs[3] == pytest.approx(runs[1], rel=1e-5)
+
+
 def test_pinned_loss_trajectory(corpus, tmp_path):
     """A regression pin: the first losses of a seeded tiny run (float32 rounding tolerance)."""
     assert main(["train", "--data", str(corpus), *TINY_FLAGS, "--out", str(tmp_path / "r"),

@@ -1,0 +1,81 @@
+"""How many threads NumPy's BLAS (OpenBLAS) may use for one matrix product.
+
+By default OpenBLAS splits every product over all cores. That is right when one product is all the
+work there is, and wrong when the program already keeps every core busy itself: data-parallel
+training (train/parallel.py) runs one batch shard per core, and a shard's products must then run
+on the thread that calls them, or the shards' BLAS threads fight over the same cores.
+
+`blas_threads(n)` sets OpenBLAS's thread count for a `with` block and puts the old count back
+after it. It talks to the OpenBLAS library NumPy has already loaded (found in /proc/self/maps, the
+way `threadpoolctl` finds it), through OpenBLAS's own `openblas_set_num_threads`. Where that is not
+possible (another BLAS, another OS) it does nothing and reports so; results never depend on it,
+only speed does.
+"""
+from __future__ import annotations
+
+import ctypes
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import numpy as np  # noqa: F401  (loads NumPy's BLAS, which this module looks for)
+
+# OpenBLAS builds rename their exports: NumPy's wheels use scipy-openblas with a 64-bit-int suffix.
+_PREFIXES = ("scipy_openblas", "openblas")
+_SUFFIXES = ("64_", "")
+
+
+class BlasControl(NamedTuple):
+    """The loaded OpenBLAS's thread getter and setter."""
+    get_threads: ctypes._CFuncPtr
+    set_threads: ctypes._CFuncPtr
+
+
+def _loaded_openblas_paths() -> list[str]:
+    """Paths of shared libraries with 'openblas' in their name mapped into this process."""
+    maps = Path("/proc/self/maps")
+    if not maps.is_file():
+        return []
+    paths = []
+    for line in maps.read_text().splitlines():
+        path = line.split()[-1] if line.count(" ") >= 5 else ""
+        if "openblas" in Path(path).name.lower() and path not in paths:
+            paths.append(path)
+    return paths
+
+
+def find_openblas() -> BlasControl | None:
+    """The thread controls of the OpenBLAS NumPy loaded, or None when there is none to find."""
+    for path in _loaded_openblas_paths():
+        try:
+            lib = ctypes.CDLL(path)  # already loaded: this returns the same library, not a copy
+        except OSError:
+            continue
+        for prefix in _PREFIXES:
+            for suffix in _SUFFIXES:
+                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                if getter is not None and setter is not None:
+                    getter.restype, getter.argtypes = ctypes.c_int, []
+                    setter.restype, setter.argtypes = None, [ctypes.c_int]
+                    return BlasControl(getter, setter)
+    return None
+
+
+@contextmanager
+def blas_threads(n: int) -> Iterator[bool]:
+    """Run the `with` block with OpenBLAS limited to `n` threads; yields whether that took effect.
+
+    >>> with blas_threads(1) as limited:
+    ...     _ = np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)
+    """
+    control = find_openblas()
+    if control is None:
+        yield False
+        return
+    before = control.get_threads()
+    control.set_threads(int(n))
+    try:
+        yield True
+    finally:
+        control.set_threads(before)

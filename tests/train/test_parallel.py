@@ -1,0 +1,162 @@
+"""Data-parallel training: sharding the batch over threads gives the whole batch's loss and grads."""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from glassformer.blas import blas_threads, find_openblas
+from glassformer.errors import GlassformerError
+from glassformer.models import gpt2
+from glassformer.train.loop import TrainConfig
+from glassformer.train.optim import adamw_init, adamw_step
+from glassformer.train.parallel import (balanced_groups, parallel_adamw_step,
+                                        parallel_batch_loss, parallel_loss_and_grads,
+                                        resolve_workers, shard_generators, shard_rows,
+                                        usable_cores, worker_pool)
+from glassformer.train.step import batch_loss, loss_and_grads
+
+CFG = gpt2.GPT2Config(vocab_size=11, max_seq_len=8, n_layer=2, n_head=2, d_model=16)
+
+
+@pytest.fixture
+def batch():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, CFG.vocab_size, (5, 8))
+    y = rng.integers(0, CFG.vocab_size, (5, 8))
+    return x, y
+
+
+@pytest.fixture
+def params():
+    return gpt2.init_params(CFG, np.random.default_rng(1))
+
+
+def assert_grads_close(ours, theirs, rtol=1e-5):
+    """Within rtol of each grad's largest entry; grads that are exactly 0 in exact arithmetic (the
+    key bias: softmax ignores a constant per row) are rounding noise, held to the largest grad."""
+    assert ours.keys() == theirs.keys()
+    largest = max(float(np.abs(g).max()) for g in theirs.values())
+    for key in theirs:
+        scale = max(float(np.abs(theirs[key]).max()), 1e-3 * largest)
+        assert np.abs(ours[key] - theirs[key]).max() <= rtol * scale, key
+
+
+def test_shard_rows_cover_the_batch_in_order():
+    assert shard_rows(12, 2) == [slice(0, 6), slice(6, 12)]
+    assert shard_rows(5, 3) == [slice(0, 2), slice(2, 3), slice(3, 5)]
+    assert shard_rows(2, 8) == [slice(0, 1), slice(1, 2)]  # never more shards than rows
+    with pytest.raises(GlassformerError, match="at least 1 worker"):
+        shard_rows(4, 0)
+
+
+def test_resolve_workers():
+    assert resolve_workers(0, 64) == min(usable_cores(), 64)
+    assert resolve_workers(3, 2) == 2
+    assert resolve_workers(1, 12) == 1
+    with pytest.raises(GlassformerError, match="workers >= 0"):
+        resolve_workers(-1, 12)
+    with pytest.raises(GlassformerError, match="workers must be >= 0"):
+        TrainConfig(workers=-2)
+
+
+@pytest.mark.parametrize("workers", [2, 3, 5])
+def test_sharded_loss_and_grads_equal_the_whole_batch(params, batch, workers):
+    x, y = batch
+    loss, grads = loss_and_grads(gpt2, params, CFG, x, y, rng=None, dloss=0.5)
+    with worker_pool(workers) as pool:
+        ours_loss, ours = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, dloss=0.5,
+                                                  workers=workers, pool=pool)
+    assert ours_loss == pytest.approx(loss, rel=1e-6)
+    assert_grads_close(ours, grads)
+
+
+def test_ignored_targets_weight_the_shards(params, batch):
+    """Shards whose targets are mostly ignored weigh less: the mean is over counted targets."""
+    x, y = batch
+    y = y.copy()
+    y[:2, 1:] = -100          # shard 0 (rows 0-2 of 5) keeps few targets
+    y[4, :] = -100            # one row counts nothing at all
+    loss, grads = loss_and_grads(gpt2, params, CFG, x, y, rng=None)
+    with worker_pool(2) as pool:
+        ours_loss, ours = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
+                                                  pool=pool)
+    assert ours_loss == pytest.approx(loss, rel=1e-6)
+    assert_grads_close(ours, grads)
+
+
+def test_sharded_eval_loss(params, batch):
+    x, y = batch
+    with worker_pool(2) as pool:
+        ours = parallel_batch_loss(gpt2, params, CFG, x, y, workers=2, pool=pool)
+    assert ours == pytest.approx(batch_loss(gpt2, params, CFG, x, y), rel=1e-6)
+
+
+def test_one_worker_is_the_plain_call(params, batch):
+    x, y = batch
+    loss, grads = loss_and_grads(gpt2, params, CFG, x, y, rng=None)
+    ours_loss, ours = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=1)
+    assert ours_loss == loss
+    assert all(np.array_equal(ours[k], grads[k]) for k in grads)
+
+
+def test_dropout_shards_are_reproducible(params, batch):
+    x, y = batch
+    cfg = gpt2.GPT2Config(vocab_size=11, max_seq_len=8, n_layer=2, n_head=2, d_model=16,
+                          dropout=0.2)
+    runs = []
+    for _ in range(2):
+        rng = np.random.default_rng(7)
+        with worker_pool(2) as pool:
+            runs.append(parallel_loss_and_grads(gpt2, params, cfg, x, y, rng=rng, workers=2,
+                                                pool=pool))
+        runs[-1] += (rng.bit_generator.state,)
+    (loss_a, grads_a, state_a), (loss_b, grads_b, state_b) = runs
+    assert loss_a == loss_b and state_a == state_b
+    assert all(np.array_equal(grads_a[k], grads_b[k]) for k in grads_a)
+    children = shard_generators(np.random.default_rng(7), 2)
+    assert children[0].random() != children[1].random()  # each shard its own masks
+
+
+def test_an_error_in_a_later_shard_is_raised(params, batch):
+    x, y = batch
+    x = x.copy()
+    x[-1, 0] = CFG.vocab_size  # out of range, in the last shard only
+    with worker_pool(2) as pool, pytest.raises(GlassformerError, match="token id"):
+        parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2, pool=pool)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_parallel_adamw_is_the_same_update(params, workers):
+    rng = np.random.default_rng(3)
+    grads = {k: rng.standard_normal(p.shape).astype(p.dtype) for k, p in params.items()}
+    theirs = {k: p.copy() for k, p in params.items()}
+    ours = {k: p.copy() for k, p in params.items()}
+    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)
+    their_state, our_state = adamw_init(theirs), adamw_init(ours)
+    with ThreadPoolExecutor(workers - 1) as pool:
+        for _ in range(3):
+            _, their_state = adamw_step(theirs, grads, their_state, **hyper)
+            _, our_state = parallel_adamw_step(ours, grads, our_state, workers=workers,
+                                               pool=pool, **hyper)
+    assert our_state.t == their_state.t == 3
+    for k in theirs:
+        assert np.array_equal(ours[k], theirs[k]), k
+        assert np.array_equal(our_state.m[k], their_state.m[k]), k
+        assert np.array_equal(our_state.v[k], their_state.v[k]), k
+
+
+def test_balanced_groups_split_by_size(params):
+    groups = balanced_groups(params, 2)
+    assert sorted(k for g in groups for k in g) == sorted(params)
+    loads = [sum(params[k].size for k in g) for g in groups]
+    assert max(loads) <= 0.6 * sum(loads)
+
+
+def test_blas_threads_are_restored():
+    control = find_openblas()
+    if control is None:
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS this process can find")
+    before = control.get_threads()
+    with blas_threads(1) as limited:
+        assert limited and control.get_threads() == 1
+    assert control.get_threads() == before
