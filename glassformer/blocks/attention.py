@@ -11,6 +11,12 @@ G = H / K consecutive query heads, as in HF's `repeat_kv`. No copy is made: quer
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y (B, T, C).
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
+
+Self-attention over whole sequences (training, eval, a prompt without a KV cache) projects q, k
+and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one (C, (H + 2K) D) product
+runs faster than three narrow ones, and its backward is one dx and one dW product instead of three
+each. Decoding with a KV cache keeps three products, because joining the weights would copy
+them once per generated token. Both give the same numbers.
 """
 from __future__ import annotations
 
@@ -29,9 +35,10 @@ from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tabl
 
 
 class AttentionBlockCtx(NamedTuple):
-    q_proj: LinearCtx
-    k_proj: LinearCtx
-    v_proj: LinearCtx
+    qkv_proj: LinearCtx | None   # the joined projection x @ [wq | wk | wv], when used
+    q_proj: LinearCtx | None     # otherwise the three separate ones
+    k_proj: LinearCtx | None
+    v_proj: LinearCtx | None
     q_rope: RopeCtx | None
     k_rope: RopeCtx | None
     attn: AttentionCtx
@@ -51,6 +58,59 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     """(B, n, T, D) -> (B, T, n*D)."""
     b, n, t, d = x.shape
     return x.transpose(0, 2, 1, 3).reshape(b, t, n * d)
+
+
+def _joined(params: dict, prefix: str) -> np.ndarray | None:
+    """[q | k | v] of one kind of param ("w": (C, (H+2K) D) columns; "b": ((H+2K) D,)), or None
+    when the block has no such params."""
+    parts = [params.get(f"{prefix}{name}") for name in "qkv"]
+    if parts[0] is None:
+        return None
+    return np.concatenate(parts, axis=-1)  # join along the output features
+
+
+def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool):
+    """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)) and their ctxs."""
+    if joined:
+        qkv, qkv_proj = linear_forward(x, _joined(params, "w"), _joined(params, "b"))
+        width_q, width_kv = params["wq"].shape[1], params["wk"].shape[1]
+        q_lin, k_lin, v_lin = np.split(qkv, [width_q, width_q + width_kv], axis=-1)  # views
+        return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None)
+    q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))       # (B, T, H*D)
+    k_lin, k_proj = linear_forward(source, params["wk"], params.get("bk"))  # (B, S, K*D)
+    v_lin, v_proj = linear_forward(source, params["wv"], params.get("bv"))  # (B, S, K*D)
+    return (q_lin, k_lin, v_lin), (None, q_proj, k_proj, v_proj)
+
+
+def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
+                      ) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Grads of wq, wk, wv (and biases), d(query input) and d(key/value source).
+
+    dq (B, H, T, D), dk and dv (B, K, S, D): the heads are merged back as they are copied."""
+    grads = {}
+    if ctx.qkv_proj is not None:
+        b, n_head, t, d = dq.shape
+        n_kv = dk.shape[1]
+        dqkv = np.empty((b, t, (n_head + 2 * n_kv) * d), dq.dtype)        # (B, T, (H+2K) D)
+        bounds = np.cumsum([0, n_head * d, n_kv * d, n_kv * d])
+        for lo, hi, grad in zip(bounds[:-1], bounds[1:], (dq, dk, dv)):
+            heads = grad.shape[1]
+            # merge heads into this slice: (B, n, T, D) -> (B, T, n, D), written in place
+            dqkv[..., lo:hi].reshape(b, t, heads, d)[...] = grad.transpose(0, 2, 1, 3)
+        dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)
+        for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
+            grads[f"w{name}"] = dw[:, lo:hi]                               # (C, n*D) column block
+            if db is not None:
+                grads[f"b{name}"] = db[lo:hi]
+        return grads, dx, None
+    dsrc_k, grads["wk"], dbk = linear_backward(merge_heads(dk), ctx.k_proj)
+    dsrc_v, grads["wv"], dbv = linear_backward(merge_heads(dv), ctx.v_proj)
+    dx, grads["wq"], dbq = linear_backward(merge_heads(dq), ctx.q_proj)
+    for name, db in (("bq", dbq), ("bk", dbk), ("bv", dbv)):
+        if db is not None:
+            grads[name] = db
+    dsource = dsrc_k + dsrc_v  # fan-out: the source fed both the key and the value projection
+    return grads, dx, dsource
 
 
 def _group(q: np.ndarray, n_kv: int) -> np.ndarray:
@@ -94,9 +154,8 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     offset = 0 if kv_cache is None else kv_cache.length
     if positions is None:
         positions = np.arange(offset, offset + t)
-    q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))       # (B, T, H*D)
-    k_lin, k_proj = linear_forward(source, params["wk"], params.get("bk"))  # (B, S, K*D)
-    v_lin, v_proj = linear_forward(source, params["wv"], params.get("bv"))  # (B, S, K*D)
+    joined = memory is None and kv_cache is None  # see the module docstring
+    (q_lin, k_lin, v_lin), projections = _project(params, x, source, joined)
     q = split_heads(q_lin, n_head)                                          # (B, H, T, D)
     k = split_heads(k_lin, n_kv)                                            # (B, K, S, D)
     v = split_heads(v_lin, n_kv)                                            # (B, K, S, D)
@@ -125,7 +184,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                                   mask=_attention_mask(key_mask), causal=causal, bias=bias)
     out = merge_heads(out.reshape(q.shape[0], n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
     y, out_proj = linear_forward(out, params["wo"], params.get("bo"))      # (B, T, C)
-    ctx = AttentionBlockCtx(q_proj, k_proj, v_proj, q_rope, k_rope, attn, out_proj, n_head,
+    ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, n_head,
                             cross=memory is not None, cached=kv_cache is not None)
     return y, ctx
 
@@ -147,16 +206,14 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if ctx.q_rope is not None:
         dq = rope_backward(dq, ctx.q_rope)
         dk = rope_backward(dk, ctx.k_rope)
-    dsrc_k, grads["wk"], dbk = linear_backward(merge_heads(dk), ctx.k_proj)
-    dsrc_v, grads["wv"], dbv = linear_backward(merge_heads(dv), ctx.v_proj)
-    dx, grads["wq"], dbq = linear_backward(merge_heads(dq), ctx.q_proj)
-    for name, db in (("bq", dbq), ("bk", dbk), ("bv", dbv), ("bo", dbo)):
-        if db is not None:
-            grads[name] = db
-    dsource = dsrc_k + dsrc_v  # fan-out: the source fed both the key and the value projection
+    proj_grads, dx, dsource = _project_backward(dq, dk, dv, ctx)
+    grads.update(proj_grads)
+    if dbo is not None:
+        grads["bo"] = dbo
     if ctx.cross:
         return grads, dx, dsource
-    dx = dx + dsource  # fan-out: in self-attention x is the query source too
+    if dsource is not None:
+        dx = dx + dsource  # fan-out: in self-attention x is the query source too
     return grads, dx, None
 
 

@@ -3,7 +3,7 @@ key/value heads, step by step.
 
 Everything shown comes from one `attention_block_forward` call and its ctx:
 
-    q, k, v      linear_forward on the inputs the ctx saved (q_proj.x, q_proj.w), i.e. the
+    q, k, v      linear_forward of the input the ctx saved with wq, wk and wv, i.e. the
                  block's own projections, (B, T, C) -> (B, T, H*D) and (B, T, K*D)
     heads        the ctx's attention inputs, (B, K, G, T, D) viewed as (B, H, T, D)
     scores       attention_scores on those, as attention_forward made them
@@ -85,10 +85,14 @@ def head_arrays(ctx, n_head: int) -> dict:
 
 
 def projections(ctx, inputs: dict) -> dict:
-    """The block's q, k, v projections, by calling linear_forward on what each LinearCtx saved."""
+    """The block's q, k, v projections: linear_forward of the input its ctx saved (one input for
+    the joined q|k|v product, or one per projection) with each weight."""
+    sources = {name: lin.x for name, lin in (("q", ctx.q_proj), ("k", ctx.k_proj),
+                                                ("v", ctx.v_proj)) if lin is not None}
     out = {}
-    for name, lin in (("q", ctx.q_proj), ("k", ctx.k_proj), ("v", ctx.v_proj)):
-        out[name], _ = linear_forward(lin.x, lin.w, inputs.get(f"b{name}"))
+    for name in "qkv":
+        x = sources[name] if name in sources else ctx.qkv_proj.x
+        out[name], _ = linear_forward(x, inputs[f"w{name}"], inputs.get(f"b{name}"))
     return out
 
 

@@ -6,7 +6,7 @@
 
 Read off one `block_forward` ctx (the one `block_backward` uses):
 
-    norm1      attn.body.q_proj.x        the attention block saved its (normalized) input
+    norm1      attn.body.qkv_proj.x      the attention block saved its (normalized) input
     weights    attn.body.attn.softmax.probs
     merged     attn.body.out_proj.x      heads merged, before the output projection
     attn_out   linear_forward(out_proj.x, out_proj.w, bo): the block's own output projection
@@ -56,7 +56,7 @@ def layer_steps(bctx, x: np.ndarray, params: dict, prefix: str, *, key_prefix: s
     resid2 = resid1 + mlp_out        # the second residual add, (B, T, C)
     c, f = x.shape[-1], mlp.down.x.shape[-1]
     rows = [
-        ("norm1", attn.q_proj.x, f"LayerNorm(x) * w + b: {shape_of(attn.q_proj.x)}"),
+        ("norm1", attn.qkv_proj.x, f"LayerNorm(x) * w + b: {shape_of(attn.qkv_proj.x)}"),
         ("weights", weights, f"causal softmax per head: {shape_of(weights)} (B,H,T,S)"),
         ("merged", attn.out_proj.x, f"weights @ v, heads merged: {shape_of(attn.out_proj.x)}"),
         ("attn_out", attn_out, f"merged @ wo + bo: {shape_of(attn.out_proj.x)} -> "
