@@ -179,8 +179,10 @@ def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGr
     dv = np.swapaxes(weights, -1, -2) @ dout   # (..., S, T) @ (..., T, Dv) -> (..., S, Dv)
     dweights = dout @ np.swapaxes(ctx.v, -1, -2)  # (..., T, Dv) @ (..., Dv, S) -> (..., T, S)
     dscores = softmax_backward(dweights, ctx.softmax)           # (..., T, S)
-    dq = (dscores @ ctx.k) * ctx.scale         # (..., T, S) @ (..., S, D) -> (..., T, D)
-    dk = (np.swapaxes(dscores, -1, -2) @ ctx.q) * ctx.scale  # (..., S, T) @ (..., T, D) -> (..., S, D)
+    dq = dscores @ ctx.k                       # (..., T, S) @ (..., S, D) -> (..., T, D)
+    dq *= ctx.scale                            # in place: a fresh product, a Python float
+    dk = np.swapaxes(dscores, -1, -2) @ ctx.q  # (..., S, T) @ (..., T, D) -> (..., S, D)
+    dk *= ctx.scale
     # GQA: a K/V head shared by several query heads collects the gradient of every one of them.
     dk = sum_to_shape(dk, ctx.k.shape)
     dv = sum_to_shape(dv, ctx.v.shape)

@@ -61,22 +61,27 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     >>> p.tolist()
     [0.5, 0.5]
     """
-    x = masked_logits(x, mask)  # masked logits can never win any weight
-    shift = row_max(x)                                  # (..., S) -> (..., 1)
+    logits = masked_logits(x, mask)  # masked logits can never win any weight
+    shift = row_max(logits)                             # (..., S) -> (..., 1)
     # note: a fully masked row has max -inf; shifting by 0 instead avoids (-inf) - (-inf) = NaN.
     shift = np.where(np.isfinite(shift), shift, 0.0)
-    probs = x - shift                                   # a fresh array, worked on in place
+    if logits is x:
+        probs = x - shift                               # a fresh array, worked on in place
+    else:
+        probs = logits                                  # the masked copy is already ours
+        probs -= shift
     np.exp(probs, out=probs)
     total = probs.sum(axis=-1, keepdims=True)           # (..., S) -> (..., 1)
     # subtle: total is 0 only for fully masked rows, whose exps are all 0; dividing by 1 keeps 0s.
-    probs /= np.where(total > 0.0, total, 1.0)
+    probs *= 1.0 / np.where(total > 0.0, total, 1.0)   # one reciprocal per row, then products
     return probs, SoftmaxCtx(probs=probs)
 
 
 def softmax_backward(dprobs: np.ndarray, ctx: SoftmaxCtx) -> np.ndarray:
     """Gradient of the loss w.r.t. the softmax input: p * (dp - <dp, p>). (..., S) -> (..., S)."""
     probs = ctx.probs
-    dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., S) -> (..., 1)
+    # (..., S) . (..., S) -> (..., 1): a row dot (einsum: no (..., S) product array)
+    dot = np.einsum("...s,...s->...", dprobs, probs)[..., None]
     dx = dprobs - dot                                    # a fresh array, scaled in place
     dx *= probs
     return dx
