@@ -160,3 +160,21 @@ def test_blas_threads_are_restored():
     with blas_threads(1) as limited:
         assert limited and control.get_threads() == 1
     assert control.get_threads() == before
+
+
+def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
+    """Where BLAS's threads cannot be limited, no pool is started (its threads would fight
+    BLAS's own), and the shards run one after another with the same numbers."""
+    import glassformer.blas as blas
+    monkeypatch.setattr(blas, "find_openblas", lambda: None)
+    x, y = batch
+    with worker_pool(2) as pool:
+        assert pool is None
+        in_turn = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
+                                          pool=pool)
+    monkeypatch.undo()
+    with worker_pool(2) as pool:
+        side_by_side = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
+                                               pool=pool)
+    assert in_turn[0] == side_by_side[0]
+    assert all(np.array_equal(in_turn[1][k], side_by_side[1][k]) for k in in_turn[1])
