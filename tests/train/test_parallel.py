@@ -153,20 +153,31 @@ def test_balanced_groups_split_by_size(params):
 
 
 def test_blas_threads_are_restored():
-    control = find_openblas()
-    if control is None:
+    controls = find_openblas()
+    if not controls:
         pytest.skip("NumPy's BLAS here is not an OpenBLAS this process can find")
-    before = control.get_threads()
+    before = [control.get_threads() for control in controls]
     with blas_threads(1) as limited:
-        assert limited and control.get_threads() == 1
-    assert control.get_threads() == before
+        assert limited and all(control.get_threads() == 1 for control in controls)
+    assert [control.get_threads() for control in controls] == before
+
+
+def test_every_openblas_is_limited_numpys_too():
+    """Every OpenBLAS loaded is controlled, so NumPy's own copy is, even when SciPy's (which
+    transformers' imports bring) comes first."""
+    pytest.importorskip("scipy.linalg")
+    from glassformer.blas import _loaded_openblas_paths
+    paths = _loaded_openblas_paths()
+    if not paths:
+        pytest.skip("no OpenBLAS loaded in this process")
+    assert len(find_openblas()) == len(paths)
 
 
 def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
     """Where BLAS's threads cannot be limited, no pool is started (its threads would fight
     BLAS's own), and the shards run one after another with the same numbers."""
     import glassformer.blas as blas
-    monkeypatch.setattr(blas, "find_openblas", lambda: None)
+    monkeypatch.setattr(blas, "find_openblas", lambda: [])
     x, y = batch
     with worker_pool(2) as pool:
         assert pool is None
