@@ -7,9 +7,10 @@ iterations so machine noise hits both alike; each figure is the median ms per it
 is measured in two child processes that each run one side only.
 
 Both sides use every core, each its own way, as `glassformer train` and nanoGPT do: torch splits
-each op over its intra-op threads; glassformer trains one batch shard per core
-(train/parallel.py, `--workers`). The one-core figure (`--workers 1`: plain single-process NumPy,
-BLAS on every core) is printed too.
+each op over its intra-op threads; glassformer trains one batch shard per core, shard 0 here and
+the others in worker processes (train/parallel.py, `--workers`). The one-worker figure
+(`--workers 1`: plain single-process NumPy, BLAS on every core) is printed too. glassformer's peak
+RSS is the sum over its processes (pages they share count in each).
 
     python bench/train_vs_torch.py [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
 
@@ -38,7 +39,8 @@ from glassformer.allocator import keep_freed_memory  # noqa: E402
 from glassformer.models import gpt2  # noqa: E402
 from glassformer.train.optim import adamw_init, clip_grad_norm  # noqa: E402
 from glassformer.train.parallel import (parallel_adamw_step, parallel_loss_and_grads,  # noqa: E402
-                                        resolve_workers, worker_pool)
+                                        parallel_workers, resolve_workers, share_run_arrays)
+from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 RECIPE = dict(lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0, batch=12,
@@ -65,20 +67,29 @@ def batches(ids: np.ndarray, n: int, seed: int = 0):
 
 
 def glassformer_stepper(cfg, params, workers: int):
-    """One training step as `glassformer train` runs it: `workers` shards, run on `pool`."""
+    """One training step as `glassformer train` runs it, with `workers` shards.
+
+    Returns (step(x, y, procs), start_workers()): shards 1.. run in the worker processes
+    `start_workers()` starts (a context manager yielding `procs`).
+    """
     opt = adamw_init(params)
+    if workers > 1:
+        params, opt = share_run_arrays(params, opt)
     state = {"opt": opt}
 
-    def step(x, y, pool=None):
+    def step(x, y, procs=None):
         loss, grads = parallel_loss_and_grads(gpt2, params, cfg, x, y, rng=None,
-                                              workers=workers, pool=pool)
+                                              workers=workers, procs=procs)
         grads, _ = clip_grad_norm(grads, RECIPE["grad_clip"])
         _, state["opt"] = parallel_adamw_step(params, grads, state["opt"], lr=RECIPE["lr"],
                                               beta1=RECIPE["beta1"], beta2=RECIPE["beta2"],
-                                              weight_decay=RECIPE["weight_decay"],
-                                              workers=workers, pool=pool)
+                                              weight_decay=RECIPE["weight_decay"], procs=procs)
         return loss
-    return step
+
+    def start_workers():
+        return parallel_workers(gpt2, cfg, params, state["opt"], workers=workers,
+                                batch_size=RECIPE["batch"], block_size=RECIPE["block"])
+    return step, start_workers
 
 
 def torch_stepper(cfg, params):
@@ -130,12 +141,15 @@ def child(side: str, iters: int, data_path: Path) -> None:
     """Run one side only and print its peak RSS (MiB) and ms/iter as JSON."""
     ids, vocab = load_ids(data_path)
     cfg, params = model_and_params(vocab)
-    workers = resolve_workers(0, RECIPE["batch"])
-    with worker_pool(workers if side == "glassformer" else 1) as pool:
-        step = (partial(glassformer_stepper(cfg, params, workers), pool=pool)
-                if side == "glassformer" else torch_stepper(cfg, params))
-        ms = timed(step, batches(ids, iters))
-    rss_mib = peak_rss_mib()
+    workers_rss = 0.0
+    if side == "glassformer":
+        step, start_workers = glassformer_stepper(cfg, params, resolve_workers(0, RECIPE["batch"]))
+        with start_workers() as procs:
+            ms = timed(partial(step, procs=procs), batches(ids, iters))
+            workers_rss = worker_peak_rss_mib(procs)
+    else:
+        ms = timed(torch_stepper(cfg, params), batches(ids, iters))
+    rss_mib = peak_rss_mib() + workers_rss
     print(json.dumps({"side": side, "peak_rss_mib": rss_mib, "ms": statistics.median(ms)}))
 
 
@@ -157,15 +171,15 @@ def main() -> None:
     one_core_params = {k: v.copy() for k, v in params.items()}
     ours_ms, one_ms, torch_ms = [], [], []
     data = list(batches(ids, args.iters + 10))
-    ours_step = glassformer_stepper(cfg, params, workers)
-    one_step = glassformer_stepper(cfg, one_core_params, 1)
-    with worker_pool(workers) as pool:
-        timed(partial(ours_step, pool=pool), data[:5])  # warm up
+    ours_step, start_workers = glassformer_stepper(cfg, params, workers)
+    one_step, _ = glassformer_stepper(cfg, one_core_params, 1)
+    with start_workers() as procs:
+        timed(partial(ours_step, procs=procs), data[:5])  # warm up
     timed(one_step, data[:5]), timed(torch_step, data[:5])
     for start in range(10, len(data), args.block):
         chunk = data[start:start + args.block]
-        with worker_pool(workers) as pool:  # one BLAS thread per shard while it is open
-            ours_ms += timed(partial(ours_step, pool=pool), chunk)
+        with start_workers() as procs:  # BLAS at one thread per process while they run
+            ours_ms += timed(partial(ours_step, procs=procs), chunk)
         one_ms += timed(one_step, chunk)
         torch_ms += timed(torch_step, chunk)
     rss = {}

@@ -32,7 +32,8 @@ from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init, clip_grad_norm
 from glassformer.train.data import get_batch
 from glassformer.train.parallel import (parallel_adamw_step, parallel_batch_loss,
-                                        parallel_loss_and_grads, resolve_workers, worker_pool)
+                                        parallel_loss_and_grads, parallel_workers,
+                                        resolve_workers, share_run_arrays)
 from glassformer.train.schedule import lr_at
 
 
@@ -110,17 +111,18 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
 
 def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,
                   block_size: int, rng: np.random.Generator, split: str, workers: int = 1,
-                  pool=None) -> float:
+                  procs=None) -> float:
     """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
     losses = []
     for _ in range(iters):
         x, y = get_batch(data, batch_size, block_size, rng, split=split)
-        losses.append(parallel_batch_loss(family, params, cfg, x, y, workers=workers, pool=pool))
+        losses.append(parallel_batch_loss(family, params, cfg, x, y, workers=workers,
+                                          procs=procs))
     return float(np.mean(losses))
 
 
 def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
-                    lr: float, workers: int, pool) -> float:
+                    lr: float, workers: int, procs) -> float:
     """grad_accum micro-batches (each over `workers` shards), clip, AdamW. Returns the mean
     micro-batch loss."""
     total, accumulated = 0.0, None
@@ -130,7 +132,7 @@ def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, tr
         loss, grads = parallel_loss_and_grads(family, run.params, model_cfg, x, y,
                                               rng=run.dropout_rng,
                                               dloss=1.0 / train_cfg.grad_accum,
-                                              workers=workers, pool=pool)
+                                              workers=workers, procs=procs)
         total += loss
         if accumulated is None:
             accumulated = grads
@@ -142,7 +144,7 @@ def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, tr
     run.params, run.opt = parallel_adamw_step(run.params, accumulated, run.opt, lr=lr,
                                               beta1=train_cfg.beta1, beta2=train_cfg.beta2,
                                               weight_decay=train_cfg.weight_decay,
-                                              workers=workers, pool=pool)
+                                              procs=procs)
     return total / train_cfg.grad_accum
 
 
@@ -159,14 +161,18 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                                f"context max_seq_len={model_cfg.max_seq_len}")
     trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past the checkpoint
     workers = resolve_workers(train_cfg.workers, train_cfg.batch_size)
-    with worker_pool(workers) as pool:
+    if workers > 1:  # params and AdamW moments the worker processes update along with us
+        run.params, run.opt = share_run_arrays(run.params, run.opt)
+    with parallel_workers(family, model_cfg, run.params, run.opt, workers=workers,
+                          batch_size=train_cfg.batch_size,
+                          block_size=train_cfg.block_size) as procs:
         return _train_loop(family, model_cfg, train_cfg, run, train_data=train_data,
                            val_data=val_data, out_dir=out_dir, tokenizer_json=tokenizer_json,
-                           on_step=on_step, workers=workers, pool=pool)
+                           on_step=on_step, workers=workers, procs=procs)
 
 
 def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data,
-                val_data, out_dir, tokenizer_json, on_step, workers: int, pool) -> RunState:
+                val_data, out_dir, tokenizer_json, on_step, workers: int, procs) -> RunState:
     """`train`'s loop, with its data-parallel workers set up."""
     resumed_at = run.it if run.it > 0 else None
     while True:
@@ -181,7 +187,7 @@ def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, tra
                                              iters=train_cfg.eval_iters,
                                              batch_size=train_cfg.batch_size,
                                              block_size=train_cfg.block_size, rng=eval_rng,
-                                             split=split, workers=workers, pool=pool)
+                                             split=split, workers=workers, procs=procs)
             run.best_val = min(run.best_val, evals["val"])
             record.update(eval_train_loss=evals["train"], val_loss=evals["val"])
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
@@ -194,7 +200,7 @@ def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, tra
         lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                    warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr, workers, pool)
+        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr, workers, procs)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")

@@ -32,6 +32,7 @@ import numpy as np
 from glassformer.errors import GlassformerError
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_ divides by (total_norm + 1e-6)
+ADAMW_EPS = 1e-8  # torch.optim.AdamW's default eps
 
 
 class AdamWState(NamedTuple):
@@ -55,7 +56,7 @@ def adamw_init(params: dict[str, np.ndarray]) -> AdamWState:
 
 
 def adamw_step(params: dict[str, np.ndarray], grads: dict[str, np.ndarray], state: AdamWState,
-               *, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+               *, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
                weight_decay: float = 0.01, decay: Collection[str] | None = None
                ) -> tuple[dict[str, np.ndarray], AdamWState]:
     """One AdamW update of every parameter, in place; returns (params, state with t + 1).

@@ -1,7 +1,8 @@
 """Data parallelism across CPU cores: one shard of the batch per core, gradients summed.
 
-A batch of B sequences is cut by rows into W shards (W = workers). Each shard runs the model's
-forward and backward in its own thread, and the shard gradients are added up:
+A batch of B sequences is cut by rows into W shards (W = workers). Shard 0 runs forward and
+backward here, shards 1.. in worker processes (train/workers.py), all at the same time, and the
+shard gradients are added up:
 
     x (B, T) -> x_0 (B_0, T), ..., x_{W-1} (B_{W-1}, T)         B_0 + ... + B_{W-1} = B
     loss = sum_i n_i loss_i / N        grads = sum_i d(n_i loss_i / N)/d params
@@ -10,12 +11,12 @@ where n_i counts the targets of shard i the loss averages over (N in all), so th
 the gradient of the whole batch's mean loss, only added up in another order: the same numbers to
 float32 rounding. This is what torch's DistributedDataParallel does across GPUs, here across the
 cores of one CPU. It pays off because NumPy runs elementwise ops on one core: splitting each op
-over cores (as torch does) is not available to us, but splitting the batch is, and NumPy releases
-Python's GIL inside its loops and matrix products, so the shards really run at the same time.
-Each shard's matrix products should then run on its own thread (see glassformer/blas.py).
+over cores (as torch does) is not available to us, but splitting the batch is. AdamW, which
+updates each parameter on its own, is split by groups of parameters the same way.
 
-The caller owns the thread pool (W - 1 threads; shard 0 runs on the calling thread) and passes it
-in, so nothing is started behind its back. With one worker everything runs as a plain call.
+While workers run, each process's matrix products must stay on its own core (see
+glassformer/blas.py): `train` holds BLAS to one thread. Without worker processes (W = 1, or no
+"fork" here) the shards run in turn in this process, with the same numbers.
 
 Dropout: with W > 1 each shard draws its masks from its own generator, seeded from `rng`, so a
 run is reproducible for a given W, and runs with different W differ in their dropout masks.
@@ -23,19 +24,19 @@ run is reproducible for a given W, and runs with different W differ in their dro
 from __future__ import annotations
 
 import os
-from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Iterator
 
 import numpy as np
 
-from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
-from glassformer.train.optim import AdamWState, adamw_step
+from glassformer.train.optim import ADAMW_EPS, AdamWState, adamw_step
 from glassformer.train.step import batch_loss, loss_and_grads
+from glassformer.blas import blas_threads
+from glassformer.train.workers import (WorkerProcesses, collect_all, order_adamw, order_loss,
+                                       order_step, share_arrays, worker_processes)
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
-R = TypeVar("R")
 
 
 def usable_cores() -> int:
@@ -53,26 +54,6 @@ def resolve_workers(workers: int, batch_size: int) -> int:
     return max(1, min(workers or usable_cores(), batch_size))
 
 
-@contextmanager
-def worker_pool(workers: int) -> Iterator[Executor | None]:
-    """W - 1 threads for shards 1.. (None for W = 1), with BLAS kept to one thread per product.
-
-    note: OpenBLAS would otherwise start a second thread inside every shard's products, and the
-    shards' threads would take turns on the same cores instead of running side by side (2.3x
-    slower on two cores). Where BLAS cannot be limited (see glassformer/blas.py) this yields None:
-    the shards then run one after another, with the same numbers.
-    """
-    if workers <= 1:
-        yield None
-        return
-    with blas_threads(1) as limited:
-        if not limited:
-            yield None
-            return
-        with ThreadPoolExecutor(max_workers=workers - 1) as pool:
-            yield pool
-
-
 def shard_rows(batch_size: int, workers: int) -> list[slice]:
     """Split B rows into min(W, B) contiguous, near-equal slices (the first ones one row longer).
 
@@ -82,21 +63,9 @@ def shard_rows(batch_size: int, workers: int) -> list[slice]:
     if workers < 1:
         raise GlassformerError(f"expected at least 1 worker, got {workers}")
     n = min(workers, batch_size)
-    bounds = np.linspace(0, batch_size, n + 1).round().astype(int)  # n + 1 cut points
+    sizes = [batch_size // n + (1 if i < batch_size % n else 0) for i in range(n)]
+    bounds = np.cumsum([0] + sizes)                                  # n + 1 cut points
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def map_shards(fn: Callable[[int], R], n_shards: int, pool: Executor | None) -> list[R]:
-    """[fn(0), ..., fn(n - 1)]: shards 1.. on the pool's threads, shard 0 on this one.
-
-    Results come back in shard order, so every sum over them is made in the same order and a run
-    is reproducible. An exception in any shard is raised here.
-    """
-    if n_shards == 1 or pool is None:
-        return [fn(i) for i in range(n_shards)]
-    futures = [pool.submit(fn, i) for i in range(1, n_shards)]
-    first = fn(0)
-    return [first] + [future.result() for future in futures]
 
 
 def counted_targets(y: np.ndarray) -> int:
@@ -104,15 +73,12 @@ def counted_targets(y: np.ndarray) -> int:
     return int(np.count_nonzero(y != IGNORE_INDEX))
 
 
-def shard_generators(rng: np.random.Generator | None, n: int
-                     ) -> Sequence[np.random.Generator | None]:
-    """One generator per shard: `rng` itself for a single shard, else children seeded from it."""
+def shard_seeds(rng: np.random.Generator | None, n: int) -> list[int | None]:
+    """A dropout seed per shard drawn from `rng` (None without rng). Drawing advances `rng`, so
+    its saved state covers the shards' draws."""
     if rng is None:
         return [None] * n
-    if n == 1:
-        return [rng]
-    seeds = rng.integers(0, 2**63, size=n)  # advances rng: its saved state covers the children
-    return [np.random.default_rng(int(seed)) for seed in seeds]
+    return [int(seed) for seed in rng.integers(0, 2**63, size=n)]
 
 
 def _weights(y: np.ndarray, shards: list[slice]) -> list[float]:
@@ -122,50 +88,77 @@ def _weights(y: np.ndarray, shards: list[slice]) -> list[float]:
     return [count / max(total, 1) for count in counts]
 
 
+def _while_busy(busy: list, work):
+    """work() while `busy` workers run; if it fails, their replies are read before raising."""
+    try:
+        return work()
+    except BaseException:
+        try:
+            collect_all(busy)
+        except GlassformerError:
+            pass  # the error of this process is the one to report
+        raise
+
+
 def parallel_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                             rng: np.random.Generator | None, dloss: float = 1.0,
-                            workers: int = 1, pool: Executor | None = None
+                            workers: int = 1, procs: WorkerProcesses | None = None
                             ) -> tuple[float, dict]:
-    """`step.loss_and_grads` over min(W, B) shards of the batch; same loss and grads.
+    """`step.loss_and_grads` over min(W, B) shards of the batch; the same loss and grads.
 
-    x, y (B, T). The grads of shard 0 are the returned dict; the others are added into it, in
-    shard order.
+    x, y (B, T). Shards 1.. go to `procs` (else run here in turn). The returned grads are fresh
+    arrays (shard 0's), with the other shards' added in shard order.
     """
     shards = shard_rows(x.shape[0], workers)
     if len(shards) == 1:
         return loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss)
     weights = _weights(y, shards)
-    rngs = shard_generators(rng, len(shards))
+    seeds = shard_seeds(rng, len(shards))
 
-    def run(i: int) -> tuple[float, dict]:
-        rows = shards[i]
-        return loss_and_grads(family, params, cfg, x[rows], y[rows], rng=rngs[i],
+    def here(i: int) -> tuple[float, dict]:
+        generator = None if seeds[i] is None else np.random.default_rng(seeds[i])
+        return loss_and_grads(family, params, cfg, x[shards[i]], y[shards[i]], rng=generator,
                               dloss=dloss * weights[i])
 
-    results = map_shards(run, len(shards), pool)
-    loss = sum(weight * shard_loss for weight, (shard_loss, _) in zip(weights, results))
-    grads = results[0][1]
-    for _, shard_grads in results[1:]:
+    if procs is None:
+        results = [here(i) for i in range(len(shards))]
+        losses, all_grads = [r[0] for r in results], [r[1] for r in results]
+    else:
+        busy = procs.workers[:len(shards) - 1]
+        for i, worker in enumerate(busy, start=1):
+            order_step(worker, x[shards[i]], y[shards[i]], dloss * weights[i], seeds[i])
+        first_loss, first_grads = _while_busy(busy, lambda: here(0))
+        losses = [first_loss] + collect_all(busy)
+        all_grads = [first_grads] + [worker.grads for worker in busy]
+    grads = all_grads[0]
+    for shard_grads in all_grads[1:]:
         for key, g in shard_grads.items():
             grads[key] += g  # fan-in: every shard's gradient of its part of the batch loss
-    return float(loss), grads
+    return float(sum(w * loss for w, loss in zip(weights, losses))), grads
 
 
 def parallel_batch_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
-                        workers: int = 1, pool: Executor | None = None) -> float:
+                        workers: int = 1, procs: WorkerProcesses | None = None) -> float:
     """`step.batch_loss` (eval mode, forward only) over min(W, B) shards of the batch."""
     shards = shard_rows(x.shape[0], workers)
     if len(shards) == 1:
         return batch_loss(family, params, cfg, x, y)
     weights = _weights(y, shards)
-    losses = map_shards(lambda i: batch_loss(family, params, cfg, x[shards[i]], y[shards[i]]),
-                        len(shards), pool)
-    return float(sum(weight * loss for weight, loss in zip(weights, losses)))
+    if procs is None:
+        losses = [batch_loss(family, params, cfg, x[rows], y[rows]) for rows in shards]
+    else:
+        busy = procs.workers[:len(shards) - 1]
+        for i, worker in enumerate(busy, start=1):
+            order_loss(worker, x[shards[i]], y[shards[i]])
+        losses = [_while_busy(busy, lambda: batch_loss(family, params, cfg, x[shards[0]],
+                                                        y[shards[0]]))]
+        losses += collect_all(busy)
+    return float(sum(w * loss for w, loss in zip(weights, losses)))
 
 
 def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
     """Split the keys into n groups holding about the same number of values (largest first,
-    each to the lightest group so far). Empty groups are dropped.
+    each to the lightest group so far); with fewer keys than n, some groups stay empty.
 
     >>> balanced_groups({"a": np.zeros(4), "b": np.zeros(3), "c": np.zeros(2)}, 2)
     [['a'], ['b', 'c']]
@@ -176,31 +169,61 @@ def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
         lightest = loads.index(min(loads))
         groups[lightest].append(key)
         loads[lightest] += params[key].size
-    return [group for group in groups if group]
+    return groups
 
 
-def parallel_adamw_step(params: dict, grads: dict, state: AdamWState, *, workers: int = 1,
-                        pool: Executor | None = None, **hyper) -> tuple[dict, AdamWState]:
-    """`optim.adamw_step` with the parameters split over W threads; the same update.
+def parallel_adamw_step(params: dict, grads: dict, state: AdamWState, *,
+                        procs: WorkerProcesses | None = None, lr: float, beta1: float = 0.9,
+                        beta2: float = 0.999, eps: float = ADAMW_EPS,
+                        weight_decay: float = 0.01) -> tuple[dict, AdamWState]:
+    """`optim.adamw_step`, each worker updating its group of params (`Worker.keys`) while this
+    process updates the rest; the same update, in place.
 
-    AdamW updates every parameter on its own, so each group of keys is one independent call;
-    the arrays are updated in place, as `adamw_step` does. `hyper`: adamw_step's keywords.
+    params, state.m and state.v must be the shared arrays the workers were started with.
     """
-    groups = balanced_groups(params, workers)
-    if len(groups) <= 1 or pool is None:
+    hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                 weight_decay=float(weight_decay))
+    if procs is None or not procs.workers:
         return adamw_step(params, grads, state, **hyper)
-    if set(grads) != set(params):  # let adamw_step name the mismatch
-        return adamw_step(params, grads, state, **hyper)
-    decay = hyper.pop("decay", None)
+    if grads.keys() != params.keys():
+        return adamw_step(params, grads, state, **hyper)  # it names the mismatch
+    theirs = {key for worker in procs.workers for key in worker.keys}
+    for worker in procs.workers:
+        order_adamw(worker, grads, t=state.t, **hyper)
+    ours = [key for key in params if key not in theirs]
+    part = AdamWState(m={k: state.m[k] for k in ours}, v={k: state.v[k] for k in ours}, t=state.t)
+    _while_busy(procs.workers, lambda: adamw_step({k: params[k] for k in ours},
+                                                  {k: grads[k] for k in ours}, part, **hyper))
+    collect_all(procs.workers)
+    return params, AdamWState(m=state.m, v=state.v, t=state.t + 1)
 
-    def run(i: int) -> AdamWState:
-        keys = groups[i]
-        part = AdamWState(m={k: state.m[k] for k in keys}, v={k: state.v[k] for k in keys},
-                          t=state.t)
-        group_decay = None if decay is None else [k for k in keys if k in decay]
-        _, after = adamw_step({k: params[k] for k in keys}, {k: grads[k] for k in keys}, part,
-                              decay=group_decay, **hyper)
-        return after
 
-    steps = map_shards(run, len(groups), pool)
-    return params, AdamWState(m=state.m, v=state.v, t=steps[0].t)
+def share_run_arrays(params: dict, opt: AdamWState) -> tuple[dict, AdamWState]:
+    """params and AdamW moments copied into shared memory, for `parallel_workers` (the worker
+    processes read and update these very arrays)."""
+    return share_arrays(params), AdamWState(m=share_arrays(opt.m), v=share_arrays(opt.v), t=opt.t)
+
+
+@contextmanager
+def parallel_workers(family, cfg, params: dict, opt: AdamWState, *, workers: int,
+                     batch_size: int, block_size: int) -> Iterator[WorkerProcesses | None]:
+    """W - 1 worker processes for shards 1.. (None when W = 1), BLAS held to one thread.
+
+    params and opt must come from `share_run_arrays`. Worker i + 1 updates AdamW group i + 1 of
+    `balanced_groups(params, W)`; this process keeps group 0.
+    note: with OpenBLAS's own two threads inside every process's products, four threads would
+    fight over two cores (a step 2.3x slower). Where BLAS cannot be held to one thread (see
+    glassformer/blas.py) no worker starts: the shards run in turn here, with the same numbers.
+    """
+    if workers <= 1:
+        yield None
+        return
+    with blas_threads(1) as limited:
+        if not limited:
+            yield None
+            return
+        groups = balanced_groups(params, workers)
+        with worker_processes(family, cfg, params, opt, n_workers=workers - 1,
+                              batch_rows=-(-batch_size // workers),  # the largest shard
+                              block_size=block_size, groups=groups[1:]) as procs:
+            yield procs

@@ -1,5 +1,7 @@
-"""Data-parallel training: sharding the batch over threads gives the whole batch's loss and grads."""
-from concurrent.futures import ThreadPoolExecutor
+"""Data-parallel training: sharding the batch over worker processes gives the whole batch's loss
+and grads, and the same AdamW update."""
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -11,8 +13,8 @@ from glassformer.train.loop import TrainConfig
 from glassformer.train.optim import adamw_init, adamw_step
 from glassformer.train.parallel import (balanced_groups, parallel_adamw_step,
                                         parallel_batch_loss, parallel_loss_and_grads,
-                                        resolve_workers, shard_generators, shard_rows,
-                                        usable_cores, worker_pool)
+                                        parallel_workers, resolve_workers, shard_rows,
+                                        shard_seeds, share_run_arrays, usable_cores)
 from glassformer.train.step import batch_loss, loss_and_grads
 
 CFG = gpt2.GPT2Config(vocab_size=11, max_seq_len=8, n_layer=2, n_head=2, d_model=16)
@@ -31,6 +33,13 @@ def params():
     return gpt2.init_params(CFG, np.random.default_rng(1))
 
 
+def workers_for(params, workers, cfg=CFG, batch_size=5):
+    """Shared copies of params and fresh AdamW moments, and the context that starts workers."""
+    shared, opt = share_run_arrays(params, adamw_init(params))
+    return shared, opt, parallel_workers(gpt2, cfg, shared, opt, workers=workers,
+                                         batch_size=batch_size, block_size=8)
+
+
 def assert_grads_close(ours, theirs, rtol=1e-5):
     """Within rtol of each grad's largest entry; grads that are exactly 0 in exact arithmetic (the
     key bias: softmax ignores a constant per row) are rounding noise, held to the largest grad."""
@@ -43,7 +52,7 @@ def assert_grads_close(ours, theirs, rtol=1e-5):
 
 def test_shard_rows_cover_the_batch_in_order():
     assert shard_rows(12, 2) == [slice(0, 6), slice(6, 12)]
-    assert shard_rows(5, 3) == [slice(0, 2), slice(2, 3), slice(3, 5)]
+    assert shard_rows(5, 3) == [slice(0, 2), slice(2, 4), slice(4, 5)]  # first ones longer
     assert shard_rows(2, 8) == [slice(0, 1), slice(1, 2)]  # never more shards than rows
     with pytest.raises(GlassformerError, match="at least 1 worker"):
         shard_rows(4, 0)
@@ -63,11 +72,17 @@ def test_resolve_workers():
 def test_sharded_loss_and_grads_equal_the_whole_batch(params, batch, workers):
     x, y = batch
     loss, grads = loss_and_grads(gpt2, params, CFG, x, y, rng=None, dloss=0.5)
-    with worker_pool(workers) as pool:
-        ours_loss, ours = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, dloss=0.5,
-                                                  workers=workers, pool=pool)
+    shared, _, start = workers_for(params, workers)
+    with start as procs:
+        assert procs is not None and len(procs.workers) == workers - 1
+        ours_loss, ours = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, dloss=0.5,
+                                                  workers=workers, procs=procs)
+    in_turn_loss, in_turn = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None,
+                                                    dloss=0.5, workers=workers)
     assert ours_loss == pytest.approx(loss, rel=1e-6)
     assert_grads_close(ours, grads)
+    assert in_turn_loss == ours_loss  # no workers: the same shards, in turn, the same numbers
+    assert all(np.array_equal(in_turn[k], ours[k]) for k in ours)
 
 
 def test_ignored_targets_weight_the_shards(params, batch):
@@ -77,17 +92,19 @@ def test_ignored_targets_weight_the_shards(params, batch):
     y[:2, 1:] = -100          # shard 0 (rows 0-2 of 5) keeps few targets
     y[4, :] = -100            # one row counts nothing at all
     loss, grads = loss_and_grads(gpt2, params, CFG, x, y, rng=None)
-    with worker_pool(2) as pool:
-        ours_loss, ours = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
-                                                  pool=pool)
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        ours_loss, ours = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2,
+                                                  procs=procs)
     assert ours_loss == pytest.approx(loss, rel=1e-6)
     assert_grads_close(ours, grads)
 
 
 def test_sharded_eval_loss(params, batch):
     x, y = batch
-    with worker_pool(2) as pool:
-        ours = parallel_batch_loss(gpt2, params, CFG, x, y, workers=2, pool=pool)
+    shared, _, start = workers_for(params, 3)
+    with start as procs:
+        ours = parallel_batch_loss(gpt2, shared, CFG, x, y, workers=3, procs=procs)
     assert ours == pytest.approx(batch_loss(gpt2, params, CFG, x, y), rel=1e-6)
 
 
@@ -104,25 +121,61 @@ def test_dropout_shards_are_reproducible(params, batch):
     cfg = gpt2.GPT2Config(vocab_size=11, max_seq_len=8, n_layer=2, n_head=2, d_model=16,
                           dropout=0.2)
     runs = []
-    for _ in range(2):
-        rng = np.random.default_rng(7)
-        with worker_pool(2) as pool:
-            runs.append(parallel_loss_and_grads(gpt2, params, cfg, x, y, rng=rng, workers=2,
-                                                pool=pool))
-        runs[-1] += (rng.bit_generator.state,)
-    (loss_a, grads_a, state_a), (loss_b, grads_b, state_b) = runs
-    assert loss_a == loss_b and state_a == state_b
-    assert all(np.array_equal(grads_a[k], grads_b[k]) for k in grads_a)
-    children = shard_generators(np.random.default_rng(7), 2)
-    assert children[0].random() != children[1].random()  # each shard its own masks
+    shared, _, start = workers_for(params, 2, cfg)
+    with start as procs:
+        for use_workers in (procs, procs, None):
+            rng = np.random.default_rng(7)
+            loss, grads = parallel_loss_and_grads(gpt2, shared, cfg, x, y, rng=rng, workers=2,
+                                                  procs=use_workers)
+            runs.append((loss, grads, rng.bit_generator.state))
+    for loss, grads, state in runs[1:]:
+        assert loss == runs[0][0] and state == runs[0][2]
+        assert all(np.array_equal(grads[k], runs[0][1][k]) for k in grads)
+    seeds = shard_seeds(np.random.default_rng(7), 2)
+    assert seeds[0] != seeds[1]  # each shard its own masks
 
 
-def test_an_error_in_a_later_shard_is_raised(params, batch):
+def test_an_error_in_a_worker_is_raised_and_the_worker_lives_on(params, batch):
     x, y = batch
-    x = x.copy()
-    x[-1, 0] = CFG.vocab_size  # out of range, in the last shard only
-    with worker_pool(2) as pool, pytest.raises(GlassformerError, match="token id"):
-        parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2, pool=pool)
+    bad = x.copy()
+    bad[-1, 0] = CFG.vocab_size  # out of range, in the last shard only: a worker's
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        with pytest.raises(GlassformerError, match="token id"):
+            parallel_loss_and_grads(gpt2, shared, CFG, bad, y, rng=None, workers=2, procs=procs)
+        loss, _ = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2,
+                                          procs=procs)
+    assert loss == pytest.approx(batch_loss(gpt2, params, CFG, x, y), rel=1e-5)
+
+
+def test_an_error_here_leaves_no_reply_behind(params, batch):
+    x, y = batch
+    bad = x.copy()
+    bad[0, 0] = -1  # in shard 0, which runs in this process
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        with pytest.raises(GlassformerError, match="token id"):
+            parallel_loss_and_grads(gpt2, shared, CFG, bad, y, rng=None, workers=2, procs=procs)
+        loss = parallel_batch_loss(gpt2, shared, CFG, x, y, workers=2, procs=procs)
+    assert loss == pytest.approx(batch_loss(gpt2, params, CFG, x, y), rel=1e-5)
+
+
+def test_a_dead_worker_is_named(params, batch):
+    x, y = batch
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        os.kill(procs.workers[0].process.pid, signal.SIGKILL)
+        procs.workers[0].process.join()
+        with pytest.raises(GlassformerError, match="worker process .* died"):
+            parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2, procs=procs)
+
+
+def test_workers_exit_with_the_context(params):
+    _, _, start = workers_for(params, 3)
+    with start as procs:
+        processes = [worker.process for worker in procs.workers]
+        assert all(p.is_alive() for p in processes)
+    assert not any(p.is_alive() for p in processes)
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -130,14 +183,13 @@ def test_parallel_adamw_is_the_same_update(params, workers):
     rng = np.random.default_rng(3)
     grads = {k: rng.standard_normal(p.shape).astype(p.dtype) for k, p in params.items()}
     theirs = {k: p.copy() for k, p in params.items()}
-    ours = {k: p.copy() for k, p in params.items()}
     hyper = dict(lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)
-    their_state, our_state = adamw_init(theirs), adamw_init(ours)
-    with ThreadPoolExecutor(workers - 1) as pool:
+    their_state = adamw_init(theirs)
+    ours, our_state, start = workers_for(params, workers)
+    with start as procs:
         for _ in range(3):
             _, their_state = adamw_step(theirs, grads, their_state, **hyper)
-            _, our_state = parallel_adamw_step(ours, grads, our_state, workers=workers,
-                                               pool=pool, **hyper)
+            _, our_state = parallel_adamw_step(ours, grads, our_state, procs=procs, **hyper)
     assert our_state.t == their_state.t == 3
     for k in theirs:
         assert np.array_equal(ours[k], theirs[k]), k
@@ -150,6 +202,7 @@ def test_balanced_groups_split_by_size(params):
     assert sorted(k for g in groups for k in g) == sorted(params)
     loads = [sum(params[k].size for k in g) for g in groups]
     assert max(loads) <= 0.6 * sum(loads)
+    assert balanced_groups({"a": np.zeros(3)}, 3) == [["a"], [], []]  # one group per worker
 
 
 def test_blas_threads_are_restored():
@@ -174,18 +227,19 @@ def test_every_openblas_is_limited_numpys_too():
 
 
 def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
-    """Where BLAS's threads cannot be limited, no pool is started (its threads would fight
-    BLAS's own), and the shards run one after another with the same numbers."""
+    """Where BLAS's threads cannot be limited, no worker starts (its BLAS threads would fight
+    ours), and the shards run in turn here with the same numbers."""
     import glassformer.blas as blas
-    monkeypatch.setattr(blas, "find_openblas", lambda: [])
     x, y = batch
-    with worker_pool(2) as pool:
-        assert pool is None
-        in_turn = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
-                                          pool=pool)
-    monkeypatch.undo()
-    with worker_pool(2) as pool:
-        side_by_side = parallel_loss_and_grads(gpt2, params, CFG, x, y, rng=None, workers=2,
-                                               pool=pool)
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        side_by_side = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2,
+                                               procs=procs)
+    monkeypatch.setattr(blas, "find_openblas", lambda: [])
+    shared, _, start = workers_for(params, 2)
+    with start as procs:
+        assert procs is None
+        in_turn = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2,
+                                          procs=procs)
     assert in_turn[0] == side_by_side[0]
     assert all(np.array_equal(in_turn[1][k], side_by_side[1][k]) for k in in_turn[1])
