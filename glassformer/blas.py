@@ -2,8 +2,9 @@
 
 By default OpenBLAS splits every product over all cores. That is right when one product is all the
 work there is, and wrong when the program already keeps every core busy itself: data-parallel
-training (train/parallel.py) runs one batch shard per core, and a shard's products must then run
-on the thread that calls them, or the shards' BLAS threads fight over the same cores.
+training (train/parallel.py) runs one batch shard per core, one process each, and a shard's
+products must then run on the thread that calls them, or the processes' BLAS threads fight over
+the same cores.
 
 `blas_threads(n)` sets OpenBLAS's thread count for a `with` block and puts the old counts back
 after it. It talks to the OpenBLAS libraries already loaded (found in /proc/self/maps, the way

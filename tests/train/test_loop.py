@@ -15,6 +15,7 @@ from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.models import gpt2
 from glassformer.train.loop import TrainConfig, new_run
 from glassformer.train.optim import adamw_step
+from glassformer.train.parallel import resolve_workers
 from glassformer.train.step import loss_and_grads
 
 SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -102,6 +103,19 @@ def test_checkpoint_and_log_contents(corpus, tmp_path):
     assert [r["iter"] for r in records if "val_loss" in r] == [0, 2, 4]
 
 
+def child_pids(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (Linux /proc; empty elsewhere)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # fields after the name: state, ppid, ...
+            children.append(int(stat.parent.name))
+    return children
+
+
 def test_kill_during_training_leaves_a_loadable_checkpoint(corpus, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "glassformer", "train", "--data", str(corpus), *TINY_FLAGS,
@@ -111,8 +125,15 @@ def test_kill_during_training_leaves_a_loadable_checkpoint(corpus, tmp_path):
     while not (out / "latest").exists() and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(0.7)
+    workers = child_pids(proc.pid)
+    if Path("/proc").is_dir():  # batch 4: one worker process per core beyond the first
+        assert len(workers) == resolve_workers(0, 4) - 1
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    deadline = time.time() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)  # no orphaned worker
     ckpt = load_checkpoint(out)
     assert ckpt.state["iter"] % 3 == 0 and ckpt.state["iter"] >= 0
     resumed_to = ckpt.state["iter"] + 2
