@@ -83,10 +83,12 @@ def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool):
 
 
 def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
-                      ) -> tuple[dict, np.ndarray, np.ndarray]:
+                      ) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """Grads of wq, wk, wv (and biases), d(query input) and d(key/value source).
 
-    dq (B, H, T, D), dk and dv (B, K, S, D): the heads are merged back as they are copied."""
+    dq (B, H, T, D), dk and dv (B, K, S, D): the heads are merged back as they are copied.
+    dsource is None for the joined product: x fed all three projections, and the joined
+    product's dx = dqkv @ [wq | wk | wv]^T already sums the three paths."""
     grads = {}
     if ctx.qkv_proj is not None:
         b, n_head, t, d = dq.shape
