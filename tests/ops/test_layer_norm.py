@@ -76,6 +76,8 @@ def test_shape_errors_use_legend_letters():
         layer_norm_forward(x, np.ones(7))
     with pytest.raises(ShapeError, match=r"expected b of shape \(C=8\), got \(8, 1\)"):
         layer_norm_forward(x, np.ones(8), np.zeros((8, 1)))
+    with pytest.raises(ShapeError, match=r"at least one feature .* got \(2, 0\)"):
+        layer_norm_forward(np.zeros((2, 0)), np.ones(0))
 
 
 def test_mixed_dtypes_and_bad_eps_are_rejected():
