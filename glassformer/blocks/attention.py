@@ -101,7 +101,8 @@ def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
             dqkv[..., lo:hi].reshape(b, t, heads, d)[...] = grad.transpose(0, 2, 1, 3)
         dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)
         for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
-            grads[f"w{name}"] = dw[:, lo:hi]                               # (C, n*D) column block
+            # (C, n*D) column block, copied whole: the optimizer then reads contiguous rows
+            grads[f"w{name}"] = np.ascontiguousarray(dw[:, lo:hi])
             if db is not None:
                 grads[f"b{name}"] = db[lo:hi]
         return grads, dx, None
