@@ -29,10 +29,10 @@ from typing import Iterator
 
 import numpy as np
 
+from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
 from glassformer.train.optim import ADAMW_EPS, AdamWState, adamw_step
 from glassformer.train.step import batch_loss, loss_and_grads
-from glassformer.blas import blas_threads
 from glassformer.train.workers import (WorkerProcesses, collect_all, order_adamw, order_loss,
                                        order_step, share_arrays, worker_processes)
 
