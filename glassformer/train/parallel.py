@@ -88,6 +88,14 @@ def _weights(y: np.ndarray, shards: list[slice]) -> list[float]:
     return [count / max(total, 1) for count in counts]
 
 
+def _workers_for(procs: WorkerProcesses, n_shards: int) -> list:
+    """The workers for shards 1..n-1; too few would silently drop shards, so that is an error."""
+    if len(procs.workers) < n_shards - 1:
+        raise GlassformerError(f"{n_shards} shards need {n_shards - 1} worker processes, "
+                               f"but {len(procs.workers)} were started")
+    return procs.workers[:n_shards - 1]
+
+
 def _while_busy(busy: list, work):
     """work() while `busy` workers run; if it fails, their replies are read before raising."""
     try:
@@ -124,7 +132,7 @@ def parallel_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndar
         results = [here(i) for i in range(len(shards))]
         losses, all_grads = [r[0] for r in results], [r[1] for r in results]
     else:
-        busy = procs.workers[:len(shards) - 1]
+        busy = _workers_for(procs, len(shards))
         for i, worker in enumerate(busy, start=1):
             order_step(worker, x[shards[i]], y[shards[i]], dloss * weights[i], seeds[i])
         first_loss, first_grads = _while_busy(busy, lambda: here(0))
@@ -147,7 +155,7 @@ def parallel_batch_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray,
     if procs is None:
         losses = [batch_loss(family, params, cfg, x[rows], y[rows]) for rows in shards]
     else:
-        busy = procs.workers[:len(shards) - 1]
+        busy = _workers_for(procs, len(shards))
         for i, worker in enumerate(busy, start=1):
             order_loss(worker, x[shards[i]], y[shards[i]])
         losses = [_while_busy(busy, lambda: batch_loss(family, params, cfg, x[shards[0]],

@@ -243,3 +243,10 @@ def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
                                           procs=procs)
     assert in_turn[0] == side_by_side[0]
     assert all(np.array_equal(in_turn[1][k], side_by_side[1][k]) for k in in_turn[1])
+
+
+def test_more_shards_than_workers_is_an_error(params, batch):
+    x, y = batch
+    shared, _, start = workers_for(params, 2)
+    with start as procs, pytest.raises(GlassformerError, match="3 shards need 2 worker"):
+        parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=3, procs=procs)
