@@ -1,7 +1,8 @@
 """`explain gelu`, `explain silu` and `explain swiglu`: ops/activation.py and ops/swiglu.py.
 
-GELU and SiLU are out = x * gate(x); their ctx keeps the gate, which is shown as it is. SwiGLU's
-ctx keeps silu(gate), the linear branch `up`, and SiLU's own ctx (with the sigmoid).
+GELU and SiLU are out = x * gate(x). GELU's ctx keeps its local slope gate + x gate'(x) and SiLU's
+keeps the sigmoid gate; each is shown as it is. SwiGLU's ctx keeps silu(gate), the linear branch
+`up`, and SiLU's own ctx (with the sigmoid).
 """
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ SIZES = {"batch": 1, "seq": 3, "d_model": 4}
 # (x >> 0) parts of each curve.
 INPUT_STD = 2.0
 
-GATE_ALGEBRA = {
-    "none": "Phi(x) = (1 + erf(x / sqrt 2)) / 2",
-    "tanh": "(1 + tanh u) / 2 = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)",
+SLOPE_ALGEBRA = {
+    "none": "Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2",
+    "tanh": "g (1 + x (1 - g) 2 du/dx), g = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)",
 }
+OUT_ALGEBRA = {"none": "x * Phi(x)", "tanh": "x * g"}
 
 
 def _x_inputs(options: dict, rng):
@@ -32,7 +34,7 @@ def _x_only(inputs, static):
 
 def _dx_steps(dout, grads, ctx, static):
     return [step("G", dout, shape_of(dout), text="common:G"),
-            step("dx", grads["x"], f"G * (gate + x * gate'(x)): {shape_of(grads['x'])}")]
+            step("dx", grads["x"], f"G * slope: {shape_of(grads['x'])}")]
 
 
 # ---------------------------------------------------------------- gelu
@@ -46,11 +48,11 @@ def _gelu_backward(dout, ctx, static):
 
 
 def _gelu_steps(inputs, out, ctx, static):
-    mode = ctx.approximate
+    mode = static["approximate"] or "none"
     return [step("x", inputs["x"], shape_of(inputs["x"])),
-            step("gate", ctx.gate, f"{GATE_ALGEBRA[mode]}: {shape_of(ctx.gate)}  (ctx.gate)",
-                 text=f"gate_{mode}"),
-            step("out", out, f"x * gate: {shape_of(out)}", text=f"out_{mode}")]
+            step("slope", ctx.slope, f"{SLOPE_ALGEBRA[mode]}: {shape_of(ctx.slope)}  (ctx.slope)",
+                 text=f"slope_{mode}"),
+            step("out", out, f"{OUT_ALGEBRA[mode]}: {shape_of(out)}", text=f"out_{mode}")]
 
 
 GELU = Part(name="gelu", defaults={**SIZES, "approximate": "none"}, make_inputs=_x_inputs,

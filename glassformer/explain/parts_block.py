@@ -11,7 +11,7 @@ Read off one `block_forward` ctx (the one `block_backward` uses):
     merged     attn.body.out_proj.x      heads merged, before the output projection
     attn_out   linear_forward(out_proj.x, out_proj.w, bo): the block's own output projection
     norm2      mlp.body.up.x
-    mlp_up     mlp.body.act.x            GELU's input (GeluCtx.x)
+    mlp_up     linear_forward(up.x, up.w, b_up): GELU's input (its ctx keeps the slope only)
     mlp_act    mlp.body.down.x
     mlp_out    linear_forward(down.x, down.w, b_down)
 
@@ -45,13 +45,15 @@ def layer_steps(bctx, x: np.ndarray, params: dict, prefix: str, *, key_prefix: s
                 brief: bool = False, **fmt) -> tuple[list, np.ndarray]:
     """The steps of one layer read off its BlockCtx, and the layer's output (resid2).
 
-    params: holds f"{prefix}attn.bo" and f"{prefix}mlp.b_down" when the layer has biases.
+    params: holds f"{prefix}attn.bo", f"{prefix}mlp.b_up" and f"{prefix}mlp.b_down" when the
+    layer has biases.
     brief: the shorter list `explain gpt2` prints per layer.
     """
     attn, mlp = bctx.attn.body, bctx.mlp.body
     weights = head_arrays(attn, attn.n_head)["weights"]              # (B, H, T, S)
     attn_out, _ = linear_forward(attn.out_proj.x, attn.out_proj.w, params.get(prefix + "attn.bo"))
     resid1 = x + attn_out            # the residual add (block_forward's one `+`), (B, T, C)
+    mlp_up, _ = linear_forward(mlp.up.x, mlp.up.w, params.get(prefix + "mlp.b_up"))
     mlp_out, _ = linear_forward(mlp.down.x, mlp.down.w, params.get(prefix + "mlp.b_down"))
     resid2 = resid1 + mlp_out        # the second residual add, (B, T, C)
     c, f = x.shape[-1], mlp.down.x.shape[-1]
@@ -63,7 +65,7 @@ def layer_steps(bctx, x: np.ndarray, params: dict, prefix: str, *, key_prefix: s
                                f"{shape_of(attn_out)}"),
         ("resid1", resid1, f"x + attn_out: {shape_of(resid1)}"),
         ("norm2", mlp.up.x, f"LayerNorm(resid1) * w + b: {shape_of(mlp.up.x)}"),
-        ("mlp_up", mlp.act.x, f"norm2 @ w_up + b_up: (B,T,C={c}) -> (B,T,F={f})"),
+        ("mlp_up", mlp_up, f"norm2 @ w_up + b_up: (B,T,C={c}) -> (B,T,F={f})"),
         ("mlp_act", mlp.down.x, f"gelu_tanh(mlp_up): {shape_of(mlp.down.x)}"),
         ("mlp_out", mlp_out, f"mlp_act @ w_down + b_down: (B,T,F={f}) -> {shape_of(mlp_out)}"),
         ("resid2", resid2, f"resid1 + mlp_out: {shape_of(resid2)}"),

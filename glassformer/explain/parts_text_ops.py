@@ -40,14 +40,16 @@ OPS_EN = {
     "gelu": {
         "title": "GELU (ops/activation.py)",
         "x": "Input x, any shape; GELU acts on each number separately.",
-        "gate_none": "Gate Phi(x): the probability that a standard normal variable is below x. "
-                     "Near 0 for very negative x, near 1 for large x. Saved in ctx.",
-        "gate_tanh": "Gate from GPT-2's tanh formula, a close fit to Phi(x) that avoids erf; "
-                     "computed as sigmoid(2u) for stability. Saved in ctx.",
+        "slope_none": "Local slope d out / d x = Phi(x) + x phi(x), where Phi(x) is the probability "
+                      "that a standard normal variable is below x and phi its density. Computed "
+                      "in the forward and saved in ctx, so backward is one product.",
+        "slope_tanh": "Local slope of GPT-2's tanh form, g (1 + x (1 - g) 2 du/dx) with the gate "
+                      "g = sigmoid(2u), a close fit to Phi(x) that avoids erf. Computed in the "
+                      "forward and saved in ctx, so backward is one product.",
         "out_none": "out = x * Phi(x): a smooth ReLU that dips slightly below 0 around x = -0.75.",
         "out_tanh": "out = x * gate (tanh form): within about 1e-3 of exact GELU.",
-        "dx": "dL/dx = G times the local slope gate + x * gate'(x): 0.5 at x = 0, a little "
-              "above 1 near x = 1.5, fading to 0 for very negative x.",
+        "dx": "dL/dx = G * slope, the slope the forward saved: 0.5 at x = 0, a little above 1 "
+              "near x = 1.5, fading to 0 for very negative x.",
     },
     "silu": {
         "title": "SiLU / swish (ops/activation.py)",
@@ -162,13 +164,13 @@ OPS_ZH = {
     "gelu": {
         "title": "GELU 激活（ops/activation.py）",
         "x": "输入 x，形状任意；GELU 对每个数单独作用。",
-        "gate_none": "门 Phi(x)：标准正态变量小于 x 的概率。x 很负时接近 0，x 很大时接近 1。"
-                     "保存在 ctx 中。",
-        "gate_tanh": "用 GPT-2 的 tanh 公式算出的门，与 Phi(x) 非常接近且不需要 erf；"
-                     "为了数值稳定按 sigmoid(2u) 计算。保存在 ctx 中。",
+        "slope_none": "局部斜率 d out / d x = Phi(x) + x phi(x)：Phi(x) 是标准正态变量小于 x 的概率，"
+                      "phi 是它的密度。在前向里算好并保存在 ctx 中，反向只需一次乘法。",
+        "slope_tanh": "GPT-2 tanh 形式的局部斜率 g (1 + x (1 - g) 2 du/dx)，其中门 g = sigmoid(2u) "
+                      "与 Phi(x) 非常接近且不需要 erf。在前向里算好并保存在 ctx 中，反向只需一次乘法。",
         "out_none": "out = x * Phi(x)：一条平滑的 ReLU，在 x = -0.75 附近略低于 0。",
         "out_tanh": "out = x * gate（tanh 近似）：与精确 GELU 的差约在 1e-3 以内。",
-        "dx": "dL/dx = G 乘以局部斜率 gate + x * gate'(x)：x = 0 处为 0.5，x 约为 1.5 时"
+        "dx": "dL/dx = G * slope，即前向保存的局部斜率：x = 0 处为 0.5，x 约为 1.5 时"
               "略大于 1，x 很负时趋于 0。",
     },
     "silu": {

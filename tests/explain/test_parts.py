@@ -30,7 +30,7 @@ READ_OFF_ATOL = 1e-5
 FORWARD_KEYS = {
     "layer_norm": ["x", "w", "b", "mean", "centered", "var", "rstd", "xhat", "y"],
     "rms_norm": ["x", "w", "mean_square", "rstd", "xhat", "y"],
-    "gelu": ["x", "gate", "out"],
+    "gelu": ["x", "slope", "out"],
     "silu": ["x", "sigmoid", "out"],
     "swiglu": ["gate", "up", "sigmoid", "activated", "out"],
     "softmax": ["x", "probs", "x_shifted", "probs_shifted"],
