@@ -37,9 +37,9 @@ from glassformer.allocator import keep_freed_memory  # noqa: E402
 
 
 from glassformer.models import gpt2  # noqa: E402
-from glassformer.train.optim import adamw_init, clip_grad_norm  # noqa: E402
-from glassformer.train.parallel import (parallel_adamw_step, parallel_loss_and_grads,  # noqa: E402
-                                        parallel_workers, resolve_workers, share_run_arrays)
+from glassformer.train.optim import adamw_init  # noqa: E402
+from glassformer.train.parallel import (parallel_train_step, parallel_workers,  # noqa: E402
+                                        resolve_workers, share_run_arrays)
 from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -78,12 +78,10 @@ def glassformer_stepper(cfg, params, workers: int):
     state = {"opt": opt}
 
     def step(x, y, procs=None):
-        loss, grads = parallel_loss_and_grads(gpt2, params, cfg, x, y, rng=None,
-                                              workers=workers, procs=procs)
-        grads, _ = clip_grad_norm(grads, RECIPE["grad_clip"])
-        _, state["opt"] = parallel_adamw_step(params, grads, state["opt"], lr=RECIPE["lr"],
-                                              beta1=RECIPE["beta1"], beta2=RECIPE["beta2"],
-                                              weight_decay=RECIPE["weight_decay"], procs=procs)
+        loss, state["opt"] = parallel_train_step(
+            gpt2, params, cfg, [(x, y)], state["opt"], rng=None, workers=workers, procs=procs,
+            grad_clip=RECIPE["grad_clip"], lr=RECIPE["lr"], beta1=RECIPE["beta1"],
+            beta2=RECIPE["beta2"], weight_decay=RECIPE["weight_decay"])
         return loss
 
     def start_workers():

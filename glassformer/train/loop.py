@@ -29,11 +29,10 @@ from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
                                        save_checkpoint, trim_train_log)
 from glassformer.models.registry import family as family_of
-from glassformer.train.optim import AdamWState, adamw_init, clip_grad_norm
+from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.data import get_batch
-from glassformer.train.parallel import (parallel_adamw_step, parallel_batch_loss,
-                                        parallel_loss_and_grads, parallel_workers,
-                                        resolve_workers, share_run_arrays)
+from glassformer.train.parallel import (parallel_batch_loss, parallel_train_step,
+                                        parallel_workers, resolve_workers, share_run_arrays)
 from glassformer.train.schedule import lr_at
 
 
@@ -125,27 +124,14 @@ def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, tr
                     lr: float, workers: int, procs) -> float:
     """grad_accum micro-batches (each over `workers` shards), clip, AdamW. Returns the mean
     micro-batch loss."""
-    total, accumulated = 0.0, None
-    for _ in range(train_cfg.grad_accum):
-        x, y = get_batch(train_data, train_cfg.batch_size, train_cfg.block_size, run.batch_rng,
-                         split="train")
-        loss, grads = parallel_loss_and_grads(family, run.params, model_cfg, x, y,
-                                              rng=run.dropout_rng,
-                                              dloss=1.0 / train_cfg.grad_accum,
-                                              workers=workers, procs=procs)
-        total += loss
-        if accumulated is None:
-            accumulated = grads
-        else:
-            for key, g in grads.items():
-                accumulated[key] += g   # the loop owns `accumulated`: sum micro-batch grads
-    if train_cfg.grad_clip > 0.0:
-        accumulated, _ = clip_grad_norm(accumulated, train_cfg.grad_clip)
-    run.params, run.opt = parallel_adamw_step(run.params, accumulated, run.opt, lr=lr,
-                                              beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                              weight_decay=train_cfg.weight_decay,
-                                              procs=procs)
-    return total / train_cfg.grad_accum
+    micro_batches = [get_batch(train_data, train_cfg.batch_size, train_cfg.block_size,
+                               run.batch_rng, split="train") for _ in range(train_cfg.grad_accum)]
+    loss, run.opt = parallel_train_step(family, run.params, model_cfg, micro_batches, run.opt,
+                                        rng=run.dropout_rng, workers=workers, procs=procs,
+                                        grad_clip=train_cfg.grad_clip, lr=lr,
+                                        beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                                        weight_decay=train_cfg.weight_decay)
+    return loss
 
 
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,

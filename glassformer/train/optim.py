@@ -124,17 +124,39 @@ def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float
     max_norm = float(max_norm)
     if not max_norm > 0.0:
         raise GlassformerError(f"expected max_norm > 0, got {max_norm}")
-    squares = 0.0
-    for g in grads.values():
-        flat = g.reshape(-1)
-        squares += float(np.dot(flat, flat))  # BLAS dot per tensor, summed in double
-    total_norm = math.sqrt(squares)
-    coef = max_norm / (total_norm + CLIP_EPS)
-    # note: torch multiplies by the clamped coefficient even when it is 1; x * 1.0 == x, so skip.
+    total_norm = global_norm(squared_norms(grads).values())
+    return scale_grads(grads, clip_coefficient(total_norm, max_norm)), total_norm
+
+
+def squared_norms(grads: dict[str, np.ndarray]) -> dict[str, float]:
+    """||g||^2 of each gradient (a BLAS dot, returned as a Python float), in the order of grads."""
+    return {key: float(np.dot(g.reshape(-1), g.reshape(-1))) for key, g in grads.items()}
+
+
+def global_norm(squares) -> float:
+    """sqrt of the per-gradient squared norms added up in double, in the order given."""
+    total = 0.0
+    for square in squares:
+        total += square
+    return math.sqrt(total)
+
+
+def clip_coefficient(total_norm: float, max_norm: float) -> float:
+    """max_norm / (norm + 1e-6): the factor clipping scales every gradient by when it is < 1."""
+    return float(max_norm) / (total_norm + CLIP_EPS)
+
+
+def scale_grads(grads: dict[str, np.ndarray], coef: float) -> dict[str, np.ndarray]:
+    """g *= coef for every gradient, in place, unless coef >= 1 (then nothing: clipping is off).
+
+    note: torch multiplies by the clamped coefficient even when it is 1; x * 1.0 == x, so skip.
+    A NaN coef (from a NaN norm) does scale, so the NaN shows in the update, as in torch.
+    """
+    coef = float(coef)
     if not coef >= 1.0:
         for g in grads.values():
             g *= coef
-    return grads, total_norm
+    return grads
 
 
 def _check_params(params: dict[str, np.ndarray]) -> None:

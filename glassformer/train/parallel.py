@@ -11,8 +11,12 @@ where n_i counts the targets of shard i the loss averages over (N in all), so th
 the gradient of the whole batch's mean loss, only added up in another order: the same numbers to
 float32 rounding. This is what torch's DistributedDataParallel does across GPUs, here across the
 cores of one CPU. It pays off because NumPy runs elementwise ops on one core: splitting each op
-over cores (as torch does) is not available to us, but splitting the batch is. AdamW, which
-updates each parameter on its own, is split by groups of parameters the same way.
+over cores (as torch does) is not available to us, but splitting the batch is.
+
+The optimizer step (`parallel_train_step`) splits the rest by parameters: each process owns a
+group of them (`balanced_groups`), sums only its group's grads over the shards, and clips and
+updates only those, the way a reduce-scatter splits the work across GPUs. The global norm that
+clipping needs comes from each group's squared norms, a few floats on the pipes.
 
 While workers run, each process's matrix products must stay on its own core (see
 glassformer/blas.py): `train` holds BLAS to one thread. Without worker processes (W = 1, or no
@@ -31,10 +35,12 @@ import numpy as np
 
 from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
-from glassformer.train.optim import ADAMW_EPS, AdamWState, adamw_step
+from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
+                                     clip_grad_norm, global_norm, scale_grads, squared_norms)
 from glassformer.train.step import batch_loss, loss_and_grads
 from glassformer.train.workers import (WorkerProcesses, collect_all, order_adamw, order_loss,
-                                       order_step, share_arrays, worker_processes)
+                                       order_reduce, order_step, share_arrays, sum_shards,
+                                       worker_processes)
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
 
@@ -136,7 +142,7 @@ def parallel_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndar
         for i, worker in enumerate(busy, start=1):
             order_step(worker, x[shards[i]], y[shards[i]], dloss * weights[i], seeds[i])
         first_loss, first_grads = _while_busy(busy, lambda: here(0))
-        losses = [first_loss] + collect_all(busy)
+        losses = [first_loss] + [reply[0] for reply in collect_all(busy)]
         all_grads = [first_grads] + [worker.grads for worker in busy]
     grads = all_grads[0]
     for shard_grads in all_grads[1:]:
@@ -160,7 +166,7 @@ def parallel_batch_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray,
             order_loss(worker, x[shards[i]], y[shards[i]])
         losses = [_while_busy(busy, lambda: batch_loss(family, params, cfg, x[shards[0]],
                                                         y[shards[0]]))]
-        losses += collect_all(busy)
+        losses += [reply[0] for reply in collect_all(busy)]
     return float(sum(w * loss for w, loss in zip(weights, losses)))
 
 
@@ -180,30 +186,112 @@ def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
     return groups
 
 
-def parallel_adamw_step(params: dict, grads: dict, state: AdamWState, *,
-                        procs: WorkerProcesses | None = None, lr: float, beta1: float = 0.9,
-                        beta2: float = 0.999, eps: float = ADAMW_EPS,
-                        weight_decay: float = 0.01) -> tuple[dict, AdamWState]:
-    """`optim.adamw_step`, each worker updating its group of params (`Worker.keys`) while this
-    process updates the rest; the same update, in place.
+def parallel_train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
+                        rng: np.random.Generator | None, workers: int = 1,
+                        procs: WorkerProcesses | None = None, grad_clip: float, lr: float,
+                        beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
+                        weight_decay: float = 0.01) -> tuple[float, AdamWState]:
+    """One optimizer step, params and moments updated in place: the grads of each (x, y) in
+    `micro_batches` summed (gradient accumulation, each weighted 1/n), clipped to global norm
+    `grad_clip` (0: no clipping), then AdamW. Returns (mean micro-batch loss, state with t + 1).
 
-    params, state.m and state.v must be the shared arrays the workers were started with.
+    Without workers: `parallel_loss_and_grads` per micro-batch, shards in turn, then
+    `clip_grad_norm` and `adamw_step`. With them, the same numbers by a reduce-scatter, so that
+    no process sums, clips or updates every parameter (see `_reduce_scatter_step`).
     """
     hyper = dict(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
                  weight_decay=float(weight_decay))
-    if procs is None or not procs.workers:
-        return adamw_step(params, grads, state, **hyper)
-    if grads.keys() != params.keys():
-        return adamw_step(params, grads, state, **hyper)  # it names the mismatch
-    theirs = {key for worker in procs.workers for key in worker.keys}
-    for worker in procs.workers:
-        order_adamw(worker, grads, t=state.t, **hyper)
-    ours = [key for key in params if key not in theirs]
-    part = AdamWState(m={k: state.m[k] for k in ours}, v={k: state.v[k] for k in ours}, t=state.t)
-    _while_busy(procs.workers, lambda: adamw_step({k: params[k] for k in ours},
-                                                  {k: grads[k] for k in ours}, part, **hyper))
-    collect_all(procs.workers)
-    return params, AdamWState(m=state.m, v=state.v, t=state.t + 1)
+    if not micro_batches:
+        raise GlassformerError("expected at least one micro-batch")
+    if procs is not None and procs.workers:
+        return _reduce_scatter_step(family, params, cfg, micro_batches, opt, rng=rng,
+                                    workers=workers, procs=procs, grad_clip=float(grad_clip),
+                                    hyper=hyper)
+    total, summed = 0.0, None
+    for x, y in micro_batches:
+        loss, grads = parallel_loss_and_grads(family, params, cfg, x, y, rng=rng,
+                                              dloss=1.0 / len(micro_batches), workers=workers)
+        total += loss
+        if summed is None:
+            summed = grads
+        else:
+            for key, g in grads.items():
+                summed[key] += g   # this function owns `summed`: add micro-batch grads
+    if grad_clip > 0.0:
+        summed, _ = clip_grad_norm(summed, grad_clip)
+    params, opt = adamw_step(params, summed, opt, **hyper)
+    return total / len(micro_batches), opt
+
+
+def _reduce_scatter_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
+                         rng, workers: int, procs: WorkerProcesses, grad_clip: float,
+                         hyper: dict) -> tuple[float, AdamWState]:
+    """`parallel_train_step` with each process owning a group of params (`procs.keys` here,
+    `Worker.keys` in each worker), like a reduce-scatter across GPUs:
+
+        every process    grads of its shard; publishes those of the other groups   (b"S", keep)
+        owner of group   its keys summed over shards, in shard order               (b"R")
+        here             global norm from each group's ||g||^2, added in the order
+                         clip_grad_norm adds them; the clip coefficient
+        owner of group   grads times the coefficient (when < 1), AdamW             (b"A")
+
+    So each process copies (W - 1)/W of its grads out, and sums, clips and updates only its 1/W
+    of the params; the float32 sums and the norm are the ones the path without workers computes.
+    """
+    shards = shard_rows(micro_batches[0][0].shape[0], workers)
+    busy = _workers_for(procs, len(shards))
+    if len(busy) != len(procs.workers):
+        raise GlassformerError(f"a reduce-scatter over {len(procs.workers) + 1} processes needs "
+                               f"as many shards, got {len(shards)}")
+    n, total, summed, order = len(micro_batches), 0.0, {}, None
+    published = [procs.grads] + [worker.grads for worker in busy]
+    for i, (x, y) in enumerate(micro_batches):
+        shards = shard_rows(x.shape[0], workers)
+        weights = _weights(y, shards)
+        seeds = shard_seeds(rng, len(shards))
+        for j, worker in enumerate(busy, start=1):
+            order_step(worker, x[shards[j]], y[shards[j]], weights[j] / n, seeds[j], keep=True)
+
+        def here() -> tuple[float, dict]:
+            generator = None if seeds[0] is None else np.random.default_rng(seeds[0])
+            loss, grads = loss_and_grads(family, params, cfg, x[shards[0]], y[shards[0]],
+                                         rng=generator, dloss=weights[0] / n)
+            for key, box in procs.grads.items():
+                box[...] = grads[key]        # the workers' groups, where they read them
+            return loss, grads
+
+        first_loss, grads = _while_busy(busy, here)
+        losses = [first_loss] + [reply[0] for reply in collect_all(busy)]
+        total += float(sum(w * loss for w, loss in zip(weights, losses)))
+        order = order or list(grads)             # clip_grad_norm's order: shard 0's grads
+        norm = i == n - 1 and grad_clip > 0.0    # ||g||^2 once every micro-batch is in
+        for worker in busy:
+            order_reduce(worker, first=i == 0, norm=norm)
+        mine = _while_busy(busy, lambda: sum_shards(procs.keys, 0, grads, published))
+        if i == 0:
+            summed = mine
+        else:
+            for key, g in mine.items():
+                summed[key] += g                 # gradient accumulation, in micro-batch order
+        squares = _while_busy(busy, lambda: squared_norms(summed)) if norm else {}
+        for worker, reply in zip(busy, collect_all(busy)):
+            squares.update(zip(worker.keys, reply))
+    coef = 1.0
+    if grad_clip > 0.0:
+        coef = clip_coefficient(global_norm(squares[key] for key in order), grad_clip)
+    t = opt.t
+    for worker in busy:
+        order_adamw(worker, coef=coef, t=t, **hyper)
+
+    def update() -> None:
+        scale_grads(summed, coef)
+        group = AdamWState(m={k: opt.m[k] for k in procs.keys},
+                           v={k: opt.v[k] for k in procs.keys}, t=t)
+        adamw_step({k: params[k] for k in procs.keys}, summed, group, **hyper)
+
+    _while_busy(busy, update)
+    collect_all(busy)
+    return total / n, AdamWState(m=opt.m, v=opt.v, t=t + 1)
 
 
 def share_run_arrays(params: dict, opt: AdamWState) -> tuple[dict, AdamWState]:
@@ -217,8 +305,8 @@ def parallel_workers(family, cfg, params: dict, opt: AdamWState, *, workers: int
                      batch_size: int, block_size: int) -> Iterator[WorkerProcesses | None]:
     """W - 1 worker processes for shards 1.. (None when W = 1), BLAS held to one thread.
 
-    params and opt must come from `share_run_arrays`. Worker i + 1 updates AdamW group i + 1 of
-    `balanced_groups(params, W)`; this process keeps group 0.
+    params and opt must come from `share_run_arrays`. Worker i owns group i of
+    `balanced_groups(params, W)` in `parallel_train_step`; this process owns group 0.
     note: with OpenBLAS's own two threads inside every process's products, four threads would
     fight over two cores (a step 2.3x slower). Where BLAS cannot be held to one thread (see
     glassformer/blas.py) no worker starts: the shards run in turn here, with the same numbers.
@@ -233,5 +321,5 @@ def parallel_workers(family, cfg, params: dict, opt: AdamWState, *, workers: int
         groups = balanced_groups(params, workers)
         with worker_processes(family, cfg, params, opt, n_workers=workers - 1,
                               batch_rows=-(-batch_size // workers),  # the largest shard
-                              block_size=block_size, groups=groups[1:]) as procs:
+                              block_size=block_size, groups=groups) as procs:
             yield procs

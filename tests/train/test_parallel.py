@@ -10,9 +10,9 @@ from glassformer.blas import blas_threads, find_openblas
 from glassformer.errors import GlassformerError
 from glassformer.models import gpt2
 from glassformer.train.loop import TrainConfig
-from glassformer.train.optim import adamw_init, adamw_step
-from glassformer.train.parallel import (balanced_groups, parallel_adamw_step,
-                                        parallel_batch_loss, parallel_loss_and_grads,
+from glassformer.train.optim import adamw_init
+from glassformer.train.parallel import (balanced_groups, parallel_batch_loss,
+                                        parallel_loss_and_grads, parallel_train_step,
                                         parallel_workers, resolve_workers, shard_rows,
                                         shard_seeds, share_run_arrays, usable_cores)
 from glassformer.train.step import batch_loss, loss_and_grads
@@ -178,23 +178,85 @@ def test_workers_exit_with_the_context(params):
     assert not any(p.is_alive() for p in processes)
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_parallel_adamw_is_the_same_update(params, workers):
-    rng = np.random.default_rng(3)
-    grads = {k: rng.standard_normal(p.shape).astype(p.dtype) for k, p in params.items()}
-    theirs = {k: p.copy() for k, p in params.items()}
-    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)
-    their_state = adamw_init(theirs)
-    ours, our_state, start = workers_for(params, workers)
+def micro_batches(n, rows=5, seed=4):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, CFG.vocab_size, (rows, 8)), rng.integers(0, CFG.vocab_size, (rows, 8)))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("workers, accum, clip, dropout", [
+    (2, 1, 1e-3, 0.0),   # clipping on: every step clips
+    (2, 3, 0.0, 0.2),    # accumulation, no clipping, dropout
+    (3, 2, 1e-3, 0.0),
+])
+def test_reduce_scatter_step_is_the_step_without_workers(params, workers, accum, clip, dropout):
+    """Each process summing, clipping and updating its own group gives the very same params,
+    moments and losses as the whole step in this process, shards in turn."""
+    cfg = gpt2.GPT2Config(vocab_size=11, max_seq_len=8, n_layer=2, n_head=2, d_model=16,
+                          dropout=dropout)
+    hyper = dict(grad_clip=clip, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)
+    theirs, their_state = {k: p.copy() for k, p in params.items()}, adamw_init(params)
+    their_rng, our_rng = np.random.default_rng(5), np.random.default_rng(5)
+    ours, our_state, start = workers_for(params, workers, cfg)
     with start as procs:
-        for _ in range(3):
-            _, their_state = adamw_step(theirs, grads, their_state, **hyper)
-            _, our_state = parallel_adamw_step(ours, grads, our_state, procs=procs, **hyper)
+        assert procs is not None
+        for step in range(3):
+            batches = micro_batches(accum, seed=step)
+            their_loss, their_state = parallel_train_step(
+                gpt2, theirs, cfg, batches, their_state, rng=their_rng, workers=workers, **hyper)
+            our_loss, our_state = parallel_train_step(
+                gpt2, ours, cfg, batches, our_state, rng=our_rng, workers=workers, procs=procs,
+                **hyper)
+            assert our_loss == their_loss
     assert our_state.t == their_state.t == 3
+    assert our_rng.bit_generator.state == their_rng.bit_generator.state
     for k in theirs:
         assert np.array_equal(ours[k], theirs[k]), k
         assert np.array_equal(our_state.m[k], their_state.m[k]), k
         assert np.array_equal(our_state.v[k], their_state.v[k]), k
+
+
+def test_train_step_on_one_shard_is_clip_and_adamw(params, batch):
+    """Without workers the step is loss_and_grads, clip_grad_norm and adamw_step, no more."""
+    from glassformer.train.optim import adamw_step, clip_grad_norm
+    x, y = batch
+    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)
+    theirs, their_state = {k: p.copy() for k, p in params.items()}, adamw_init(params)
+    loss, grads = loss_and_grads(gpt2, theirs, CFG, x, y, rng=None)
+    grads, _ = clip_grad_norm(grads, 0.5)
+    adamw_step(theirs, grads, their_state, **hyper)
+    our_loss, _ = parallel_train_step(gpt2, params, CFG, [(x, y)], adamw_init(params), rng=None,
+                                      grad_clip=0.5, **hyper)
+    assert our_loss == loss
+    assert all(np.array_equal(params[k], theirs[k]) for k in params)
+
+
+def test_an_error_in_a_worker_during_a_train_step(params, batch):
+    """A worker's error is raised here; nothing is updated, and the next step works."""
+    x, y = batch
+    bad = x.copy()
+    bad[-1, 0] = CFG.vocab_size
+    hyper = dict(grad_clip=1.0, lr=1e-2, weight_decay=0.1)
+    shared, opt, start = workers_for(params, 2)
+    before = {k: p.copy() for k, p in shared.items()}
+    with start as procs:
+        with pytest.raises(GlassformerError, match="token id"):
+            parallel_train_step(gpt2, shared, CFG, [(bad, y)], opt, rng=None, workers=2,
+                                procs=procs, **hyper)
+        assert all(np.array_equal(shared[k], before[k]) for k in shared)
+        loss, opt = parallel_train_step(gpt2, shared, CFG, [(x, y)], opt, rng=None, workers=2,
+                                        procs=procs, **hyper)
+    assert opt.t == 1 and loss == pytest.approx(batch_loss(gpt2, params, CFG, x, y), rel=1e-5)
+    with pytest.raises(GlassformerError, match="at least one micro-batch"):
+        parallel_train_step(gpt2, shared, CFG, [], opt, rng=None, **hyper)
+
+
+def test_a_reduce_scatter_needs_a_shard_per_process(params, batch):
+    x, y = batch
+    shared, opt, start = workers_for(params, 3)
+    with start as procs, pytest.raises(GlassformerError, match="over 3 processes needs"):
+        parallel_train_step(gpt2, shared, CFG, [(x, y)], opt, rng=None, workers=2, procs=procs,
+                            grad_clip=1.0, lr=1e-3)
 
 
 def test_balanced_groups_split_by_size(params):
