@@ -36,10 +36,10 @@ import numpy as np
 from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
-                                     clip_grad_norm, global_norm, scale_grads, squared_norms)
+                                     clip_grad_norm, global_norm, scale_grads)
 from glassformer.train.step import batch_loss, loss_and_grads
 from glassformer.train.workers import (WorkerProcesses, collect_all, order_adamw, order_loss,
-                                       order_reduce, order_step, share_arrays, sum_shards,
+                                       order_reduce, order_step, reduce_group, share_arrays,
                                        worker_processes)
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
@@ -267,13 +267,9 @@ def _reduce_scatter_step(family, params: dict, cfg, micro_batches: list, opt: Ad
         norm = i == n - 1 and grad_clip > 0.0    # ||g||^2 once every micro-batch is in
         for worker in busy:
             order_reduce(worker, first=i == 0, norm=norm)
-        mine = _while_busy(busy, lambda: sum_shards(procs.keys, 0, grads, published))
-        if i == 0:
-            summed = mine
-        else:
-            for key, g in mine.items():
-                summed[key] += g                 # gradient accumulation, in micro-batch order
-        squares = _while_busy(busy, lambda: squared_norms(summed)) if norm else {}
+        mine = _while_busy(busy, lambda: reduce_group(procs.keys, 0, grads, published, summed,
+                                                      first=i == 0, norm=norm))
+        squares = dict(zip(procs.keys, mine))
         for worker, reply in zip(busy, collect_all(busy)):
             squares.update(zip(worker.keys, reply))
     coef = 1.0

@@ -44,7 +44,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.train.optim import AdamWState, adamw_step, scale_grads, squared_norms
+from glassformer.train.optim import AdamWState, adamw_step, scale_grads
 from glassformer.train.step import batch_loss, loss_and_grads
 
 _STEP = struct.Struct("<qdqq")           # rows, dloss, seed (-1: no dropout generator), keep
@@ -77,18 +77,34 @@ class Worker(NamedTuple):
     keys: list[str]        # its group: the params whose grads it sums and whose AdamW it runs
 
 
-def sum_shards(keys, shard: int, kept: dict, published: list[dict]) -> dict:
-    """Each key's gradient summed over the shards in shard order, ((g_0 + g_1) + g_2) + ...: this
-    process's own (`kept`, arrays it may overwrite) for shard `shard`, published[i] for shard i.
-    The same order and so the same float32 sums as `parallel_loss_and_grads`'s fan-in."""
-    total = {}
+def reduce_group(keys, shard: int, kept: dict, published: list[dict], summed: dict, *,
+                 first: bool, norm: bool) -> list[float]:
+    """Sum each key's gradient over the shards into `summed`, in place; returns each key's
+    ||summed||^2 when `norm` (else []).
+
+    The shards are added in shard order, ((g_0 + g_1) + g_2) + ...: this process's own grads
+    (`kept`, arrays it may overwrite) for shard `shard`, published[i] for shard i. first: the sum
+    replaces what `summed` held, else it is added on (gradient accumulation, in micro-batch
+    order). The same float32 sums as `parallel_loss_and_grads`'s fan-in, and each norm is taken
+    while its gradient is still in cache.
+    """
+    if first:
+        summed.clear()
+    squares = []
     for key in keys:
         terms = [kept[key] if i == shard else box[key] for i, box in enumerate(published)]
         out = kept[key] if shard <= 1 else None           # g_0 + g_1 may land in our own g
-        total[key] = np.add(terms[0], terms[1], out=out)
+        total = np.add(terms[0], terms[1], out=out)
         for term in terms[2:]:
-            total[key] += term
-    return total
+            total += term
+        if first:
+            summed[key] = total
+        else:
+            summed[key] += total
+        if norm:
+            flat = summed[key].reshape(-1)
+            squares.append(float(np.dot(flat, flat)))     # as optim.squared_norms
+    return squares
 
 
 def _reply(conn, work) -> None:
@@ -132,15 +148,10 @@ def _serve(conn, family, cfg, params: dict, opt: AdamWState, me: Worker, publish
     def reduce(first: int, norm: int) -> list[float]:
         if not kept and me.keys:
             raise GlassformerError("reduce ordered before a step that keeps the group's grads")
-        total = sum_shards(me.keys, me.shard, kept, published)
+        squares = reduce_group(me.keys, me.shard, kept, published, summed, first=bool(first),
+                               norm=bool(norm))
         kept.clear()
-        if first:
-            summed.clear()
-            summed.update(total)
-        else:
-            for key, g in total.items():
-                summed[key] += g  # gradient accumulation: micro-batch sums added in order
-        return list(squared_norms(summed).values()) if norm else []
+        return squares
 
     def adamw(lr, beta1, beta2, eps, weight_decay, coef, t) -> list[float]:
         if summed.keys() != own:
