@@ -107,21 +107,21 @@ def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarra
         slope *= x
         slope += gate                                          # Phi(x) + x phi(x)
     else:
-        gate = _sigmoid_two_u(x)
-        slope = _tanh_gate_slope(x, gate)
+        square = x * x                                         # x^2, for the gate and the slope
+        gate = _sigmoid_two_u(x, square)
+        slope = _tanh_gate_slope(x, gate, square)              # written over `square`
     out = np.multiply(x, gate, out=gate)                       # the gate is not kept
     return out, GeluCtx(slope=slope)
 
 
-def _sigmoid_two_u(x: np.ndarray) -> np.ndarray:
-    """The tanh form's gate g = (1 + tanh u) / 2 = sigmoid(2u), in one array, seven passes.
+def _sigmoid_two_u(x: np.ndarray, square: np.ndarray) -> np.ndarray:
+    """The tanh form's gate g = (1 + tanh u) / 2 = sigmoid(2u), in one new array, six passes.
 
+    square: x^2 (only read). -2u = x (a + b x^2) with a = -2 sqrt(2/pi), b = a * 0.044715.
     note: (1 + tanh u) / 2 = 1 / (1 + exp(-2u)) exactly; the sigmoid form avoids the cancellation
     of 1 + tanh u when tanh u ~ -1 (x < -3), where float32 would keep no correct digit of g.
-    -2u = x (a + b x^2) with a = -2 sqrt(2/pi), b = a * 0.044715.
     """
-    gate = x * x
-    gate *= _MINUS_TWO_U_CUBIC
+    gate = square * _MINUS_TWO_U_CUBIC
     gate += _MINUS_TWO_U_LINEAR
     gate *= x                                  # -2u
     with np.errstate(over="ignore"):           # exp -> inf for x << 0 gives g = 0, the limit
@@ -130,12 +130,12 @@ def _sigmoid_two_u(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(gate, out=gate)       # g = sigmoid(2u)
 
 
-def _tanh_gate_slope(x: np.ndarray, gate: np.ndarray) -> np.ndarray:
-    """g + x g'(x) for the tanh form, in one array: g (1 + x (1 - g) 2 du/dx).
+def _tanh_gate_slope(x: np.ndarray, gate: np.ndarray, square: np.ndarray) -> np.ndarray:
+    """g + x g'(x) for the tanh form, written over `square` (x^2): g (1 + x (1 - g) 2 du/dx).
 
     1 - tanh(u)^2 = 4 g (1 - g), so g' = 2 g (1 - g) du/dx: no tanh(u) is needed.
     """
-    slope = x * x
+    slope = square
     slope *= 6.0 * _SQRT_2_OVER_PI * _CUBIC
     slope += 2.0 * _SQRT_2_OVER_PI             # 2 du/dx = 2 sqrt(2/pi) (1 + 3 k x^2)
     slope *= x
