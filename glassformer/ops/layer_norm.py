@@ -84,8 +84,8 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
     mean = _row_mean(x)                             # (..., C) -> (..., 1)
     centered = x - mean                             # (..., C)
-    # biased variance: a row dot of centered with itself over C (einsum: no squared temporary)
-    var = np.einsum("...c,...c->...", centered, centered)[..., None] * (1.0 / x.shape[-1])
+    # biased variance: a row dot of centered with itself over C (vecdot: no squared temporary)
+    var = np.vecdot(centered, centered)[..., None] * (1.0 / x.shape[-1])
     rstd = 1.0 / np.sqrt(var + eps)                 # (..., 1)
     xhat = centered
     xhat *= rstd                                    # (..., C), in place: centered is not kept
@@ -102,8 +102,8 @@ def layer_norm_backward(dy: np.ndarray, ctx: LayerNormCtx
     inv_width = 1.0 / width
     g = dy * ctx.w                                          # (..., C): gradient reaching xhat
     g_mean = _row_mean(g)                                   # (..., 1): path through mean
-    # (..., C) . (..., C) -> (..., 1): path through rstd (einsum: a row dot, no temporary)
-    gx_mean = np.einsum("...c,...c->...", g, ctx.xhat)[..., None] * inv_width
+    # (..., C) . (..., C) -> (..., 1): path through rstd (vecdot: a row dot, no temporary)
+    gx_mean = np.vecdot(g, ctx.xhat)[..., None] * inv_width
     dx = ctx.xhat * gx_mean                                 # (..., C), then in place:
     dx += g_mean
     np.subtract(g, dx, out=dx)                              # g - mean(g) - xhat * mean(g xhat)

@@ -57,8 +57,8 @@ def rms_norm_forward(x: np.ndarray, w: np.ndarray, *, eps: float = 1e-6
     check_shape("w", w, ("C",), sizes)
     check_same_dtype(x=x, w=w)
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
-    # (..., C) -> (..., 1): a row dot of x with itself (einsum: no squared temporary)
-    mean_square = np.einsum("...c,...c->...", x, x)[..., None] * (1.0 / x.shape[-1])
+    # (..., C) -> (..., 1): a row dot of x with itself (vecdot: no squared temporary)
+    mean_square = np.vecdot(x, x)[..., None] * (1.0 / x.shape[-1])
     rstd = 1.0 / np.sqrt(mean_square + eps)            # (..., 1)
     xhat = x * rstd                                    # (..., C)
     y = xhat * w
@@ -69,8 +69,8 @@ def rms_norm_backward(dy: np.ndarray, ctx: RMSNormCtx) -> tuple[np.ndarray, np.n
     """Returns (dx, dw) shaped like x and w."""
     width = ctx.w.shape[0]
     g = dy * ctx.w                                          # (..., C): gradient reaching xhat
-    # (..., C) . (..., C) -> (..., 1): path through rstd (einsum: a row dot, no temporary)
-    gx_mean = np.einsum("...c,...c->...", g, ctx.xhat)[..., None] * (1.0 / width)
+    # (..., C) . (..., C) -> (..., 1): path through rstd (vecdot: a row dot, no temporary)
+    gx_mean = np.vecdot(g, ctx.xhat)[..., None] * (1.0 / width)
     dx = ctx.xhat * gx_mean                                 # (..., C), then in place:
     np.subtract(g, dx, out=dx)                              # g - xhat * mean(g xhat)
     dx *= ctx.rstd

@@ -118,8 +118,8 @@ def _shifted_exps(logits: np.ndarray) -> np.ndarray:
 def softmax_backward(dprobs: np.ndarray, ctx: SoftmaxCtx) -> np.ndarray:
     """Gradient of the loss w.r.t. the softmax input: p * (dp - <dp, p>). (..., S) -> (..., S)."""
     probs = ctx.probs
-    # (..., S) . (..., S) -> (..., 1): a row dot (einsum: no (..., S) product array)
-    dot = np.einsum("...s,...s->...", dprobs, probs)[..., None]
+    # (..., S) . (..., S) -> (..., 1): a row dot (vecdot: no (..., S) product array)
+    dot = np.vecdot(dprobs, probs)[..., None]
     dx = dprobs - dot                                    # a fresh array, scaled in place
     dx *= probs
     return dx
