@@ -36,11 +36,11 @@ import numpy as np
 from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
-                                     clip_grad_norm, global_norm, scale_grads)
+                                     clip_grad_norm, global_norm)
 from glassformer.train.step import batch_loss, loss_and_grads
 from glassformer.train.workers import (WorkerProcesses, collect_all, order_adamw, order_loss,
                                        order_reduce, order_step, reduce_group, share_arrays,
-                                       worker_processes)
+                                       update_group, worker_processes)
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
 
@@ -114,6 +114,13 @@ def _while_busy(busy: list, work):
         raise
 
 
+def _shard_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray,
+                          seed: int | None, dloss: float) -> tuple[float, dict]:
+    """One shard's loss and grads here, its dropout drawn from a generator seeded by `seed`."""
+    generator = None if seed is None else np.random.default_rng(seed)
+    return loss_and_grads(family, params, cfg, x, y, rng=generator, dloss=dloss)
+
+
 def parallel_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                             rng: np.random.Generator | None, dloss: float = 1.0,
                             workers: int = 1, procs: WorkerProcesses | None = None
@@ -130,9 +137,8 @@ def parallel_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndar
     seeds = shard_seeds(rng, len(shards))
 
     def here(i: int) -> tuple[float, dict]:
-        generator = None if seeds[i] is None else np.random.default_rng(seeds[i])
-        return loss_and_grads(family, params, cfg, x[shards[i]], y[shards[i]], rng=generator,
-                              dloss=dloss * weights[i])
+        return _shard_loss_and_grads(family, params, cfg, x[shards[i]], y[shards[i]], seeds[i],
+                                     dloss * weights[i])
 
     if procs is None:
         results = [here(i) for i in range(len(shards))]
@@ -253,9 +259,8 @@ def _reduce_scatter_step(family, params: dict, cfg, micro_batches: list, opt: Ad
             order_step(worker, x[shards[j]], y[shards[j]], weights[j] / n, seeds[j], keep=True)
 
         def here() -> tuple[float, dict]:
-            generator = None if seeds[0] is None else np.random.default_rng(seeds[0])
-            loss, grads = loss_and_grads(family, params, cfg, x[shards[0]], y[shards[0]],
-                                         rng=generator, dloss=weights[0] / n)
+            loss, grads = _shard_loss_and_grads(family, params, cfg, x[shards[0]],
+                                                y[shards[0]], seeds[0], weights[0] / n)
             for key, box in procs.grads.items():
                 box[...] = grads[key]        # the workers' groups, where they read them
             return loss, grads
@@ -278,14 +283,8 @@ def _reduce_scatter_step(family, params: dict, cfg, micro_batches: list, opt: Ad
     t = opt.t
     for worker in busy:
         order_adamw(worker, coef=coef, t=t, **hyper)
-
-    def update() -> None:
-        scale_grads(summed, coef)
-        group = AdamWState(m={k: opt.m[k] for k in procs.keys},
-                           v={k: opt.v[k] for k in procs.keys}, t=t)
-        adamw_step({k: params[k] for k in procs.keys}, summed, group, **hyper)
-
-    _while_busy(busy, update)
+    _while_busy(busy, lambda: update_group(procs.keys, params, opt, summed, coef=coef, t=t,
+                                           **hyper))
     collect_all(busy)
     return total / n, AdamWState(m=opt.m, v=opt.v, t=t + 1)
 

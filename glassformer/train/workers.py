@@ -107,6 +107,15 @@ def reduce_group(keys, shard: int, kept: dict, published: list[dict], summed: di
     return squares
 
 
+def update_group(keys, params: dict, opt: AdamWState, summed: dict, *, coef: float, t: int,
+                 **hyper) -> None:
+    """The optimizer step of one group: its summed grads times the clip coefficient `coef`
+    (when < 1), then AdamW at step t + 1 on those params and moments, all in place."""
+    scale_grads(summed, coef)
+    group = AdamWState(m={k: opt.m[k] for k in keys}, v={k: opt.v[k] for k in keys}, t=t)
+    adamw_step({k: params[k] for k in keys}, summed, group, **hyper)
+
+
 def _reply(conn, work) -> None:
     """Run `work()` and send b"K" + the float64 values it returns, or b"E" + the error's text."""
     try:
@@ -156,10 +165,8 @@ def _serve(conn, family, cfg, params: dict, opt: AdamWState, me: Worker, publish
     def adamw(lr, beta1, beta2, eps, weight_decay, coef, t) -> list[float]:
         if summed.keys() != own:
             raise GlassformerError("AdamW ordered before the group's grads were summed")
-        scale_grads(summed, coef)
-        group = AdamWState(m={k: opt.m[k] for k in me.keys}, v={k: opt.v[k] for k in me.keys}, t=t)
-        adamw_step({k: params[k] for k in me.keys}, summed, group, lr=lr, beta1=beta1,
-                   beta2=beta2, eps=eps, weight_decay=weight_decay)
+        update_group(me.keys, params, opt, summed, coef=coef, t=t, lr=lr, beta1=beta1,
+                     beta2=beta2, eps=eps, weight_decay=weight_decay)
         summed.clear()
         return []
 
