@@ -36,10 +36,11 @@ import numpy as np  # noqa: E402
 from glassformer.allocator import keep_freed_memory  # noqa: E402
 
 
+from glassformer.blas import blas_threads  # noqa: E402
 from glassformer.models import gpt2  # noqa: E402
 from glassformer.train.optim import adamw_init  # noqa: E402
 from glassformer.train.parallel import (parallel_train_step, parallel_workers,  # noqa: E402
-                                        resolve_workers, share_run_arrays)
+                                        resolve_workers, share_run_arrays, usable_cores)
 from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -135,6 +136,12 @@ def timed(step, data) -> list[float]:
     return out
 
 
+def one_core(step, data) -> list[float]:
+    """`timed` for the one-worker side: plain NumPy, its BLAS on every core (workers idle)."""
+    with blas_threads(usable_cores()):
+        return timed(step, data)
+
+
 def child(side: str, iters: int, data_path: Path) -> None:
     """Run one side only and print its peak RSS (MiB) and ms/iter as JSON."""
     ids, vocab = load_ids(data_path)
@@ -171,15 +178,18 @@ def main() -> None:
     data = list(batches(ids, args.iters + 10))
     ours_step, start_workers = glassformer_stepper(cfg, params, workers)
     one_step, _ = glassformer_stepper(cfg, one_core_params, 1)
-    with start_workers() as procs:
-        timed(partial(ours_step, procs=procs), data[:5])  # warm up
-    timed(one_step, data[:5]), timed(torch_step, data[:5])
-    for start in range(10, len(data), args.block):
-        chunk = data[start:start + args.block]
-        with start_workers() as procs:  # BLAS at one thread per process while they run
-            ours_ms += timed(partial(ours_step, procs=procs), chunk)
-        one_ms += timed(one_step, chunk)
-        torch_ms += timed(torch_step, chunk)
+    # One set of worker processes for the whole run, as `glassformer train` has: they wait on
+    # their pipes (no CPU) while the other sides run. Starting them afresh for every block
+    # made each block's first step ~20 ms slower (new processes, cold memory), which no
+    # training run pays.
+    with start_workers() as procs:  # holds BLAS at one thread per process
+        ours = partial(ours_step, procs=procs)
+        timed(ours, data[:5]), one_core(one_step, data[:5]), timed(torch_step, data[:5])
+        for start in range(10, len(data), args.block):
+            chunk = data[start:start + args.block]
+            ours_ms += timed(ours, chunk)
+            one_ms += one_core(one_step, chunk)
+            torch_ms += timed(torch_step, chunk)
     rss = {}
     for side in ("glassformer", "torch"):
         done = subprocess.run([sys.executable, __file__, "--child", side, "--iters", "20",
