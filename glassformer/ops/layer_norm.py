@@ -27,6 +27,7 @@ import numpy as np
 
 from glassformer.errors import ShapeError
 from glassformer.ops._check import check_float, check_same_dtype, check_shape
+from glassformer.ops._rows import row_sum
 from glassformer.ops._scalars import check_eps
 
 
@@ -44,17 +45,6 @@ class LayerNormCtx(NamedTuple):
     rstd: np.ndarray
     w: np.ndarray
     has_bias: bool
-
-
-def _row_mean(x: np.ndarray) -> np.ndarray:
-    """Mean over the last axis, (..., C) -> (..., 1), as one matrix-vector product with 1/C.
-
-    note: BLAS reads the rows in one pass, 3x faster than x.mean(-1) on rows of a few hundred.
-    """
-    width = x.shape[-1]
-    rows = x.reshape(-1, width)                             # (..., C) -> (N, C)
-    mean = rows @ np.full(width, 1.0 / width, x.dtype)      # (N, C) @ (C,) -> (N,)
-    return mean.reshape(x.shape[:-1] + (1,))                # (N,) -> (..., 1)
 
 
 def _check_inputs(x, w, b) -> None:
@@ -82,7 +72,7 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     """
     _check_inputs(x, w, b)
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
-    mean = _row_mean(x)                             # (..., C) -> (..., 1)
+    mean = row_sum(x, 1.0 / x.shape[-1])            # (..., C) -> (..., 1)
     centered = x - mean                             # (..., C)
     # biased variance: a row dot of centered with itself over C (vecdot: no squared temporary)
     var = np.vecdot(centered, centered)[..., None] * (1.0 / x.shape[-1])
@@ -101,7 +91,7 @@ def layer_norm_backward(dy: np.ndarray, ctx: LayerNormCtx
     width = ctx.w.shape[0]
     inv_width = 1.0 / width
     g = dy * ctx.w                                          # (..., C): gradient reaching xhat
-    g_mean = _row_mean(g)                                   # (..., 1): path through mean
+    g_mean = row_sum(g, inv_width)                          # (..., 1): path through mean
     # (..., C) . (..., C) -> (..., 1): path through rstd (vecdot: a row dot, no temporary)
     gx_mean = np.vecdot(g, ctx.xhat)[..., None] * inv_width
     dx = ctx.xhat * gx_mean                                 # (..., C), then in place:
