@@ -5,8 +5,8 @@ import signal
 
 import numpy as np
 import pytest
+from threadpoolctl import ThreadpoolController
 
-from glassformer.blas import blas_threads, find_openblas
 from glassformer.errors import GlassformerError
 from glassformer.models import gpt2
 from glassformer.train.loop import TrainConfig
@@ -267,27 +267,6 @@ def test_balanced_groups_split_by_size(params):
     assert balanced_groups({"a": np.zeros(3)}, 3) == [["a"], [], []]  # one group per worker
 
 
-def test_blas_threads_are_restored():
-    controls = find_openblas()
-    if not controls:
-        pytest.skip("NumPy's BLAS here is not an OpenBLAS this process can find")
-    before = [control.get_threads() for control in controls]
-    with blas_threads(1) as limited:
-        assert limited and all(control.get_threads() == 1 for control in controls)
-    assert [control.get_threads() for control in controls] == before
-
-
-def test_every_openblas_is_limited_numpys_too():
-    """Every OpenBLAS loaded is controlled, so NumPy's own copy is, even when SciPy's (which
-    transformers' imports bring) comes first."""
-    pytest.importorskip("scipy.linalg")
-    from glassformer.blas import _loaded_openblas_paths
-    paths = _loaded_openblas_paths()
-    if not paths:
-        pytest.skip("no OpenBLAS loaded in this process")
-    assert len(find_openblas()) == len(paths)
-
-
 def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
     """Where BLAS's threads cannot be limited, no worker starts (its BLAS threads would fight
     ours), and the shards run in turn here with the same numbers."""
@@ -297,7 +276,8 @@ def test_without_blas_control_shards_run_in_turn(params, batch, monkeypatch):
     with start as procs:
         side_by_side = parallel_loss_and_grads(gpt2, shared, CFG, x, y, rng=None, workers=2,
                                                procs=procs)
-    monkeypatch.setattr(blas, "find_openblas", lambda: [])
+    no_blas = ThreadpoolController().select(user_api=[])  # selects no library
+    monkeypatch.setattr(blas, "find_blas", lambda: no_blas)
     shared, _, start = workers_for(params, 2)
     with start as procs:
         assert procs is None
