@@ -13,22 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib module
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from glassformer.allocator import keep_freed_memory  # noqa: E402
-
-
-from glassformer.generate.generate import generate  # noqa: E402
-from glassformer.models import gpt2  # noqa: E402
-from glassformer.models.model import Model  # noqa: E402
+from glassformer.allocator import keep_freed_memory
+from glassformer.generate.generate import generate
+from glassformer.models import gpt2
+from glassformer.models.model import Model
 
 CONFIG = dict(vocab_size=50257, max_seq_len=1024, n_layer=12, n_head=12, d_model=768)
 
@@ -119,7 +115,7 @@ def main() -> None:
         child(args.child, args.new_tokens)
         return
     import torch
-    torch.set_num_threads(len(__import__("os").sched_getaffinity(0)))
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
     model = our_model()
     hf = hf_model(model)
     prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, args.prompt_len))

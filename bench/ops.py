@@ -16,30 +16,22 @@ Last line: one JSON object with attention_* and mlp_* milliseconds and ratios (o
 """
 from __future__ import annotations
 
-import os
-import sys
-
-# note: a script's own folder comes first on sys.path, so a bench/ module named like a standard
-# module (bench/tokenize.py) would shadow it; import from the repository root instead.
-sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import statistics
 import time
 from functools import partial
 
 import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
 
-from glassformer.blocks import (BlockConfig, attention_block_backward,  # noqa: E402
-                                attention_block_forward, init_attention, init_mlp,
-                                mlp_backward, mlp_forward)
-
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
+from glassformer.blocks import (BlockConfig, attention_block_backward, attention_block_forward,
+                                init_attention, init_mlp, mlp_backward, mlp_forward)
 
 SIZES = dict(B=4, T=256, C=768, H=12)
 

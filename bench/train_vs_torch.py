@@ -12,7 +12,9 @@ the others in worker processes (train/parallel.py, `--workers`). The one-worker 
 (`--workers 1`: plain single-process NumPy, BLAS on every core) is printed too. glassformer's peak
 RSS is the sum over its processes (pages they share count in each).
 
-    python bench/train_vs_torch.py [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
+    python -m bench.train_vs_torch [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
+
+(from the repository root, as a module: the torch side imports torchref/, which sits there.)
 
 Last line: one JSON object with glassformer_ms_per_iter, torch_ms_per_iter, ratio, peak RSS,
 workers, and the same figures for one worker.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,20 +31,17 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
+from glassformer.allocator import keep_freed_memory
+from glassformer.blas import blas_threads
+from glassformer.models import gpt2
+from glassformer.train.optim import adamw_init
+from glassformer.train.parallel import (parallel_train_step, parallel_workers, resolve_workers,
+                                        share_run_arrays, usable_cores)
+from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[0] = str(ROOT)  # not bench/: its tokenize.py would shadow the stdlib module
-
-import numpy as np  # noqa: E402
-
-from glassformer.allocator import keep_freed_memory  # noqa: E402
-
-
-from glassformer.blas import blas_threads  # noqa: E402
-from glassformer.models import gpt2  # noqa: E402
-from glassformer.train.optim import adamw_init  # noqa: E402
-from glassformer.train.parallel import (parallel_train_step, parallel_workers,  # noqa: E402
-                                        resolve_workers, share_run_arrays, usable_cores)
-from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 RECIPE = dict(lr=1e-3, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0, batch=12,
@@ -95,7 +95,7 @@ def torch_stepper(cfg, params):
     import torch
     from torchref import gpt as torch_gpt
 
-    torch.set_num_threads(max(1, len(__import__("os").sched_getaffinity(0))))
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
     model = torch_gpt.build(cfg, params)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -192,9 +192,9 @@ def main() -> None:
             torch_ms += timed(torch_step, chunk)
     rss = {}
     for side in ("glassformer", "torch"):
-        done = subprocess.run([sys.executable, __file__, "--child", side, "--iters", "20",
-                               "--data", str(args.data)], capture_output=True, text=True,
-                              check=True)
+        done = subprocess.run([sys.executable, "-m", "bench.train_vs_torch", "--child", side,
+                               "--iters", "20", "--data", str(args.data)], cwd=ROOT,
+                              capture_output=True, text=True, check=True)
         rss[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"]
     ours, one, theirs = (statistics.median(ms) for ms in (ours_ms, one_ms, torch_ms))
     print(f"glassformer  {ours:8.2f} ms/iter   peak RSS {rss['glassformer']:7.1f} MiB   "

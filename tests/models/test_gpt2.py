@@ -1,7 +1,5 @@
 """GPT-2 model: shapes and dtypes, float64 gradcheck of a tiny config, whole-model parity with
 PyTorch autograd (loss and every parameter gradient), and bad input."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,8 +92,7 @@ def test_bad_input_is_a_clear_error():
 
 
 torch = pytest.importorskip("torch")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from torchref import gpt as torch_gpt  # noqa: E402
+from torchref import gpt as torch_gpt  # noqa: E402  (torchref/ sits at the root: pytest pythonpath)
 
 
 @pytest.mark.parametrize("bias,tied", [(True, True), (False, False)])

@@ -7,29 +7,23 @@ empty per-word cache (every distinct word runs the merge loop) and "warm" with t
 by the previous run (only the regex split and dictionary lookups remain). Each figure is the
 median over --repeats rounds; the rounds alternate the tokenizers so machine noise hits all alike.
 
-    python bench/tokenize.py [--repeats 5] [--data ../shared/data/tinyshakespeare.txt]
+    python bench/tokenizer_speed.py [--repeats 5] [--data ../shared/data/tinyshakespeare.txt]
 
 Last line: one JSON object with the ms of each and the ratios to tiktoken and to HF.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-# subtle: this file is named tokenize.py, so with bench/ on sys.path it would shadow the standard
-# library's `tokenize` module (which inspect and linecache import). Drop bench/ from the path.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BENCH_DIR]
-sys.path.insert(0, str(ROOT))
+from glassformer.tokenizers.installed import installed_tokenizer_path
+from glassformer.tokenizers.load import load_tokenizer
 
-import argparse  # noqa: E402
-
-from glassformer.tokenizers.installed import installed_tokenizer_path  # noqa: E402
-from glassformer.tokenizers.load import load_tokenizer  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 GOAL_RATIO = 20.0  # glassformer (cold) may be at most this many times slower than tiktoken
