@@ -2,7 +2,8 @@
 
 Every NumPy op returns a fresh array. glibc serves blocks above 128 KiB with a new mmap and
 unmaps them on free, so the next array of that size page-faults its way in again: a training
-step over (B, T, 4C) activations spends ~20% of its time in those faults. Raising glibc's mmap and
+step over (B, T, 4C) activations spends a large share of its time in those faults
+(docs/performance.md). Raising glibc's mmap and
 trim thresholds makes freed blocks stay in the heap and be reused, as PyTorch's caching
 allocator does for its tensors. Values are unchanged; only where the bytes come from.
 

@@ -1,9 +1,10 @@
 """The error function erf and its complement erfc, vectorised, in float64, without SciPy.
 
 Exact GELU needs the normal CDF, Phi(x) = erfc(-x / sqrt(2)) / 2, and NumPy has no erf. Calling
-`math.erf` per element is ~100x too slow for activations, and the short Abramowitz-Stegun fits
-(7.1.26, error 1.5e-7) are too rough: a float64 gradient check compares the forward's finite
-differences with an exact derivative, so the forward must be as smooth and accurate as float64.
+`math.erf` per element (one Python call each) is far too slow for activations, and the short
+Abramowitz-Stegun fits (7.1.26, error 1.5e-7) are too rough: a float64 gradient check compares
+the forward's finite differences with an exact derivative, so the forward must be as smooth and
+accurate as float64.
 
 We use W. J. Cody's rational Chebyshev approximations ("Rational Chebyshev approximations for the
 error function", Math. Comp. 23 (1969) 631-638), with the coefficient sets of his Netlib SPECFUN

@@ -8,7 +8,8 @@ def row_sum(x: np.ndarray, scale: float = 1.0) -> np.ndarray:
     """scale * (sum over the last axis), (..., S) -> (..., 1): rows @ a vector of `scale`s.
 
     note: NumPy's sum or mean along a short last axis runs a loop per row; BLAS reads the rows in
-    one pass, 3-5x faster on rows of 64 to a few hundred. scale = 1 / S gives the row mean.
+    one pass, several times faster on short rows (docs/performance.md). scale = 1 / S gives the
+    row mean.
 
     >>> row_sum(np.array([[1.0, 3.0]]), 0.5).tolist()
     [[2.0]]

@@ -16,7 +16,8 @@ GELU is Hendrycks & Gimpel (2016); "tanh" is their fast approximation, which GPT
 What ctx keeps: GELU keeps only its local slope g + x g'(x), computed in the forward while x is
 still in cache, so its backward is a single product dout * slope. (Keeping x and g instead and
 building the slope in the backward took ten passes over (B, T, F) there; the array the next
-matrix product reads then came back from memory, and a training step was 3-10% slower.)
+matrix product reads then came back from memory, and a training step was slower: figures in
+docs/performance.md.)
 SiLU keeps x and the gate g (same shape and dtype as x): g is the costly part to recompute (an
 exp). ReLU keeps only the boolean mask x > 0 (one byte per element instead of four or eight).
 

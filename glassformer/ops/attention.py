@@ -94,10 +94,10 @@ def transposed_operand(x: np.ndarray, rows: int) -> np.ndarray:
     """x^T over the last two axes, (..., S, D) -> (..., D, S), as the right operand of a product
     whose left operand has `rows` rows: a contiguous copy when there are several rows, else a view.
 
-    note: OpenBLAS multiplies the small per-head matrices of attention ~25% faster when the right
-    operand is not a transposed view, and the copy costs a quarter of that product. A single row
-    (decoding one token against a KV cache) is a matrix-vector product that reads x once anyway,
-    so there the copy would only double the traffic.
+    note: OpenBLAS multiplies the small per-head matrices of attention faster when the right
+    operand is not a transposed view, by more than the copy costs (docs/performance.md). A single
+    row (decoding one token against a KV cache) is a matrix-vector product that reads x once
+    anyway, so there the copy would only double the traffic.
     """
     x_t = np.swapaxes(x, -1, -2)
     return np.ascontiguousarray(x_t) if rows > 1 else x_t

@@ -15,7 +15,7 @@ subtle: ids repeat (the same token appears many times in a batch), so `dtable[id
 would be wrong: NumPy's buffered fancy-index assignment keeps only the last write per row. Here
 the positions are sorted by id, so the gradients of each id sit in one run of rows, and
 `np.add.reduceat` sums every run in one pass (`np.add.at` gives the same sums but loops over
-the positions one by one, 4x slower). Rows never looked up get exactly zero.
+the positions one by one, several times slower). Rows never looked up get exactly zero.
 
 Derivation: docs/derivations/embedding.md.
 """

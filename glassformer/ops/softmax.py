@@ -4,8 +4,8 @@
 
 Softmax does not change when every x_j in a row moves by the same m. The row maximum is the usual
 choice because exp(x_j - m) <= 1 then cannot overflow. Here m = 0 is tried first, since finding a
-row maximum costs about three times as long as the exp itself. The row sums show whether that was
-safe, and the rows are shifted by their maximum when it was not:
+row maximum costs more than the exp itself (docs/performance.md). The row sums show whether that
+was safe, and the rows are shifted by their maximum when it was not:
 
     sum_k exp(x_k) finite    no exp overflowed (each term is at most the sum)
     sum_k exp(x_k) >= 2^-64  the row's largest term is at least 2^-64 / S. A term that fell below
@@ -42,7 +42,8 @@ def masked_logits(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     """x with -inf added where `mask` is False (so those entries get exactly zero probability).
 
     note: the -inf is added through a bias of the mask's own shape ((T, S) for a causal mask),
-    one broadcast pass over x: 3.5x faster than np.where(mask, x, -inf). x must be finite where
+    one broadcast pass over x, several times faster than np.where(mask, x, -inf), which builds
+    x's full shape from three operands. x must be finite where
     masked, or inf + (-inf) gives NaN; scores from finite q and k always are.
     """
     if mask is None:
@@ -55,10 +56,11 @@ def masked_logits(x: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
 def row_max(x: np.ndarray) -> np.ndarray:
     """max over the last axis, (..., S) -> (..., 1), by folding the row in half repeatedly.
 
-    note: NumPy's max along a short last axis runs a scalar loop per row (~3x slower than an
-    elementwise pass). Folding compares the first ceil(w/2) columns with the last ceil(w/2) (for
-    odd w the middle column meets itself) until one column is left: ceil(log2 S) vectorized
-    np.maximum calls on ever shorter arrays, about one pass in all. Same value as x.max(-1).
+    note: NumPy's max along a short last axis runs a scalar loop per row, several times slower
+    than an elementwise pass. Folding compares the first ceil(w/2) columns with the last
+    ceil(w/2) (for odd w the middle column meets itself) until one column is left: ceil(log2 S)
+    vectorized np.maximum calls on ever shorter arrays, about one pass in all. Same value as
+    x.max(-1).
 
     >>> row_max(np.array([[3.0, 1.0, 4.0, 1.0, 5.0]])).tolist()
     [[5.0]]
