@@ -6,9 +6,10 @@ of the supported file layouts. See docs/tokenizers.md.
     char.py             one id per character of a corpus
     bytelevel.py        GPT-2's byte <-> printable-character table; readable views of byte tokens
     pretokenize.py      the pre-tokenizer regexes (gpt2, llama3, smollm)
-    bpe.py              byte-level BPE encode/decode (merges applied by rank, per-word cache)
+    bpe.py              byte-level BPE encode/decode (merges applied by rank, per-word cache);
+                        reads tokenizer.json and vocab.json + merges.txt
     bpe_train.py        learning merges from text (the pair-count loop)
-    bpe_files.py        vocab.json + merges.txt, .tiktoken and GGUF readers
+    bpe_files.py        .tiktoken and GGUF readers
     hf_json.py          the parts of HF's tokenizer.json we read and write
     wordpiece_basic.py  BERT's basic tokenizer (clean, lower-case, accents, punctuation, CJK)
     wordpiece.py        greedy longest-match-first WordPiece, pairs, padding, truncation

@@ -14,6 +14,9 @@ tiktoken and HF). Reference matched: tiktoken and HF `tokenizers` BPE, id for id
 Step 4 depends only on the word, so its result is memoised per word in `word_cache`, a dict the
 tokenizer owns and hands explicitly to `encode_words`; it never changes a result, only skips
 repeating work (Tiny Shakespeare has 298k words but 15k distinct ones).
+
+Files: `save` writes vocab.json + merges.txt (GPT-2's layout) and tokenizer.json (HF's); `load`
+reads tokenizer.json, or a vocab.json + merges.txt pair alone (`from_vocab_files`).
 """
 from __future__ import annotations
 
@@ -212,13 +215,25 @@ class BPETokenizer(Tokenizer):
         source = json_path(path)
         folder = Path(path)
         if not source.is_file() and (folder / "vocab.json").is_file():
-            # imported here because bpe_files builds on this module
-            from glassformer.tokenizers.bpe_files import load_vocab_and_merges
-            return load_vocab_and_merges(folder / "vocab.json", folder / "merges.txt")
+            return cls.from_vocab_files(folder / "vocab.json", folder / "merges.txt")
         if not source.is_file():
             raise GlassformerError(f"no BPE tokenizer at {source}: file not found")
         layout = json.loads(source.read_text(encoding="utf-8"))
         return cls.from_hf_layout(layout, str(source))
+
+    @classmethod
+    def from_vocab_files(cls, vocab_path: Path, merges_path: Path,
+                         pretokenizer: str = "gpt2") -> "BPETokenizer":
+        """A GPT-2 style pair: vocab.json + merges.txt (or OpenAI's encoder.json + vocab.bpe)."""
+        if not merges_path.is_file():
+            raise GlassformerError(f"{vocab_path} has no merges file beside it: expected "
+                                   f"{merges_path}")
+        vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
+        merges = read_merges_txt(merges_path)
+        if not merges:
+            raise GlassformerError(f"{merges_path} holds no merges")
+        specials = specials_from_config(vocab_path.parent, vocab)
+        return cls.from_spelled(vocab, merges, pretokenizer, specials, source=str(vocab_path))
 
     @classmethod
     def from_hf_layout(cls, layout: dict, source: str = "<dict>") -> "BPETokenizer":
@@ -255,3 +270,29 @@ class BPETokenizer(Tokenizer):
                                        "in the byte-level alphabet") from None
         return cls(byte_vocab, byte_merges, pretokenizer=pretokenizer, special_tokens=specials,
                    ignore_merges=ignore_merges)
+
+
+def read_merges_txt(path: Path) -> list[tuple[str, str]]:
+    """Merge pairs of a merges.txt / vocab.bpe, skipping the '#version' header and blank lines."""
+    merges = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line or (number == 1 and line.startswith("#version")):
+            continue
+        pair = line.split(" ")
+        if len(pair) != 2:
+            raise GlassformerError(f"{path}:{number}: a merge is two tokens and a space, got {line!r}")
+        merges.append((pair[0], pair[1]))
+    return merges
+
+
+def specials_from_config(folder: Path, vocab: dict[str, int]) -> dict[str, int]:
+    """`<|...|>` tokens of the vocab, plus tokenizer_config.json's added_tokens_decoder specials."""
+    specials = {token: token_id for token, token_id in vocab.items()
+                if token.startswith("<|") and token.endswith("|>")}
+    config_path = folder / "tokenizer_config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        for token_id, entry in (config.get("added_tokens_decoder") or {}).items():
+            if entry.get("special"):
+                specials[entry["content"]] = int(token_id)
+    return specials

@@ -1,19 +1,18 @@
-"""Reading byte-level BPE vocabularies from the three file layouts other than tokenizer.json.
+"""Reading byte-level BPE vocabularies from .tiktoken and GGUF files.
 
-    vocab.json + merges.txt   HF / GPT-2 (OpenAI's originals are named encoder.json + vocab.bpe):
-                              spelled token -> id, and one "left right" merge a line, rank order
+(tokenizer.json and GPT-2's vocab.json + merges.txt are read by BPETokenizer itself, in bpe.py.)
+
     name.tiktoken             tiktoken: one "base64(token bytes) rank" a line, rank = id, and no
                               merges; a pair merges when the joined bytes are a token, lowest
                               rank first, so we list every such split as a merge, in rank order
     model.gguf                llama.cpp: tokenizer.ggml.tokens / .merges / .token_type metadata
 
-Which tokens are special: in GGUF, those typed CONTROL (3) or USER_DEFINED (4); in vocab.json,
-`<|...|>` tokens (GPT-2's `<|endoftext|>`) and those tokenizer_config.json marks special.
+Which tokens are special: in GGUF, those typed CONTROL (3) or USER_DEFINED (4); a .tiktoken file
+marks none, so the caller names them.
 """
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
@@ -25,45 +24,6 @@ GGUF_CONTROL, GGUF_USER_DEFINED = 3, 4
 # tokenizer.ggml.pre values -> our pre-tokenizer names
 GGUF_PRE = {"default": "gpt2", "gpt2": "gpt2", "smollm": "smollm", "llama3": "llama3",
             "llama-v3": "llama3", "llama-bpe": "llama3"}
-
-
-def read_merges_txt(path: Path) -> list[tuple[str, str]]:
-    """Merge pairs of a merges.txt / vocab.bpe, skipping the '#version' header and blank lines."""
-    merges = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line or (number == 1 and line.startswith("#version")):
-            continue
-        pair = line.split(" ")
-        if len(pair) != 2:
-            raise GlassformerError(f"{path}:{number}: a merge is two tokens and a space, got {line!r}")
-        merges.append((pair[0], pair[1]))
-    return merges
-
-
-def specials_from_config(folder: Path, vocab: dict[str, int]) -> dict[str, int]:
-    """`<|...|>` tokens of the vocab, plus tokenizer_config.json's added_tokens_decoder specials."""
-    specials = {token: token_id for token, token_id in vocab.items()
-                if token.startswith("<|") and token.endswith("|>")}
-    config_path = folder / "tokenizer_config.json"
-    if config_path.is_file():
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-        for token_id, entry in (config.get("added_tokens_decoder") or {}).items():
-            if entry.get("special"):
-                specials[entry["content"]] = int(token_id)
-    return specials
-
-
-def load_vocab_and_merges(vocab_path: Path, merges_path: Path,
-                          pretokenizer: str = "gpt2") -> BPETokenizer:
-    """A GPT-2 style pair: vocab.json + merges.txt (or encoder.json + vocab.bpe)."""
-    if not merges_path.is_file():
-        raise GlassformerError(f"{vocab_path} has no merges file beside it: expected {merges_path}")
-    vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
-    merges = read_merges_txt(merges_path)
-    if not merges:
-        raise GlassformerError(f"{merges_path} holds no merges")
-    specials = specials_from_config(vocab_path.parent, vocab)
-    return BPETokenizer.from_spelled(vocab, merges, pretokenizer, specials, source=str(vocab_path))
 
 
 def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:

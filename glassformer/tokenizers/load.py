@@ -66,8 +66,8 @@ def load_folder(folder: Path, pattern: str | None) -> Tokenizer:
                                        f"{merges_name}")
             if not (folder / vocab_name).is_file():
                 raise GlassformerError(f"{folder} has {merges_name} but no {vocab_name}")
-            return bpe_files.load_vocab_and_merges(folder / vocab_name, folder / merges_name,
-                                                   pattern or "gpt2")
+            return BPETokenizer.from_vocab_files(folder / vocab_name, folder / merges_name,
+                                                 pattern or "gpt2")
     if (folder / "vocab.txt").is_file():
         return WordPieceTokenizer.from_vocab_txt(folder / "vocab.txt")
     found = sorted(child.name for child in folder.iterdir())[:12]
