@@ -197,8 +197,8 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
     if cfg.tie_embeddings:
         # note: the tied LM head computes x @ tok_emb.T at every generated token. Kept
         # column-major, tok_emb.T is a C-contiguous (C, V) matrix, which OpenBLAS multiplies by a
-        # vector 1.2-1.7x faster than the transposed row-major one (SmolLM2: V x C = 113 MB,
-        # a fifth of the weights read per token). Shape and values are unchanged.
+        # vector faster than the transposed row-major one (docs/performance.md; SmolLM2's is
+        # V x C = 113 MB, a fifth of the weights read per token). Shape and values are unchanged.
         params["tok_emb"] = np.asfortranarray(params["tok_emb"])
     return params
 

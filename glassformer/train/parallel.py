@@ -303,8 +303,9 @@ def parallel_workers(family, cfg, params: dict, opt: AdamWState, *, workers: int
     params and opt must come from `share_run_arrays`. Worker i owns group i of
     `balanced_groups(params, W)` in `parallel_train_step`; this process owns group 0.
     note: with OpenBLAS's own two threads inside every process's products, four threads would
-    fight over two cores (a step 2.3x slower). Where BLAS cannot be held to one thread (see
-    glassformer/blas.py) no worker starts: the shards run in turn here, with the same numbers.
+    fight over two cores (a much slower step: docs/performance.md). Where BLAS cannot be held to
+    one thread (see glassformer/blas.py) no worker starts: the shards run in turn here, with the
+    same numbers.
     """
     if workers <= 1:
         yield None

@@ -2,8 +2,8 @@
 
 Why processes and not threads: NumPy releases Python's GIL inside its loops and products, so
 threads do run side by side, but every NumPy call hands the GIL back and forth, and each handoff
-wakes a sleeping thread. Measured on the training recipe, two shards in two threads took 51-63 ms
-a step where a shard and a worker process took 46-56 ms (each shard alone: ~40 ms).
+wakes a sleeping thread. On the training recipe two shards in two threads made a step slower
+than a shard here and one in a worker process (figures in docs/performance.md).
 
 How:
 - The arrays both sides read or write live in anonymous shared memory (`mmap(-1, n)`, which a
