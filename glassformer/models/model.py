@@ -23,7 +23,8 @@ class Model:
         if "tok_emb" in params and "lm_head" not in params and self.arch != "bert":
             # note: a tied LM head computes x @ tok_emb.T at every generated token, a third of the
             # bytes a small model reads per token. Column-major, tok_emb.T is a row-major (C, V)
-            # matrix, which the matrix-vector product streams ~20% faster. Same values and shape.
+            # matrix, which the matrix-vector product streams faster (figures: docs/performance.md).
+            # Same values and shape.
             self.params["tok_emb"] = np.asfortranarray(params["tok_emb"])
         self.tokenizer = tokenizer          # optional: the tokenizer that came with the weights
         self.family = family(self.arch)
