@@ -71,11 +71,12 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from glassformer.io.named_models import load_model, named_model_path
+    from glassformer.io.named_models import load_model
+    from glassformer.packaged import MODEL, packaged_path
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    path = named_model_path("smollm2")
+    path = packaged_path("smollm2", MODEL)
     start = time.perf_counter()
     model = load_model("smollm2")
     print(f"glassformer load: {time.perf_counter() - start:.1f} s ({model})")

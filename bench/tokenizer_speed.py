@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from glassformer.tokenizers.installed import installed_tokenizer_path
+from glassformer.packaged import TOKENIZER, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def main() -> int:
         print(f"error: {args.data} not found", file=sys.stderr)
         return 2
     text = args.data.read_text(encoding="utf-8")
-    gpt2_dir = installed_tokenizer_path("gpt2")
+    gpt2_dir = packaged_path("gpt2", TOKENIZER)
     ours, tik, hf = load_tokenizer(gpt2_dir), build_tiktoken(gpt2_dir), build_hf(gpt2_dir)
 
     def hf_encode(chunk: str) -> list[int]:

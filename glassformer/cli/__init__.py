@@ -1,37 +1,29 @@
 """Command line: `glassformer <command>` / `python -m glassformer <command>`.
 
 Each command lives in its own module in this package with NAME, HELP, `add_arguments(parser)` and
-`run(args) -> int`. Commands only parse arguments and call the library. Errors on bad input become
-one line on stderr and exit code 2, never a traceback.
+`run(args) -> int`; what several commands share (--seed, --model, the sampling flags) is in
+common.py. Commands only parse arguments and call the library. Errors on bad input become one line
+on stderr and exit code 2, never a traceback.
+
+Every command that takes a model takes it as `--model`, and the same things: a .gguf file, a
+Hugging Face folder, a glassformer training run (so `generate --model RUN` is nanoGPT's sample.py),
+or a name from glassformer/packaged.py such as smollm2.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from glassformer.allocator import keep_freed_memory
+from glassformer.cli import (attention, chat, convert, embed, explain, generate, gradcheck,
+                             tokenizer, train)
+from glassformer.cli import eval as eval_command  # note: `as`, not to hide the builtin eval
+from glassformer.cli.common import add_seed_argument
 from glassformer.errors import GlassformerError
 
-# Module names under glassformer.cli, in the order `--help` lists them.
-COMMAND_MODULES = [
-    "attention",
-    "explain",
-    "gradcheck",
-    "train",
-    "sample",
-    "eval",
-    "convert",
-    "tokenize",
-    "tokenizer",
-    "generate",
-    "chat",
-    "embed",
-]
-
-
-def _load_commands():
-    return [importlib.import_module(f"glassformer.cli.{name}") for name in COMMAND_MODULES]
+# The command modules, in the order `--help` lists them.
+COMMANDS = [attention, explain, gradcheck, train, eval_command, convert, tokenizer, generate, chat,
+            embed]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,12 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="glassformer",
         description="A Transformer you can see through: every forward and backward pass by hand.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in _load_commands():
+    for module in COMMANDS:
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        # subtle: one --seed action per command; a shared `parents=` action would let one
-        # command's set_defaults(seed=...) change every other command's default.
-        cmd.add_argument("--seed", type=int, default=0,
-                         help="seed for every random choice this command makes")
+        add_seed_argument(cmd)
         module.add_arguments(cmd)
         cmd.set_defaults(run=module.run)
     return parser

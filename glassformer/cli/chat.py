@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.generate import (MODEL_HELP, add_sampling_arguments, print_stream,
-                                      report_speed, sampling_kwargs)
+from glassformer.cli.common import (add_sampling_arguments, model_help, print_stream,
+                                    report_speed, sampling_kwargs)
+from glassformer.generate.chat import open_chat
 
 NAME = "chat"
 HELP = "chat with a model that has a chat template (e.g. --model smollm2); multi-turn on stdin"
@@ -13,7 +14,8 @@ RESET_WORD = "/reset"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help=MODEL_HELP)
+    parser.add_argument("--model", required=True,
+                        help=model_help("chat model to load (it needs a chat template)"))
     parser.add_argument("--message", default=None,
                         help="send this one message, print the reply and exit (no prompt loop)")
     parser.add_argument("--system", default=None,
@@ -33,8 +35,6 @@ def reply(session, text: str, args) -> None:
 
 
 def run(args) -> int:
-    from glassformer.generate.chat import open_chat
-
     session = open_chat(args.model, system=args.system)
     if args.message is not None:
         reply(session, args.message, args)

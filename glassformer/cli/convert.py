@@ -1,7 +1,12 @@
-"""`glassformer convert`: any model glassformer reads -> a Hugging Face folder transformers loads."""
+"""`glassformer convert --model MODEL --out DIR`: any model glassformer reads -> a Hugging Face
+folder that transformers loads."""
 from __future__ import annotations
 
 import sys
+
+from glassformer.cli.common import model_help
+from glassformer.io.named_models import load_model
+from glassformer.io.pretrained import save_pretrained
 
 NAME = "convert"
 HELP = ("convert a model (glassformer run, HF folder, .gguf, or a name such as smollm2) into a "
@@ -9,15 +14,12 @@ HELP = ("convert a model (glassformer run, HF folder, .gguf, or a name such as s
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("model", help="what to convert: a run/checkpoint folder, a Hugging Face "
-                                      "folder, a .gguf file, or smollm2")
+    parser.add_argument("--model", required=True, help=model_help("model to convert"))
     parser.add_argument("--out", required=True, help="folder to write")
 
 
 def run(args) -> int:
-    from glassformer.io.named_models import load_model
-
     model = load_model(args.model)
-    folder = model.save_pretrained(args.out)
+    folder = save_pretrained(model, args.out)
     print(f"wrote {model.arch} model ({model.num_params():,} params) to {folder}", file=sys.stderr)
     return 0

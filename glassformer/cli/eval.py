@@ -1,28 +1,30 @@
-"""`glassformer eval`: loss and perplexity of a model on a text file."""
+"""`glassformer eval --model MODEL --data FILE`: loss and perplexity of a model on a text file."""
 from __future__ import annotations
 
 import json
+
+from glassformer.cli.common import model_help
+from glassformer.io.named_models import load_model
+from glassformer.train.data import read_text
+from glassformer.train.evaluate import evaluate_text
 
 NAME = "eval"
 HELP = "report loss and perplexity of a model on a text file"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ckpt", required=True,
-                        help="model: a glassformer run/checkpoint folder, a HF folder or a .gguf")
+    parser.add_argument("--model", required=True, help=model_help("model to score"))
     parser.add_argument("--data", required=True, help="UTF-8 text file to score")
     parser.add_argument("--block-size", type=int, default=None,
                         help="tokens per window (default: the model's context)")
-    parser.add_argument("--batch-size", type=int, default=8, help="windows per forward pass")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--batch-size", type=int, default=8,
+                        help="windows per forward pass (default: 8)")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object {loss, perplexity, tokens} instead of a line")
 
 
 def run(args) -> int:
-    from glassformer.io.named_models import load_model
-    from glassformer.train.data import read_text
-    from glassformer.train.evaluate import evaluate_text
-
-    model = load_model(args.ckpt)
+    model = load_model(args.model)
     result = evaluate_text(model, read_text(args.data), block_size=args.block_size,
                            batch_size=args.batch_size)
     if args.json:

@@ -1,22 +1,57 @@
-"""`glassformer tokenizer train --data PATH --vocab-size N --out DIR`: learn a byte-level BPE."""
+"""`glassformer tokenizer ACTION`: one command for tokenizers, with two actions.
+
+    glassformer tokenizer encode --tokenizer gpt2 "Hello 汉字"         ids, pieces, text, bytes
+    glassformer tokenizer train --data FILE --vocab-size N --out DIR   learn a byte-level BPE
+
+Why one command with actions rather than `tokenize` beside `tokenizer train`: both act on a
+tokenizer (use one, make one), and two top-level names one letter apart read as the same thing.
+`train` writes vocab.json + merges.txt + tokenizer.json, which `encode --tokenizer DIR` reads.
+"""
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
+from glassformer.cli.common import add_seed_argument
 from glassformer.errors import GlassformerError
+from glassformer.packaged import TOKENIZER, packaged_names
 from glassformer.tokenizers.bpe_train import train_bpe
+from glassformer.tokenizers.display import describe, format_rows, token_rows
+from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.pretokenize import NAMED_PRETOKENIZERS
 
 NAME = "tokenizer"
-HELP = "train a byte-level BPE tokenizer on a text file (saved as vocab.json + merges.txt)"
-SHOWN_MERGES = 10  # how many of the first merges the summary prints
+HELP = ("use or make a tokenizer: `encode` shows how one cuts text into ids, `train` learns a "
+        "byte-level BPE from a text file")
+SHOWN_MERGES = 10  # how many of the first merges the train summary prints
 
 
 def add_arguments(parser) -> None:
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    train = actions.add_parser("train", help="learn merges from a UTF-8 text file",
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
+                                    help="encode (use a tokenizer) or train (make one)")
+    encode = actions.add_parser(
+        "encode", help="show how a tokenizer cuts text into ids: pieces, readable text and bytes "
+                       "per token", description="show how a tokenizer cuts text into ids")
+    add_seed_argument(encode, default=argparse.SUPPRESS)
+    encode.add_argument("text", nargs="?", default=None,
+                        help="the text to tokenize (or use --file)")
+    encode.add_argument("--tokenizer", required=True, metavar="PATH",
+                        help="a tokenizer folder or file (tokenizer.json, vocab.json+merges.txt, "
+                             "vocab.txt, .tiktoken, .gguf), or an installed name: "
+                             + ", ".join(packaged_names(TOKENIZER)))
+    encode.add_argument("--file", metavar="PATH", default=None,
+                        help="read the text from this UTF-8 file instead")
+    encode.add_argument("--pattern", choices=list(NAMED_PRETOKENIZERS), default=None,
+                        help="override a byte-level BPE's pre-tokenizer regex")
+    encode.add_argument("--json", action="store_true",
+                        help="print one JSON object {ids, pieces, texts, bytes} instead of a table")
+
+    train = actions.add_parser("train", help="learn byte-level BPE merges from a UTF-8 text file",
                                description="learn byte-level BPE merges with the pair-count loop")
-    train.add_argument("--data", required=True, metavar="PATH", help="UTF-8 text file to learn from")
+    add_seed_argument(train, default=argparse.SUPPRESS)
+    train.add_argument("--data", required=True, metavar="PATH",
+                       help="UTF-8 text file to learn from")
     train.add_argument("--vocab-size", required=True, type=int, metavar="N",
                        help="ids in the result: 256 bytes + merges + special tokens")
     train.add_argument("--out", required=True, metavar="DIR",
@@ -28,6 +63,30 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.action == "encode":
+        return run_encode(args)
+    return run_train(args)
+
+
+def run_encode(args) -> int:
+    if (args.text is None) == (args.file is None):
+        raise GlassformerError("give the text to tokenize either as an argument or with --file")
+    text = args.text if args.file is None else Path(args.file).read_text(encoding="utf-8")
+    tokenizer = load_tokenizer(args.tokenizer, pattern=args.pattern)
+    rows = token_rows(tokenizer, text)
+    if args.json:
+        print(json.dumps({"ids": [row.id for row in rows], "pieces": [row.piece for row in rows],
+                          "texts": [row.text for row in rows],
+                          "bytes": [row.hex_bytes for row in rows]}, ensure_ascii=False))
+        return 0
+    print(f"tokenizer: {args.tokenizer} ({describe(tokenizer)})")
+    print(format_rows(rows))
+    print(f"ids: {[row.id for row in rows]}")
+    print(f"{len(rows)} tokens for {len(text)} characters ({len(text.encode('utf-8'))} bytes)")
+    return 0
+
+
+def run_train(args) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise GlassformerError(f"--data {data}: no such file")

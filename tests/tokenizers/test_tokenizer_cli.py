@@ -1,19 +1,19 @@
-"""`glassformer tokenize` and `glassformer tokenizer train`: output and error handling."""
+"""`glassformer tokenizer encode` and `glassformer tokenizer train`: output and error handling."""
 import json
 
 from glassformer.cli import main
 from glassformer.tokenizers.bpe import BPETokenizer
 
 
-def test_tokenize_gpt2_shows_readable_chinese(gpt2_dir, capsys):
-    assert main(["tokenize", "--tokenizer", str(gpt2_dir), "Hello 汉"]) == 0
+def test_encode_gpt2_shows_readable_chinese(gpt2_dir, capsys):
+    assert main(["tokenizer", "encode", "--tokenizer", str(gpt2_dir), "Hello 汉"]) == 0
     out = capsys.readouterr().out
     assert "Ġæ" in out and '" 汉" 1/3' in out and "20 e6" in out
     assert "ids: [15496, 10545, 109, 231]" in out
 
 
-def test_tokenize_json_by_installed_name(gpt2_dir, capsys):
-    assert main(["tokenize", "--tokenizer", "gpt2", "--json", "Hello world"]) == 0
+def test_encode_json_by_installed_name(gpt2_dir, capsys):
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2", "--json", "Hello world"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["ids"] == [15496, 995]
     assert shown["pieces"] == ["Hello", "Ġworld"]
@@ -21,27 +21,27 @@ def test_tokenize_json_by_installed_name(gpt2_dir, capsys):
     assert shown["bytes"] == ["48 65 6c 6c 6f", "20 77 6f 72 6c 64"]
 
 
-def test_tokenize_wordpiece(minilm_dir, capsys):
-    assert main(["tokenize", "--tokenizer", "minilm", "unaffable"]) == 0
+def test_encode_wordpiece(minilm_dir, capsys):
+    assert main(["tokenizer", "encode", "--tokenizer", "minilm", "unaffable"]) == 0
     out = capsys.readouterr().out
     assert "[CLS]" in out and "##" in out
 
 
-def test_tokenize_reads_a_file(tmp_path, gpt2_dir, capsys):
+def test_encode_reads_a_file(tmp_path, gpt2_dir, capsys):
     path = tmp_path / "text.txt"
     path.write_text("Hello world", encoding="utf-8")
-    assert main(["tokenize", "--tokenizer", "gpt2", "--json", "--file", str(path)]) == 0
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2", "--json", "--file", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["ids"] == [15496, 995]
 
 
-def test_tokenize_bad_path_is_one_line_exit_2(tmp_path, capsys):
-    assert main(["tokenize", "--tokenizer", str(tmp_path / "absent"), "x"]) == 2
+def test_encode_bad_path_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["tokenizer", "encode", "--tokenizer", str(tmp_path / "absent"), "x"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("glassformer tokenize: error: no tokenizer at") and err.count("\n") == 1
+    assert err.startswith("glassformer tokenizer: error: no tokenizer at") and err.count("\n") == 1
 
 
-def test_tokenize_needs_exactly_one_text_source(capsys):
-    assert main(["tokenize", "--tokenizer", "gpt2"]) == 2
+def test_encode_needs_exactly_one_text_source(capsys):
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2"]) == 2
     assert "either as an argument or with --file" in capsys.readouterr().err
 
 
@@ -62,3 +62,12 @@ def test_train_missing_data_is_an_error(tmp_path, capsys):
     assert main(["tokenizer", "train", "--data", str(tmp_path / "none.txt"), "--vocab-size", "300",
                  "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_seed_is_taken_before_or_after_the_action(tmp_path, capsys):
+    data = tmp_path / "corpus.txt"
+    data.write_text("hug hug pug", encoding="utf-8")
+    for argv in (["tokenizer", "--seed", "3", "train"], ["tokenizer", "train", "--seed", "3"]):
+        assert main([*argv, "--data", str(data), "--vocab-size", "257",
+                     "--out", str(tmp_path / "tok")]) == 0
+    assert "257 ids" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""`glassformer sample` and `glassformer eval` on a tiny trained run."""
+"""`glassformer generate`, `eval` and `convert` on a tiny trained run (a run folder is a model)."""
 import json
 import math
 from pathlib import Path
@@ -17,7 +17,7 @@ SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "
 def run_dir(tmp_path_factory):
     if not SHAKESPEARE.is_file():
         pytest.skip(f"corpus {SHAKESPEARE} is absent")
-    root = tmp_path_factory.mktemp("sample")
+    root = tmp_path_factory.mktemp("run")
     corpus = root / "corpus.txt"
     corpus.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
     out = root / "run"
@@ -28,35 +28,43 @@ def run_dir(tmp_path_factory):
     return out, corpus
 
 
-def test_sample_streams_prompt_and_continuation(run_dir, capsys):
+def test_generate_echo_streams_prompt_and_continuation(run_dir, capsys):
+    # nanoGPT's sample.py: the prompt, then its continuation, sampled with top-k
     out, _ = run_dir
-    assert main(["sample", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "20",
-                 "--seed", "3"]) == 0
+    argv = ["generate", "--model", str(out), "--echo", "--top-k", "200", "--max-new-tokens", "20",
+            "--seed", "3", "ROMEO:"]
+    assert main(argv) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("ROMEO:") and len(captured.out) == len("ROMEO:") + 20 + 1
     assert "tokens/s" in captured.err
-    assert main(["sample", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "20",
-                 "--seed", "3"]) == 0
+    assert main(argv) == 0
     assert capsys.readouterr().out == captured.out  # same seed, same text
 
 
-def test_sample_with_unseen_character_is_a_clear_error(run_dir, capsys):
+def test_generate_without_a_prompt_continues_a_newline(run_dir, capsys):
     out, _ = run_dir
-    assert main(["sample", "--ckpt", str(out), "--prompt", "汉字"]) == 2
+    assert main(["generate", "--model", str(out), "--echo", "--max-new-tokens", "4"]) == 0
+    captured = capsys.readouterr().out
+    assert captured.startswith("\n") and len(captured) == 1 + 4 + 1
+
+
+def test_generate_with_unseen_character_is_a_clear_error(run_dir, capsys):
+    out, _ = run_dir
+    assert main(["generate", "--model", str(out), "汉字"]) == 2
     assert "'汉' (U+6C49" in capsys.readouterr().err
 
 
 def test_prompt_longer_than_context_slides_the_window(run_dir, capsys):
     out, _ = run_dir
     long_prompt = "To be, or not to be, that is the question: " * 2  # > 16 chars of context
-    assert main(["sample", "--ckpt", str(out), "--prompt", long_prompt,
-                 "--max-new-tokens", "5", "--no-cache"]) == 0
+    assert main(["generate", "--model", str(out), "--echo", "--max-new-tokens", "5", "--no-cache",
+                 long_prompt]) == 0
     assert capsys.readouterr().out.startswith(long_prompt)
 
 
 def test_eval_reports_loss_and_perplexity(run_dir, capsys):
     out, corpus = run_dir
-    assert main(["eval", "--ckpt", str(out), "--data", str(corpus), "--json"]) == 0
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["perplexity"] == pytest.approx(math.exp(result["loss"]))
     model = load_pretrained(out)
@@ -72,7 +80,7 @@ def test_convert_writes_a_folder_transformers_loads(run_dir, tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     out, _ = run_dir
-    assert main(["convert", str(out), "--out", str(tmp_path / "hf")]) == 0
+    assert main(["convert", "--model", str(out), "--out", str(tmp_path / "hf")]) == 0
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     ids = np.array([[1, 2, 3, 4, 5, 6]])
     with torch.no_grad():

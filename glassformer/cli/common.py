@@ -1,0 +1,78 @@
+"""What several commands share: the --seed and --model flags, the sampling flags, streaming output.
+
+    add_seed_argument       --seed, which every command (and every sub-action) takes
+    model_help              the help text of a flag that names a model (path or packaged name)
+    add_sampling_arguments  --max-new-tokens --temperature --top-k --top-p --no-cache
+    sampling_kwargs         those flags (and --seed) as keyword arguments of generate()
+    print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
+
+Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
+glassformer/packaged.py, so every command that takes a model takes the same things.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from glassformer.packaged import MODEL, PACKAGED, packaged_names
+
+SEED_HELP = "seed for every random choice this command makes"
+
+
+def add_seed_argument(parser, *, default=0) -> None:
+    """--seed on one parser. A sub-action's parser passes default=argparse.SUPPRESS, so that
+    `CMD --seed 3 ACTION` and `CMD ACTION --seed 3` both work and neither resets the other.
+
+    subtle: one --seed action per parser; a shared `parents=` action would let one command's
+    set_defaults(seed=...) change every other command's default.
+    """
+    parser.add_argument("--seed", type=int, default=default, help=SEED_HELP)
+
+
+def model_help(what: str) -> str:
+    """Help text for a flag naming a model: every path load_model reads, and the packaged names."""
+    names = ", ".join(f"{name} ({PACKAGED[name].about})" for name in packaged_names(MODEL))
+    return (f"{what}: a .gguf file, a Hugging Face folder (config.json + model.safetensors), a "
+            f"glassformer training run or checkpoint folder, or a name: {names}")
+
+
+def add_sampling_arguments(parser, *, max_new_tokens: int, temperature: float,
+                           top_p: float | None) -> None:
+    """The sampling flags `generate` and `chat` share."""
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens,
+                        help=f"most tokens to generate (default: {max_new_tokens})")
+    parser.add_argument("--temperature", type=float, default=temperature,
+                        help=f"softmax temperature; 0 picks the most likely token (greedy) "
+                             f"(default: {temperature})")
+    parser.add_argument("--top-k", type=int, default=None,
+                        help="sample only among the k most likely tokens (default: off)")
+    parser.add_argument("--top-p", type=float, default=top_p,
+                        help=f"sample only from the smallest set of tokens whose probability "
+                             f"reaches p (nucleus) (default: {top_p or 'off'})")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="recompute the whole sequence at every step instead of using the "
+                             "KV cache (slower; for comparing)")
+
+
+def sampling_kwargs(args) -> dict:
+    """The generate() keyword arguments from the shared flags."""
+    return dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)
+
+
+def print_stream(steps) -> tuple[int, float]:
+    """Print each step's new text as it arrives; returns (tokens, seconds)."""
+    start = time.perf_counter()
+    n_tokens = 0
+    for step in steps:
+        n_tokens += step.token_id is not None
+        if step.text:
+            sys.stdout.write(step.text)
+            sys.stdout.flush()
+    return n_tokens, time.perf_counter() - start
+
+
+def report_speed(n_tokens: int, seconds: float) -> None:
+    """One line on stderr, so stdout holds only the text."""
+    rate = n_tokens / seconds if seconds > 0 else float("inf")
+    print(f"[{n_tokens} tokens in {seconds:.2f} s, {rate:.1f} tokens/s]", file=sys.stderr)

