@@ -7,7 +7,7 @@ A run folder looks like this:
       ckpt-00002000-5f3a9c/       one complete checkpoint
         config.json               the model config (a dict, e.g. dataclasses.asdict(config))
         model.safetensors         params, one tensor per dotted key
-        optimizer.safetensors     AdamW moments as m.<key> and v.<key>; step t in the metadata
+        optimizer.safetensors     optimizer moments as m.<key> and v.<key>; step t in the metadata
         state.json                iter, best val loss, RNG states, ... anything to resume exactly
         tokenizer.json            what the tokenizer saved of itself
         manifest.json             byte size and sha256 of each file above, written last
@@ -25,6 +25,10 @@ Loading checks, before returning anything: every file named by the manifest exis
 recorded size (else "truncated"), parses (JSON, safetensors), and has the recorded sha256 (else
 "edited after saving"); the optimizer has exactly m.<key> and v.<key> for each parameter, with
 the parameter's shape. Each error names the file and the problem. No pickle anywhere.
+
+The optimizer's state travels as plain data, {"m": {key: array}, "v": {key: array}, "t": int}
+(AdamW's moments and step count), so this module needs nothing from train/: train/ turns its
+AdamWState into that dict and back.
 """
 from __future__ import annotations
 
@@ -42,13 +46,12 @@ import numpy as np
 from glassformer.errors import CheckpointError
 from glassformer.io.safetensors import (fsync_dir, load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
-from glassformer.train.optim import AdamWState
 
 LATEST = "latest"
 MANIFEST = "manifest.json"
 LOG_NAME = "train_log.jsonl"
 REQUIRED_FILES = ("config.json", "model.safetensors", "state.json", "tokenizer.json")
-OPTIMIZER_FILE = "optimizer.safetensors"  # absent when saved with opt_state=None
+OPTIMIZER_FILE = "optimizer.safetensors"  # absent when saved with optimizer=None
 CKPT_NAME = re.compile(r"ckpt-[0-9]+-[0-9a-f]+")
 MANIFEST_FORMAT = 1
 # Bit generators whose state is plain integers, hence JSON-able (MT19937 and Philox hold arrays).
@@ -60,28 +63,29 @@ class Checkpoint(NamedTuple):
     """Everything one save wrote, as loaded and verified."""
     config: dict
     params: dict[str, np.ndarray]     # writable float arrays, keys as saved
-    opt_state: AdamWState | None      # None when saved without an optimizer
+    optimizer: dict | None            # {"m": {key: array}, "v": {key: array}, "t": int}, or None
     state: dict
     tokenizer_json: dict
     path: Path                        # the ckpt-* folder that was read
 
 
 def save_checkpoint(run_dir: str | os.PathLike, *, config: dict, params: dict[str, np.ndarray],
-                    opt_state: AdamWState | None, state: dict,
+                    optimizer: dict | None, state: dict,
                     tokenizer_json: dict | str | os.PathLike) -> Path:
     """Write a complete checkpoint folder in `run_dir`, make it `latest`, delete older ones.
 
+    `optimizer` is {"m": {key: array}, "v": {key: array}, "t": steps taken}, or None.
     `tokenizer_json` is the tokenizer's JSON as a dict, or the path of a JSON file it wrote.
     Returns the new checkpoint folder.
     """
     run_dir = Path(run_dir)
     tokenizer = _tokenizer_dict(tokenizer_json)
-    if opt_state is not None:
-        problem = _moment_problem(params, opt_state.m, opt_state.v)
+    if optimizer is not None:
+        problem = _moment_problem(params, optimizer["m"], optimizer["v"])
         if problem:
-            raise CheckpointError(f"cannot save a checkpoint: opt_state {problem}")
+            raise CheckpointError(f"cannot save a checkpoint: the optimizer state {problem}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    step = opt_state.t if opt_state is not None else 0
+    step = optimizer["t"] if optimizer is not None else 0
     name = f"ckpt-{step:08d}-{secrets.token_hex(3)}"
     folder = run_dir / name
     folder.mkdir()
@@ -89,11 +93,11 @@ def save_checkpoint(run_dir: str | os.PathLike, *, config: dict, params: dict[st
     _write_json(folder / "state.json", state)
     _write_json(folder / "tokenizer.json", tokenizer)
     save_safetensors(folder / "model.safetensors", params)
-    if opt_state is not None:
-        moments = {f"m.{key}": m for key, m in opt_state.m.items()}
-        moments.update({f"v.{key}": v for key, v in opt_state.v.items()})
-        save_safetensors(folder / OPTIMIZER_FILE, moments, metadata={"t": str(opt_state.t)})
-    files = REQUIRED_FILES + ((OPTIMIZER_FILE,) if opt_state is not None else ())
+    if optimizer is not None:
+        moments = {f"m.{key}": m for key, m in optimizer["m"].items()}
+        moments.update({f"v.{key}": v for key, v in optimizer["v"].items()})
+        save_safetensors(folder / OPTIMIZER_FILE, moments, metadata={"t": str(optimizer["t"])})
+    files = REQUIRED_FILES + ((OPTIMIZER_FILE,) if optimizer is not None else ())
     manifest = {"format": MANIFEST_FORMAT, "files": {
         file: {"bytes": (folder / file).stat().st_size, "sha256": _sha256(folder / file)}
         for file in files}}
@@ -114,12 +118,12 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     state = _read_json(folder / "state.json")
     tokenizer = _read_json(folder / "tokenizer.json")
     params = load_safetensors(folder / "model.safetensors")
-    opt_state = _load_optimizer(folder, params) if OPTIMIZER_FILE in manifest else None
+    optimizer = _load_optimizer(folder, params) if OPTIMIZER_FILE in manifest else None
     for file, record in manifest.items():
         if _sha256(folder / file) != record["sha256"]:
             raise CheckpointError(f"{folder / file} was modified after it was saved: its sha256 "
                                   f"differs from the one in {MANIFEST}")
-    return Checkpoint(config, params, opt_state, state, tokenizer, folder)
+    return Checkpoint(config, params, optimizer, state, tokenizer, folder)
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -206,8 +210,8 @@ def trim_train_log(run_dir: str | os.PathLike, *, max_iter: int) -> None:
     write_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def _load_optimizer(folder: Path, params: dict[str, np.ndarray]) -> AdamWState:
-    """AdamWState from optimizer.safetensors, checked key by key against the params."""
+def _load_optimizer(folder: Path, params: dict[str, np.ndarray]) -> dict:
+    """{"m", "v", "t"} from optimizer.safetensors, checked key by key against the params."""
     path = folder / OPTIMIZER_FILE
     t_text = read_safetensors_header(path).metadata.get("t", "")
     if not t_text.isdigit():
@@ -221,7 +225,7 @@ def _load_optimizer(folder: Path, params: dict[str, np.ndarray]) -> AdamWState:
         _moment_problem(params, m, v))
     if problem:
         raise CheckpointError(f"{path} {problem} (compared with model.safetensors)")
-    return AdamWState(m=m, v=v, t=int(t_text))
+    return {"m": m, "v": v, "t": int(t_text)}
 
 
 def _moment_problem(params: dict, m: dict, v: dict) -> str:

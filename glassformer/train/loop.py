@@ -92,10 +92,10 @@ def new_run(model_cfg, train_cfg: TrainConfig, params: dict | None = None) -> Ru
 def resume_run(ckpt) -> RunState:
     """The RunState saved in a loaded checkpoint (glassformer.io.checkpoint.load_checkpoint)."""
     state = ckpt.state
-    if ckpt.opt_state is None:
+    if ckpt.optimizer is None:
         raise GlassformerError(f"{ckpt.path} has no optimizer state, so it cannot be resumed; "
                                "use it with --init to start a new run from its weights")
-    return RunState(params=ckpt.params, opt=ckpt.opt_state, it=int(state["iter"]),
+    return RunState(params=ckpt.params, opt=AdamWState(**ckpt.optimizer), it=int(state["iter"]),
                     batch_rng=rng_from_json(state["batch_rng"]),
                     dropout_rng=rng_from_json(state["dropout_rng"]),
                     best_val=float(state.get("best_val", math.inf)))
@@ -104,8 +104,8 @@ def resume_run(ckpt) -> RunState:
 def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
     state = {"iter": run.it, "best_val": run.best_val, "train_config": dataclasses.asdict(train_cfg),
              "batch_rng": rng_to_json(run.batch_rng), "dropout_rng": rng_to_json(run.dropout_rng)}
-    save_checkpoint(out_dir, config=model_cfg.to_dict(), params=run.params, opt_state=run.opt,
-                    state=state, tokenizer_json=tokenizer_json)
+    save_checkpoint(out_dir, config=model_cfg.to_dict(), params=run.params,
+                    optimizer=run.opt._asdict(), state=state, tokenizer_json=tokenizer_json)
 
 
 def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,

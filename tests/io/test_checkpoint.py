@@ -15,7 +15,6 @@ from glassformer.io.checkpoint import (_sha256, append_train_log, load_checkpoin
                                        read_train_log, resolve_checkpoint, rng_from_json,
                                        rng_to_json, save_checkpoint, trim_train_log)
 from glassformer.io.safetensors import load_safetensors, save_safetensors
-from glassformer.train.optim import AdamWState
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KILL_TRIALS = 8          # fresh writer processes SIGKILLed mid-save; about 0.5 s each
@@ -28,16 +27,16 @@ def _params(rng):
             "blocks.0.norm1.w": rng.standard_normal(8).astype(np.float32)}
 
 
-def _opt_state(params, rng, t=7):
+def _optimizer(params, rng, t=7):
     m = {k: rng.standard_normal(p.shape).astype(np.float32) for k, p in params.items()}
     v = {k: rng.random(p.shape).astype(np.float32) for k, p in params.items()}
-    return AdamWState(m=m, v=v, t=t)
+    return {"m": m, "v": v, "t": t}
 
 
 def _save(run_dir, rng, **overrides):
     params = _params(rng)
     kwargs = dict(config={"n_layer": 1, "d_model": 8, "dropout": 0.0}, params=params,
-                  opt_state=_opt_state(params, rng),
+                  optimizer=_optimizer(params, rng),
                   state={"iter": 7, "best_val_loss": 2.5, "rng": rng_to_json(rng)},
                   tokenizer_json={"type": "char", "chars": "\n 床前明月光abc"})
     kwargs.update(overrides)
@@ -62,15 +61,15 @@ def test_round_trip_is_bit_exact(tmp_path):
     folder, saved = _save(tmp_path / "run", rng)
     saved["params"]["tok_emb"][0, :3] = [np.nan, -0.0, np.inf]  # unusual bits survive too
     folder, saved = _save(tmp_path / "run", rng, params=saved["params"],
-                          opt_state=saved["opt_state"])
+                          optimizer=saved["optimizer"])
     ckpt = load_checkpoint(tmp_path / "run")
     assert ckpt.path == folder and resolve_checkpoint(tmp_path / "run") == folder
     assert ckpt.params.keys() == saved["params"].keys()
     for key, p in saved["params"].items():
         _assert_same_bits(ckpt.params[key], p)
-        _assert_same_bits(ckpt.opt_state.m[key], saved["opt_state"].m[key])
-        _assert_same_bits(ckpt.opt_state.v[key], saved["opt_state"].v[key])
-    assert ckpt.opt_state.t == 7
+        _assert_same_bits(ckpt.optimizer["m"][key], saved["optimizer"]["m"][key])
+        _assert_same_bits(ckpt.optimizer["v"][key], saved["optimizer"]["v"][key])
+    assert ckpt.optimizer["t"] == 7
     assert ckpt.config == saved["config"] and ckpt.tokenizer_json == saved["tokenizer_json"]
     assert ckpt.state == saved["state"]
     # the RNG continues exactly where it was saved
@@ -94,10 +93,10 @@ def test_numpy_scalars_tokenizer_path_and_no_optimizer(tmp_path):
     rng = np.random.default_rng(2)
     tok_path = tmp_path / "tok.json"
     tok_path.write_text(json.dumps({"chars": "xyz"}))
-    _save(tmp_path / "run", rng, opt_state=None, tokenizer_json=tok_path,
+    _save(tmp_path / "run", rng, optimizer=None, tokenizer_json=tok_path,
           state={"val_loss": np.float32(1.25), "iter": np.int64(3)})
     ckpt = load_checkpoint(tmp_path / "run")
-    assert ckpt.opt_state is None and not (ckpt.path / "optimizer.safetensors").exists()
+    assert ckpt.optimizer is None and not (ckpt.path / "optimizer.safetensors").exists()
     assert ckpt.tokenizer_json == {"chars": "xyz"}
     assert ckpt.state == {"val_loss": 1.25, "iter": 3}
     with pytest.raises(CheckpointError, match="state.json.*ndarray is not JSON"):
@@ -107,10 +106,10 @@ def test_numpy_scalars_tokenizer_path_and_no_optimizer(tmp_path):
 def test_save_rejects_moments_that_do_not_match_params(tmp_path):
     rng = np.random.default_rng(3)
     params = _params(rng)
-    state = _opt_state(params, rng)
-    del state.v["tok_emb"]
+    optimizer = _optimizer(params, rng)
+    del optimizer["v"]["tok_emb"]
     with pytest.raises(CheckpointError, match="missing key v.tok_emb"):
-        _save(tmp_path, rng, params=params, opt_state=state)
+        _save(tmp_path, rng, params=params, optimizer=optimizer)
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -208,7 +207,6 @@ WRITER = """
 import sys
 import numpy as np
 from glassformer.io.checkpoint import save_checkpoint
-from glassformer.train.optim import AdamWState
 
 run_dir, it = sys.argv[1], int(sys.argv[2])
 first = it
@@ -217,7 +215,7 @@ while True:
     params = {"w": np.full((192, 192), value, np.float32), "b": np.full(192, value, np.float32)}
     m = {k: p + 0.5 for k, p in params.items()}
     v = {k: p + 0.25 for k, p in params.items()}
-    save_checkpoint(run_dir, config={"iter": it}, params=params, opt_state=AdamWState(m, v, it),
+    save_checkpoint(run_dir, config={"iter": it}, params=params, optimizer={"m": m, "v": v, "t": it},
                     state={"iter": it}, tokenizer_json={"iter": it})
     if it == first:
         print("saved", flush=True)
@@ -246,7 +244,7 @@ def test_kill_during_save_always_leaves_a_complete_checkpoint(tmp_path):
         it = ckpt.state["iter"]
         assert it >= first_iter  # the save that printed "saved" is never lost
         assert ckpt.config == {"iter": it} and ckpt.tokenizer_json == {"iter": it}
-        assert ckpt.opt_state.t == it
+        assert ckpt.optimizer["t"] == it
         assert np.all(ckpt.params["w"] == it) and np.all(ckpt.params["b"] == it)
-        assert np.all(ckpt.opt_state.m["w"] == it + 0.5)
-        assert np.all(ckpt.opt_state.v["b"] == it + 0.25)
+        assert np.all(ckpt.optimizer["m"]["w"] == it + 0.5)
+        assert np.all(ckpt.optimizer["v"]["b"] == it + 0.25)

@@ -152,7 +152,7 @@ def test_glassformer_run_folder_loads_with_its_tokenizer(tmp_path):
     params = llama.init_params(cfg, np.random.default_rng(0))
     tokenizer = CharTokenizer.from_text("abcdefghijklm")
     tokenizer.save(tmp_path / "tok")
-    save_checkpoint(tmp_path / "run", config=cfg.to_dict(), params=params, opt_state=None,
+    save_checkpoint(tmp_path / "run", config=cfg.to_dict(), params=params, optimizer=None,
                     state={"iter": 0}, tokenizer_json=tmp_path / "tok" / "tokenizer.json")
     model = load_pretrained(tmp_path / "run")
     assert model.cfg == cfg and model.tokenizer.encode("cab") == tokenizer.encode("cab")

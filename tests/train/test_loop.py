@@ -96,7 +96,7 @@ def test_checkpoint_and_log_contents(corpus, tmp_path):
                  "--max-iters", "4", "--eval-interval", "2"]) == 0
     ckpt = load_checkpoint(out)
     assert ckpt.config["arch"] == "gpt2" and ckpt.state["iter"] == 4
-    assert ckpt.opt_state.t == 4
+    assert ckpt.optimizer["t"] == 4
     assert ckpt.tokenizer_json["type"] == "char"
     records = read_train_log(out)
     assert {"iter", "lr", "train_loss", "ms_per_iter"} <= set(records[0])
