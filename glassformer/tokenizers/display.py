@@ -1,6 +1,6 @@
-"""A readable view of how a tokenizer cut a text: one row per token (what `glassformer tokenize` prints).
+"""A readable view of how a tokenizer cut a text: one row per token (`tokenizer encode` prints it).
 
-    glassformer tokenize --tokenizer gpt2 "Hello world 汉字"
+    glassformer tokenizer encode --tokenizer gpt2 "Hello world 汉字"
        #      id  piece   text       bytes
        0   15496  Hello   "Hello"    48 65 6c 6c 6f
        1     995  Ġworld  " world"   20 77 6f 72 6c 64
