@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from glassformer.errors import GlassformerError, ShapeError
+from glassformer.ops._check import check_float, check_shape
 from glassformer.ops._rows import row_sum
 
 
@@ -76,6 +78,28 @@ def row_max(x: np.ndarray) -> np.ndarray:
 SAFE_ROW_SUM = 2.0 ** -64  # below this, a row's exps may have lost digits to underflow
 
 
+def _check_inputs(x, mask) -> None:
+    """x: a float array (..., S), S >= 1; mask: None, or booleans that broadcast to x's shape."""
+    check_float("x", x)
+    sizes = check_shape("x", x, ("...", "S"), {})
+    if sizes["S"] == 0:
+        raise ShapeError(f"expected x with at least one entry per row to normalize (S >= 1), "
+                         f"got {x.shape}")
+    if mask is None:
+        return
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+        kind = mask.dtype if isinstance(mask, np.ndarray) else type(mask).__name__
+        raise GlassformerError(f"expected mask to be a boolean array (True = kept), got {kind}")
+    try:
+        joint = np.broadcast_shapes(mask.shape, x.shape)
+    except ValueError:
+        joint = None
+    # note: the mask may repeat along x's dims but not add any: x + bias would grow the output.
+    if joint != x.shape:
+        raise ShapeError(f"expected mask broadcastable to x's shape (..., S) = {x.shape}, "
+                         f"got {mask.shape}")
+
+
 def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
                     ) -> tuple[np.ndarray, SoftmaxCtx]:
     """Softmax of `x` over its last axis; `mask` (bool, broadcastable to x) keeps True entries.
@@ -86,6 +110,7 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     >>> p.tolist()
     [0.5, 0.5]
     """
+    _check_inputs(x, mask)
     logits = masked_logits(x, mask)  # masked logits can never win any weight
     with np.errstate(over="ignore", invalid="ignore"):  # shows in the row sums; redone below
         exps = np.exp(logits) if logits is x else np.exp(logits, out=logits)   # m = 0 first
