@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.generate.kv_cache import KVCache
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
@@ -220,16 +220,27 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     return grads, dx, None
 
 
+def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
+    """Param names and shapes of one attention block, in the order init draws them."""
+    c, hd, kd = cfg.d_model, cfg.n_head * cfg.dim_per_head, cfg.kv_heads * cfg.dim_per_head
+    shapes = {"wq": (c, hd), "wk": (c, kd), "wv": (c, kd),                # (C, H*D), (C, K*D)
+              "wo": (hd, c)}                                              # (H*D, C)
+    if cfg.qkv_bias:
+        shapes.update(bq=(hd,), bk=(kd,), bv=(kd,))
+    if cfg.out_bias:
+        shapes["bo"] = (c,)
+    return shapes
+
+
 def init_attention(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std: float,
                    dtype=np.float32) -> dict:
-    """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual."""
-    c, hd, kd = cfg.d_model, cfg.n_head * cfg.dim_per_head, cfg.kv_heads * cfg.dim_per_head
-    params = {"wq": (rng.standard_normal((c, hd)) * std).astype(dtype),       # (C, H*D)
-              "wk": (rng.standard_normal((c, kd)) * std).astype(dtype),       # (C, K*D)
-              "wv": (rng.standard_normal((c, kd)) * std).astype(dtype),       # (C, K*D)
-              "wo": (rng.standard_normal((hd, c)) * out_std).astype(dtype)}   # (H*D, C)
-    if cfg.qkv_bias:
-        params.update(bq=np.zeros(hd, dtype), bk=np.zeros(kd, dtype), bv=np.zeros(kd, dtype))
-    if cfg.out_bias:
-        params["bo"] = np.zeros(c, dtype)
+    """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual;
+    zero biases. Draws wq, wk, wv, wo in that order (attention_shapes' order)."""
+    params = {}
+    for name, shape in attention_shapes(cfg).items():
+        if name.startswith("b"):                                          # bq, bk, bv, bo
+            params[name] = np.zeros(shape, dtype)
+        else:
+            scale = out_std if name == "wo" else std
+            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
     return params

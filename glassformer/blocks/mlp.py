@@ -73,15 +73,26 @@ def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
     return grads, dx
 
 
+def mlp_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
+    """Param names and shapes of one MLP block, in the order init draws them."""
+    c, f = cfg.d_model, cfg.hidden
+    shapes = {"w_up": (c, f), "w_down": (f, c)}                           # (C, F), (F, C)
+    if cfg.mlp == "swiglu":
+        shapes["w_gate"] = (c, f)                                         # (C, F)
+    if cfg.mlp_bias:
+        shapes.update(b_up=(f,), b_down=(c,))
+    return shapes
+
+
 def init_mlp(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std: float,
              dtype=np.float32) -> dict:
-    """Normal(0, std) weights, Normal(0, out_std) for the projection back into the residual."""
-    c, f = cfg.d_model, cfg.hidden
-    params = {"w_up": (rng.standard_normal((c, f)) * std).astype(dtype),          # (C, F)
-              "w_down": (rng.standard_normal((f, c)) * out_std).astype(dtype)}    # (F, C)
-    if cfg.mlp == "swiglu":
-        params["w_gate"] = (rng.standard_normal((c, f)) * std).astype(dtype)      # (C, F)
-    if cfg.mlp_bias:
-        params["b_up"] = np.zeros(f, dtype)
-        params["b_down"] = np.zeros(c, dtype)
+    """Normal(0, std) weights, Normal(0, out_std) for w_down, the projection back into the
+    residual; zero biases. Draws w_up, w_down, w_gate in that order (mlp_shapes' order)."""
+    params = {}
+    for name, shape in mlp_shapes(cfg).items():
+        if name.startswith("b"):                                          # b_up, b_down
+            params[name] = np.zeros(shape, dtype)
+        else:
+            scale = out_std if name == "w_down" else std
+            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
     return params

@@ -1,4 +1,9 @@
-"""Pick LayerNorm or RMSNorm by config, so blocks and models name one norm step, not two."""
+"""Pick LayerNorm or RMSNorm by config, so blocks and models name one norm step, not two.
+
+A norm's params reach it as its own sub-dict with local names: "w" (C,), the scale, and "b" (C,),
+the shift, which only a LayerNorm with `norm_bias` has. Its backward returns them as
+({"w": dw[, "b": db]}, dx): param grads first, then the input's, as every block does.
+"""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -15,32 +20,39 @@ class NormCtx(NamedTuple):
     inner: Any     # LayerNormCtx or RMSNormCtx
 
 
-def norm_forward(params: dict, prefix: str, x: np.ndarray, cfg: BlockConfig
-                 ) -> tuple[np.ndarray, NormCtx]:
-    """Normalise x (..., C) with params[prefix + "w"] (and "b" for LayerNorm with a shift)."""
+def norm_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
+    """Param names and shapes of one norm: "w" (C,), and "b" (C,) for a LayerNorm with a shift."""
+    shapes = {"w": (cfg.d_model,)}
+    if cfg.norm == "layer" and cfg.norm_bias:
+        shapes["b"] = (cfg.d_model,)
+    return shapes
+
+
+def norm_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, NormCtx]:
+    """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present)."""
     if cfg.norm == "rms":
-        y, inner = rms_norm_forward(x, params[prefix + "w"], eps=cfg.norm_eps)
+        y, inner = rms_norm_forward(x, params["w"], eps=cfg.norm_eps)
     else:
-        y, inner = layer_norm_forward(x, params[prefix + "w"], params.get(prefix + "b"),
-                                      eps=cfg.norm_eps)
+        y, inner = layer_norm_forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
     return y, NormCtx(cfg.norm, inner)
 
 
-def norm_backward(dy: np.ndarray, ctx: NormCtx, prefix: str) -> tuple[np.ndarray, dict]:
-    """Returns (dx, {prefix + "w": dw[, prefix + "b": db]})."""
+def norm_backward(dy: np.ndarray, ctx: NormCtx) -> tuple[dict, np.ndarray]:
+    """Returns ({"w": dw[, "b": db]}, dx), dx (..., C) like dy."""
     if ctx.kind == "rms":
         dx, dw = rms_norm_backward(dy, ctx.inner)
-        return dx, {prefix + "w": dw}
+        return {"w": dw}, dx
     dx, dw, db = layer_norm_backward(dy, ctx.inner)
-    grads = {prefix + "w": dw}
+    grads = {"w": dw}
     if db is not None:
-        grads[prefix + "b"] = db
-    return dx, grads
+        grads["b"] = db
+    return grads, dx
 
 
-def init_norm(cfg: BlockConfig, prefix: str, dtype=np.float32) -> dict:
+def init_norm(cfg: BlockConfig, dtype=np.float32) -> dict:
     """Scale 1 (and shift 0): a freshly initialised norm passes the normalised input through."""
-    params = {prefix + "w": np.ones(cfg.d_model, dtype)}
-    if cfg.norm == "layer" and cfg.norm_bias:
-        params[prefix + "b"] = np.zeros(cfg.d_model, dtype)
+    shapes = norm_shapes(cfg)
+    params = {"w": np.ones(shapes["w"], dtype)}                               # (C,)
+    if "b" in shapes:
+        params["b"] = np.zeros(shapes["b"], dtype)                            # (C,)
     return params

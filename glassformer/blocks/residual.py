@@ -5,12 +5,13 @@
         out = h + MLP(Norm2(h))                  out = Norm2(h + MLP(h))
 
 The residual stream fans out: x feeds both the sub-block and the sum, so its gradient is the
-gradient through the sub-block plus the gradient that skips it. Each such sum is one commented
-line in `block_backward`. Dropout (training only) is applied to each sub-block's output before
+gradient through the sub-block plus the gradient that skips it: one commented line in
+`_residual_in_backward`. Dropout (training only) is applied to each sub-block's output before
 it joins the residual, as GPT-2 and BERT do.
 
 An encoder-decoder layer adds cross-attention over `memory`: pass `memory` and keep the params
-under "cross." and the norm under "norm_cross.".
+under "cross." and the norm under "norm_cross.". Each sub-block reads its params as a sub-dict
+with local names (blocks/names.py); `block_backward` puts the grads back under the layer's names.
 """
 from __future__ import annotations
 
@@ -19,18 +20,20 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_backward,
-                                          attention_block_forward, init_attention)
+                                          attention_block_forward, attention_shapes,
+                                          init_attention)
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward
-from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward
-from glassformer.generate.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward, mlp_shapes
+from glassformer.blocks.names import prefixed, sub_params
+from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 
 
 class SubCtx(NamedTuple):
     """One residual sub-block: its norm, its body (attention or MLP) and its dropout."""
-    norm: NormCtx
+    norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
     body: AttentionBlockCtx | MLPCtx
     drop: DropoutCtx
 
@@ -42,42 +45,51 @@ class BlockCtx(NamedTuple):
     mlp: SubCtx
 
 
-def _sub(params: dict, prefix: str) -> dict:
-    """The params under `prefix` ("attn.") with the prefix removed."""
-    return {key[len(prefix):]: value for key, value in params.items() if key.startswith(prefix)}
+# ---------------------------------------------------------------- one residual sub-block
+# A sub-block is three steps: `_residual_in` (the body's input), the body itself (attention or
+# MLP, called by block_forward), and `_residual_out` (dropout, the residual sum, post-norm).
+
+def _residual_in(norm_params: dict, x: np.ndarray, cfg: BlockConfig
+                 ) -> tuple[np.ndarray, NormCtx | None]:
+    """The body's input (B, T, C): Norm(x) in a pre-norm layer, x itself in a post-norm one."""
+    if cfg.norm_position == "post":
+        return x, None
+    return norm_forward(norm_params, x, cfg)
 
 
-def _prefixed(grads: dict, prefix: str) -> dict:
-    return {prefix + key: value for key, value in grads.items()}
+def _residual_out(norm_params: dict, x: np.ndarray, body_out: np.ndarray, in_ctx: SubCtx,
+                  cfg: BlockConfig, train: bool, rng) -> tuple[np.ndarray, SubCtx]:
+    """Dropout on the body's output, then x + out (pre-norm) or Norm(x + out) (post-norm).
 
-
-def _residual_forward(params, x, cfg, norm_prefix, body, train, rng):
-    """One sub-block in the config's norm position. body(h) -> (out, ctx)."""
+    in_ctx: the SubCtx so far, with the pre-norm's ctx (or None) and the body's ctx.
+    """
+    out, drop_ctx = dropout_forward(body_out, p=cfg.dropout, rng=rng, train=train)
     if cfg.norm_position == "pre":
-        h, norm_ctx = norm_forward(params, norm_prefix, x, cfg)
-        out, body_ctx = body(h)
-        out, drop_ctx = dropout_forward(out, p=cfg.dropout, rng=rng, train=train)
-        return x + out, SubCtx(norm_ctx, body_ctx, drop_ctx)
-    out, body_ctx = body(x)
-    out, drop_ctx = dropout_forward(out, p=cfg.dropout, rng=rng, train=train)
-    y, norm_ctx = norm_forward(params, norm_prefix, x + out, cfg)
-    return y, SubCtx(norm_ctx, body_ctx, drop_ctx)
+        return x + out, in_ctx._replace(drop=drop_ctx)
+    y, norm_ctx = norm_forward(norm_params, x + out, cfg)
+    return y, in_ctx._replace(norm=norm_ctx, drop=drop_ctx)
 
 
-def _residual_backward(dy, ctx: SubCtx, norm_position, norm_prefix, body_backward):
-    """Backward of `_residual_forward`. body_backward(dout, ctx) -> (grads, dx, extra)."""
+def _residual_out_backward(dy: np.ndarray, ctx: SubCtx, norm_position: str
+                           ) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Back through `_residual_out`: returns (post-norm grads or {}, d body output, d skip),
+    where d skip is the gradient of the residual sum, which reaches x directly too."""
     if norm_position == "pre":
-        dout = dropout_backward(dy, ctx.drop)
-        grads, dh, extra = body_backward(dout, ctx.body)
-        dnorm_in, norm_grads = norm_backward(dh, ctx.norm, norm_prefix)
-        dx = dy + dnorm_in  # residual fan-out: skip path + path through norm and body
-    else:
-        dsum, norm_grads = norm_backward(dy, ctx.norm, norm_prefix)
-        dout = dropout_backward(dsum, ctx.drop)
-        grads, dbody_in, extra = body_backward(dout, ctx.body)
-        dx = dsum + dbody_in  # residual fan-out: skip path + path through the body
-    return {**grads, **norm_grads}, dx, extra
+        return {}, dropout_backward(dy, ctx.drop), dy
+    norm_grads, dsum = norm_backward(dy, ctx.norm)
+    return norm_grads, dropout_backward(dsum, ctx.drop), dsum
 
+
+def _residual_in_backward(dbody_in: np.ndarray, dskip: np.ndarray, ctx: SubCtx,
+                          norm_position: str) -> tuple[dict, np.ndarray]:
+    """Back through `_residual_in`, adding the skip path: returns (pre-norm grads or {}, dx)."""
+    if norm_position == "post":
+        return {}, dskip + dbody_in  # residual fan-out: skip path + path through the body
+    norm_grads, dnorm_in = norm_backward(dbody_in, ctx.norm)
+    return norm_grads, dskip + dnorm_in  # residual fan-out: skip path + path through norm and body
+
+
+# ---------------------------------------------------------------- the layer
 
 def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool,
                   key_mask: np.ndarray | None = None, positions: np.ndarray | None = None,
@@ -89,64 +101,81 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     # note: checked here too, since a pre-norm layer would otherwise first meet x in the norm,
     # whose error blames the norm's weight for a wrong C
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
-    def self_attention(h):
-        return attention_block_forward(_sub(params, "attn."), h, cfg, causal=causal,
-                                       key_mask=key_mask, positions=positions,
-                                       rope_tables=rope_tables,
-                                       kv_cache=kv_cache, layer=layer)
-
-    def cross_attention(h):
-        return attention_block_forward(_sub(params, "cross."), h, cfg, causal=False,
-                                       memory=memory, key_mask=memory_mask)
-
-    def mlp(h):
-        return mlp_forward(_sub(params, "mlp."), h, cfg)
-
-    h, attn_ctx = _residual_forward(params, x, cfg, "norm1.", self_attention, train, rng)
+    # self-attention sub-block
+    norm1 = sub_params(params, "norm1.")
+    a, norm_ctx = _residual_in(norm1, x, cfg)                                 # (B, T, C)
+    a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
+                                          key_mask=key_mask, positions=positions,
+                                          rope_tables=rope_tables, kv_cache=kv_cache,
+                                          layer=layer)
+    h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
+    # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
     cross_ctx = None
     if memory is not None:
-        h, cross_ctx = _residual_forward(params, h, cfg, "norm_cross.", cross_attention,
-                                         train, rng)
-    out, mlp_ctx = _residual_forward(params, h, cfg, "norm2.", mlp, train, rng)
+        norm_cross = sub_params(params, "norm_cross.")
+        c, norm_ctx = _residual_in(norm_cross, h, cfg)
+        c, body_ctx = attention_block_forward(sub_params(params, "cross."), c, cfg, causal=False,
+                                              memory=memory, key_mask=memory_mask)
+        h, cross_ctx = _residual_out(norm_cross, h, c, SubCtx(norm_ctx, body_ctx, None), cfg,
+                                     train, rng)
+    # MLP sub-block
+    norm2 = sub_params(params, "norm2.")
+    m, norm_ctx = _residual_in(norm2, h, cfg)
+    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg)
+    out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 
 
 def block_backward(dout: np.ndarray, ctx: BlockCtx
                    ) -> tuple[dict, np.ndarray, np.ndarray | None]:
-    """Returns (grads with block-local names, dx, dmemory or None)."""
-    def mlp_back(dy, body_ctx):
-        grads, dx = mlp_backward(dy, body_ctx)
-        return _prefixed(grads, "mlp."), dx, None
-
-    def attn_back(prefix):
-        def back(dy, body_ctx):
-            grads, dx, dmemory = attention_block_backward(dy, body_ctx)
-            return _prefixed(grads, prefix), dx, dmemory
-        return back
-
+    """Returns (grads with block-local names, dx, dmemory or None): the forward's steps in
+    reverse, MLP, then cross-attention, then self-attention."""
     pos = ctx.norm_position
-    grads, dh, _ = _residual_backward(dout, ctx.mlp, pos, "norm2.", mlp_back)
+    # MLP sub-block
+    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
+    mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
+    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
+    grads = {**prefixed(mlp_grads, "mlp."), **prefixed({**out_norm, **in_norm}, "norm2.")}
+    # cross-attention sub-block
     dmemory = None
     if ctx.cross is not None:
-        cross_grads, dh, dmemory = _residual_backward(dh, ctx.cross, pos, "norm_cross.",
-                                                      attn_back("cross."))
-        grads.update(cross_grads)
-    attn_grads, dx, _ = _residual_backward(dh, ctx.attn, pos, "norm1.", attn_back("attn."))
-    grads.update(attn_grads)
+        out_norm, dbody, dskip = _residual_out_backward(dh, ctx.cross, pos)
+        cross_grads, dbody_in, dmemory = attention_block_backward(dbody, ctx.cross.body)
+        in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.cross, pos)
+        grads.update(prefixed(cross_grads, "cross."))
+        grads.update(prefixed({**out_norm, **in_norm}, "norm_cross."))
+    # self-attention sub-block
+    out_norm, dbody, dskip = _residual_out_backward(dh, ctx.attn, pos)
+    attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
+    in_norm, dx = _residual_in_backward(dbody_in, dskip, ctx.attn, pos)
+    grads.update(prefixed(attn_grads, "attn."))
+    grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
     return grads, dx, dmemory
+
+
+def block_shapes(cfg: BlockConfig, *, cross: bool = False) -> dict[str, tuple[int, ...]]:
+    """Param names (block-local) and shapes of one layer, in the order init_block makes them."""
+    shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attention_shapes(cfg), "attn.")}
+    if cross:
+        shapes.update(prefixed(norm_shapes(cfg), "norm_cross."))
+        shapes.update(prefixed(attention_shapes(cfg), "cross."))
+    shapes.update(prefixed(norm_shapes(cfg), "norm2."))
+    shapes.update(prefixed(mlp_shapes(cfg), "mlp."))
+    return shapes
 
 
 def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
                out_std: float = 0.02, cross: bool = False, dtype=np.float32) -> dict:
-    """Fresh params for one layer, with block-local names."""
+    """Fresh params for one layer, with block-local names, in block_shapes' order: the
+    sub-blocks draw in that order (attention, cross-attention, MLP)."""
     params = {}
-    params.update(init_norm(cfg, "norm1.", dtype))
-    params.update(_prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
-                            "attn."))
+    params.update(prefixed(init_norm(cfg, dtype), "norm1."))
+    params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
+                           "attn."))
     if cross:
-        params.update(init_norm(cfg, "norm_cross.", dtype))
-        params.update(_prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
-                                "cross."))
-    params.update(init_norm(cfg, "norm2.", dtype))
-    params.update(_prefixed(init_mlp(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
+        params.update(prefixed(init_norm(cfg, dtype), "norm_cross."))
+        params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
+                               "cross."))
+    params.update(prefixed(init_norm(cfg, dtype), "norm2."))
+    params.update(prefixed(init_mlp(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
     return params

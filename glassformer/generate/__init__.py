@@ -1,1 +1,1 @@
-"""Text generation: KV cache, sampling, and the token-by-token generate loop."""
+"""Text generation: sampling and the token-by-token generate loop (KVCache lives in blocks/)."""

@@ -80,7 +80,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     cfg = model.cfg
     ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size)
     context = model.context_len
-    slides = model.family.SLIDING_CONTEXT
+    slides = model.family.sliding_context
     if not slides and ids.shape[1] + max_new_tokens > context:
         raise GlassformerError(
             f"prompt of {ids.shape[1]} tokens + {max_new_tokens} new tokens is past this "

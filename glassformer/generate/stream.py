@@ -21,6 +21,7 @@ from typing import Iterable, Iterator, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.generate import generate
 
 REPLACEMENT = "\ufffd"   # what decode puts in place of bytes that are not (yet) valid UTF-8
 
@@ -55,13 +56,13 @@ def stream_text(tokenizer, token_ids: Iterable[int]) -> Iterator[StreamStep]:
 
 def generated_ids(model, prompt_ids: list[int], *, stop_ids: Iterable[int] = (),
                   **generate_kwargs) -> Iterator[int]:
-    """Token ids of one prompt as `model.generate` chooses them, ending before a stop id.
+    """Token ids of one prompt as `generate(model, ...)` chooses them, ending before a stop id.
 
     generate_kwargs: max_new_tokens, temperature, top_k, top_p, seed, use_cache.
     """
     stop = sorted({int(i) for i in stop_ids})
-    for step in model.generate(np.asarray([prompt_ids], dtype=np.int64), stop=stop,
-                               **generate_kwargs):
+    for step in generate(model, np.asarray([prompt_ids], dtype=np.int64), stop=stop,
+                         **generate_kwargs):
         token_id = int(step[0])
         if token_id in stop:
             return

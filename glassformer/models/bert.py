@@ -20,18 +20,20 @@ Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward
+from glassformer.blocks.names import prefixed, sub_params
+from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.io.hf_names import TANH_GELUS, check_hf_config
 from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
-                                       layers_forward)
+                                       layers_forward, layers_shapes)
+from glassformer.models.family import Family, config_from_dict, config_to_dict
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
@@ -40,10 +42,13 @@ from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 
 POOL_EPS = 1e-9      # sentence-transformers clamps the token count to at least this
 NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize's default eps
+ENCODER_NO_CACHE = ("BERT is an encoder: it reads the whole sequence at once, keeps no KV cache "
+                    "and cannot generate")
 
 
 @dataclass(frozen=True)
 class BertConfig:
+    ARCH: ClassVar[str] = "bert"
     vocab_size: int = 65            # V
     max_seq_len: int = 64           # T_max, rows of the learned position table
     n_types: int = 2                # token types ("segments": sentence A / B)
@@ -72,15 +77,11 @@ class BertConfig:
                            position="none", dropout=self.dropout)
 
     def to_dict(self) -> dict:
-        return {"arch": "bert", **asdict(self)}
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known - {"arch"}
-        if unknown:
-            raise GlassformerError(f"unknown BertConfig keys: {sorted(unknown)}")
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return config_from_dict(cls, data)
 
     @classmethod
     def from_hf_config(cls, hf: dict, *, mlm_head: bool = False) -> "BertConfig":
@@ -114,15 +115,6 @@ class BertConfig:
                 "tie_word_embeddings": True, "dtype": "float32"}
 
 
-# An encoder reads whole sequences: no generation, so no sliding window and no KV cache.
-SLIDING_CONTEXT = False
-
-
-def kv_layout(cfg: BertConfig) -> tuple[int, int]:
-    raise GlassformerError("BERT is an encoder: it reads the whole sequence at once, keeps no "
-                           "KV cache and cannot generate")
-
-
 class BertCtx(NamedTuple):
     tok: EmbeddingCtx
     pos: EmbeddingCtx
@@ -139,24 +131,37 @@ class MLMCtx(NamedTuple):
     decoder: LinearCtx
 
 
+def param_shapes(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every param, in init_params' order (mlm.* with cfg.mlm_head)."""
+    c = cfg.d_model
+    bcfg = cfg.block_config()
+    shapes = {"tok_emb": (cfg.vocab_size, c),                                 # (V, C)
+              "pos_emb": (cfg.max_seq_len, c),                                # (T_max, C)
+              "type_emb": (cfg.n_types, c)}                                   # (types, C)
+    shapes.update(prefixed(norm_shapes(bcfg), "emb_norm."))
+    shapes.update(layers_shapes(bcfg, cfg.n_layer))
+    if cfg.mlm_head:
+        shapes.update({"mlm.w": (c, c), "mlm.b": (c,)})                         # (C, C)
+        shapes.update(prefixed(norm_shapes(bcfg), "mlm.norm."))
+        shapes["mlm.bias"] = (cfg.vocab_size,)                                  # (V,)
+    return shapes
+
+
 def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
     """Fresh float32 params: Normal(0, 0.02) matrices and tables, zero biases, unit gains."""
     std = 0.02
-    c = cfg.d_model
     bcfg = cfg.block_config()
+    shapes = param_shapes(cfg)
     params = {}
-    for name, rows in (("tok_emb", cfg.vocab_size), ("pos_emb", cfg.max_seq_len),
-                       ("type_emb", cfg.n_types)):
-        params[name] = (rng.standard_normal((rows, c)) * std).astype(np.float32)   # (rows, C)
-    params["emb_norm.w"] = np.ones(c, np.float32)
-    params["emb_norm.b"] = np.zeros(c, np.float32)
+    for name in ("tok_emb", "pos_emb", "type_emb"):                          # drawn in this order
+        params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
+    params.update(prefixed(init_norm(bcfg), "emb_norm."))
     params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=std))
     if cfg.mlm_head:
-        params["mlm.w"] = (rng.standard_normal((c, c)) * std).astype(np.float32)   # (C, C)
-        params["mlm.b"] = np.zeros(c, np.float32)
-        params["mlm.norm.w"] = np.ones(c, np.float32)
-        params["mlm.norm.b"] = np.zeros(c, np.float32)
-        params["mlm.bias"] = np.zeros(cfg.vocab_size, np.float32)                  # (V,)
+        params["mlm.w"] = (rng.standard_normal(shapes["mlm.w"]) * std).astype(np.float32)
+        params["mlm.b"] = np.zeros(shapes["mlm.b"], np.float32)
+        params.update(prefixed(init_norm(bcfg), "mlm.norm."))
+        params["mlm.bias"] = np.zeros(shapes["mlm.bias"], np.float32)
     return params
 
 
@@ -170,7 +175,7 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     for real tokens, False on padding, as HF's attention_mask. positions: default arange(T).
     """
     if kv_cache is not None:
-        kv_layout(cfg)  # raises: an encoder has no cache
+        raise GlassformerError(ENCODER_NO_CACHE)
     positions = check_ids_and_positions(ids, positions, 0, cfg.max_seq_len)
     types = np.zeros_like(ids) if token_type_ids is None else np.asarray(token_type_ids)
     if types.shape != ids.shape:
@@ -185,7 +190,7 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
     pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
     typ, type_ctx = embedding_forward(types, params["type_emb"])      # (B, T) -> (B, T, C)
-    x, emb_norm_ctx = norm_forward(params, "emb_norm.", tok + pos + typ, bcfg)
+    x, emb_norm_ctx = norm_forward(sub_params(params, "emb_norm."), tok + pos + typ, bcfg)
     x, drop_ctx = dropout_forward(x, p=cfg.dropout, rng=rng, train=train)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=False, key_mask=key_mask,
                                    positions=positions, train=train, rng=rng)
@@ -196,8 +201,8 @@ def backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
     """dhidden (B, T, C) -> grads of the encoder's params (mlm.* come from `mlm_backward`)."""
     grads, dx = layers_backward(dhidden, ctx.blocks)
     dx = dropout_backward(dx, ctx.drop)
-    dsum, norm_grads = norm_backward(dx, ctx.emb_norm, "emb_norm.")
-    grads.update(norm_grads)
+    norm_grads, dsum = norm_backward(dx, ctx.emb_norm)
+    grads.update(prefixed(norm_grads, "emb_norm."))
     # The three lookups were summed, so each receives the same gradient dsum.
     grads["tok_emb"] = embedding_backward(dsum, ctx.tok)
     grads["type_emb"] = embedding_backward(dsum, ctx.types)
@@ -222,8 +227,8 @@ def mlm_forward(params: dict, hidden: np.ndarray, cfg: BertConfig
     return logits, MLMCtx(dense_ctx, act_ctx, norm_ctx, decoder_ctx)
 
 
-def mlm_backward(dlogits: np.ndarray, ctx: MLMCtx) -> tuple[np.ndarray, dict]:
-    """Returns (dhidden, grads of mlm.* and the decoder's share of tok_emb).
+def mlm_backward(dlogits: np.ndarray, ctx: MLMCtx) -> tuple[dict, np.ndarray]:
+    """Returns (grads of mlm.* and the decoder's share of tok_emb, dhidden (B, T, C)).
 
     note: tok_emb also fed the encoder's input lookup; the caller adds the two tok_emb grads.
     """
@@ -233,7 +238,7 @@ def mlm_backward(dlogits: np.ndarray, ctx: MLMCtx) -> tuple[np.ndarray, dict]:
     dh, grads["mlm.norm.w"], grads["mlm.norm.b"] = layer_norm_backward(dh, ctx.norm)
     dh = gelu_backward(dh, ctx.act)
     dhidden, grads["mlm.w"], grads["mlm.b"] = linear_backward(dh, ctx.dense)
-    return dhidden, grads
+    return grads, dhidden
 
 
 def mean_pool(hidden: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -253,3 +258,9 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     """x / max(||x||, 1e-12) along the last axis, as torch.nn.functional.normalize."""
     norm = np.sqrt((x * x).sum(axis=-1, keepdims=True))              # (..., C) -> (..., 1)
     return x / np.maximum(norm, NORMALIZE_EPS)
+
+
+# An encoder reads whole sequences: no generation, so no KV cache and no sliding window.
+FAMILY = Family(name="bert", config=BertConfig, init_params=init_params, forward=forward,
+                backward=backward, param_shapes=param_shapes, kv_layout=None,
+                sliding_context=False)

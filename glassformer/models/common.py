@@ -1,4 +1,4 @@
-"""Pieces every model family shares: param-name plumbing, id checks, and the LM head.
+"""Pieces every model family shares: the layer stack, id checks, the final norm and LM head.
 
 The LM head is a linear layer without bias: its own (C, V) matrix `lm_head`, or, when the model
 ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes tok_emb fan out
@@ -11,8 +11,10 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward
-from glassformer.blocks.residual import BlockCtx, block_backward, block_forward, init_block
+from glassformer.blocks.names import prefixed, sub_params
+from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
+from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
+                                         init_block)
 from glassformer.errors import GlassformerError
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.rope import rope_tables_at
@@ -27,17 +29,6 @@ class HeadCtx(NamedTuple):
     """The decoder's top: final norm, then the LM head."""
     norm_f: NormCtx
     lm_head: LMHeadCtx
-
-
-def prefixed(params: dict, prefix: str) -> dict:
-    """{"attn.wq": ...} -> {prefix + "attn.wq": ...}."""
-    return {prefix + key: value for key, value in params.items()}
-
-
-def layer_params(params: dict, i: int) -> dict:
-    """The params of layer i with the "blocks.{i}." prefix removed."""
-    prefix = f"blocks.{i}."
-    return {key[len(prefix):]: value for key, value in params.items() if key.startswith(prefix)}
 
 
 def check_ids_and_positions(ids, positions, offset: int, max_positions: int | None
@@ -71,17 +62,25 @@ def lm_head_forward(params: dict, x: np.ndarray) -> tuple[np.ndarray, LMHeadCtx]
     return logits, LMHeadCtx(ctx, tied)
 
 
-def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[np.ndarray, dict]:
-    """Returns (dx, {"lm_head": dW} or {"tok_emb": dW^T}) — the caller adds a tied gradient."""
+def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[dict, np.ndarray]:
+    """Returns ({"lm_head": dW} or {"tok_emb": dW^T}, dx) — the caller adds a tied gradient."""
     dx, dw, _ = linear_backward(dlogits, ctx.linear)              # dw (C, V)
     if ctx.tied:
-        return dx, {"tok_emb": dw.T}                              # (C, V) -> (V, C)
-    return dx, {"lm_head": dw}
+        return {"tok_emb": dw.T}, dx                              # (C, V) -> (V, C)
+    return {"lm_head": dw}, dx
+
+
+def layers_shapes(bcfg: BlockConfig, n_layer: int) -> dict[str, tuple[int, ...]]:
+    """Param names and shapes of n_layer blocks under "blocks.{i}.", in init_layers' order."""
+    shapes = {}
+    for i in range(n_layer):
+        shapes.update(prefixed(block_shapes(bcfg), f"blocks.{i}."))
+    return shapes
 
 
 def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, std: float,
                 out_std: float) -> dict:
-    """Fresh params for n_layer blocks under "blocks.{i}."."""
+    """Fresh params for n_layer blocks under "blocks.{i}.", drawn layer by layer."""
     params = {}
     for i in range(n_layer):
         params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
@@ -123,29 +122,37 @@ def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx]) -> tuple[dict, np.ndar
     return grads, dx
 
 
-def init_head(cfg, bcfg: BlockConfig, rng: np.random.Generator, *, std: float) -> dict:
-    """norm_f, plus an lm_head (C, V) unless the config ties it to tok_emb."""
-    params = init_norm(bcfg, "norm_f.")
+def head_shapes(cfg, bcfg: BlockConfig) -> dict[str, tuple[int, ...]]:
+    """norm_f, plus lm_head (C, V) unless the config ties the head to tok_emb."""
+    shapes = prefixed(norm_shapes(bcfg), "norm_f.")
     if not cfg.tie_embeddings:
-        params["lm_head"] = (rng.standard_normal((cfg.d_model, cfg.vocab_size)) * std
-                             ).astype(np.float32)                             # (C, V)
+        shapes["lm_head"] = (cfg.d_model, cfg.vocab_size)                    # (C, V)
+    return shapes
+
+
+def init_head(cfg, bcfg: BlockConfig, rng: np.random.Generator, *, std: float) -> dict:
+    """norm_f (scale 1), plus an lm_head ~ Normal(0, std) unless tied (head_shapes' names)."""
+    shapes = head_shapes(cfg, bcfg)
+    params = prefixed(init_norm(bcfg), "norm_f.")
+    if "lm_head" in shapes:
+        params["lm_head"] = (rng.standard_normal(shapes["lm_head"]) * std).astype(np.float32)
     return params
 
 
 def head_forward(params: dict, x: np.ndarray, bcfg: BlockConfig
                  ) -> tuple[np.ndarray, HeadCtx]:
     """Final norm and LM head: (B, T, C) -> logits (B, T, V)."""
-    x, norm_ctx = norm_forward(params, "norm_f.", x, bcfg)
+    x, norm_ctx = norm_forward(sub_params(params, "norm_f."), x, bcfg)
     logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
     return logits, HeadCtx(norm_ctx, head_ctx)
 
 
 def head_backward(dlogits: np.ndarray, ctx: HeadCtx) -> tuple[dict, np.ndarray]:
-    """Returns (grads of norm_f and lm_head, or a "tok_emb" part when tied, dx (B, T, C)).
+    """Returns (grads of lm_head, or a "tok_emb" part when tied, and of norm_f; dx (B, T, C)).
 
     note: when tied, grads["tok_emb"] holds only the head's share; the model adds the lookup's.
     """
-    dx, grads = lm_head_backward(dlogits, ctx.lm_head)
-    dx, norm_grads = norm_backward(dx, ctx.norm_f, "norm_f.")
-    grads.update(norm_grads)
+    grads, dx = lm_head_backward(dlogits, ctx.lm_head)
+    norm_grads, dx = norm_backward(dx, ctx.norm_f)
+    grads.update(prefixed(norm_grads, "norm_f."))
     return grads, dx

@@ -13,24 +13,26 @@ Deviation: no dropout on the attention weights (only on embeddings and sub-block
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
-from glassformer.generate.kv_cache import KVCache
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
-                                       head_forward, init_head, init_layers, layers_backward,
-                                       layers_forward)
+                                       head_forward, head_shapes, init_head, init_layers,
+                                       layers_backward, layers_forward, layers_shapes)
+from glassformer.models.family import Family, config_from_dict, config_to_dict
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
 
 @dataclass(frozen=True)
 class GPT2Config:
+    ARCH: ClassVar[str] = "gpt2"
     vocab_size: int = 65            # V (65: the characters of Tiny Shakespeare)
     max_seq_len: int = 64           # T_max, the context ("block size")
     n_layer: int = 4                # L
@@ -57,19 +59,11 @@ class GPT2Config:
                            dropout=self.dropout)
 
     def to_dict(self) -> dict:
-        return {"arch": "gpt2", **asdict(self)}
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "GPT2Config":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known - {"arch"}
-        if unknown:
-            raise GlassformerError(f"unknown GPT2Config keys: {sorted(unknown)}")
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-# Learned positions: past the context, generation slides a window (see generate/generate.py).
-SLIDING_CONTEXT = True
+        return config_from_dict(cls, data)
 
 
 def kv_layout(cfg: GPT2Config) -> tuple[int, int]:
@@ -85,15 +79,25 @@ class GPT2Ctx(NamedTuple):
     head: HeadCtx
 
 
+def param_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every param, in init_params' order."""
+    bcfg = cfg.block_config()
+    shapes = {"tok_emb": (cfg.vocab_size, cfg.d_model),                       # (V, C)
+              "pos_emb": (cfg.max_seq_len, cfg.d_model)}                      # (T_max, C)
+    shapes.update(layers_shapes(bcfg, cfg.n_layer))
+    shapes.update(head_shapes(cfg, bcfg))
+    return shapes
+
+
 def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
-    """Fresh float32 params with GPT-2's init (see module docstring)."""
+    """Fresh float32 params with GPT-2's init (see module docstring), param_shapes' names."""
     std = 0.02
     out_std = std / math.sqrt(2 * cfg.n_layer)
     bcfg = cfg.block_config()
-    params = {"tok_emb": (rng.standard_normal((cfg.vocab_size, cfg.d_model)) * std
-                          ).astype(np.float32),                               # (V, C)
-              "pos_emb": (rng.standard_normal((cfg.max_seq_len, cfg.d_model)) * std
-                          ).astype(np.float32)}                               # (T_max, C)
+    shapes = param_shapes(cfg)
+    params = {}
+    for name in ("tok_emb", "pos_emb"):                                      # drawn in this order
+        params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
     params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
     params.update(init_head(cfg, bcfg, rng, std=std))
     return params
@@ -133,3 +137,9 @@ def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
         grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
     grads.update(head_grads)
     return grads
+
+
+# Learned positions: past the context, generation slides a window (see generate/generate.py).
+FAMILY = Family(name="gpt2", config=GPT2Config, init_params=init_params, forward=forward,
+                backward=backward, param_shapes=param_shapes, kv_layout=kv_layout,
+                sliding_context=True)

@@ -23,19 +23,20 @@ sets pad_token_id, HF's embedding gives that row no lookup gradient, glassformer
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
-from glassformer.generate.kv_cache import KVCache
 from glassformer.io.hf_names import check_hf_config, rope_theta_from_hf
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
-                                       head_forward, init_head, init_layers, layers_backward,
-                                       layers_forward)
+                                       head_forward, head_shapes, init_head, init_layers,
+                                       layers_backward, layers_forward, layers_shapes)
+from glassformer.models.family import Family, config_from_dict, config_to_dict
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
 # HF model types this family loads, and the `architectures` entry each exports as.
@@ -45,6 +46,7 @@ SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
 
 @dataclass(frozen=True)
 class LlamaConfig:
+    ARCH: ClassVar[str] = "llama"
     vocab_size: int = 65            # V
     max_seq_len: int = 64           # T_max, the longest sequence RoPE was trained for
     n_layer: int = 4                # L
@@ -82,15 +84,11 @@ class LlamaConfig:
                            dropout=self.dropout)
 
     def to_dict(self) -> dict:
-        return {"arch": "llama", **asdict(self)}
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "LlamaConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known - {"arch"}
-        if unknown:
-            raise GlassformerError(f"unknown LlamaConfig keys: {sorted(unknown)}")
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return config_from_dict(cls, data)
 
     @classmethod
     def from_hf_config(cls, hf: dict) -> "LlamaConfig":
@@ -156,10 +154,6 @@ def _context(hf: dict) -> int:
     return context
 
 
-# RoPE positions are not learned, but no model was trained past its context: generation stops.
-SLIDING_CONTEXT = False
-
-
 def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
     """(K, D) of this model's KV cache: only the n_kv_head shared heads are stored."""
     bcfg = cfg.block_config()
@@ -172,13 +166,22 @@ class LlamaCtx(NamedTuple):
     head: HeadCtx
 
 
+def param_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every param, in init_params' order."""
+    bcfg = cfg.block_config()
+    shapes = {"tok_emb": (cfg.vocab_size, cfg.d_model)}                      # (V, C)
+    shapes.update(layers_shapes(bcfg, cfg.n_layer))
+    shapes.update(head_shapes(cfg, bcfg))
+    return shapes
+
+
 def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
-    """Fresh float32 params (see module docstring for the init)."""
+    """Fresh float32 params (see module docstring for the init), param_shapes' names."""
     std = 0.02
     out_std = std / math.sqrt(2 * cfg.n_layer)
     bcfg = cfg.block_config()
-    params = {"tok_emb": (rng.standard_normal((cfg.vocab_size, cfg.d_model)) * std
-                          ).astype(np.float32)}                               # (V, C)
+    shapes = param_shapes(cfg)
+    params = {"tok_emb": (rng.standard_normal(shapes["tok_emb"]) * std).astype(np.float32)}
     params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
     params.update(init_head(cfg, bcfg, rng, std=std))
     return params
@@ -212,3 +215,9 @@ def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
         grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
     grads.update(head_grads)
     return grads
+
+
+# RoPE positions are not learned, but no model was trained past its context: generation stops.
+FAMILY = Family(name="llama", config=LlamaConfig, init_params=init_params, forward=forward,
+                backward=backward, param_shapes=param_shapes, kv_layout=kv_layout,
+                sliding_context=False)

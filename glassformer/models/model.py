@@ -1,15 +1,17 @@
-"""Model: a config and its params, with the calls users expect (`model(ids)`, `generate`).
+"""Model: a config and its params, with the call users expect (`model(ids)`).
 
 It holds no other state: caches, positions and RNGs are created per call and passed explicitly.
-The math lives in the family module (gpt2, llama, bert); this class only routes to it.
+The math lives in the family module (gpt2, llama, bert); this class only routes to it through
+the family's `Family` record. Generating and exporting are functions of the layers above:
+`glassformer.generate.generate.generate(model, ids, ...)` and
+`glassformer.io.pretrained.save_pretrained(model, dir)`.
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 
-from glassformer.generate.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache
+from glassformer.errors import GlassformerError
 from glassformer.models.registry import arch_of, family
 
 
@@ -60,18 +62,10 @@ class Model:
 
     def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
         """An empty KV cache for this model (default length: its whole context)."""
+        if self.family.kv_layout is None:
+            raise GlassformerError(f"{self.arch} is an encoder: it reads the whole sequence at "
+                                   "once, keeps no KV cache and cannot generate")
         kv_heads, head_dim = self.family.kv_layout(self.cfg)
         return KVCache.allocate(n_layer=self.cfg.n_layer, batch=batch, n_kv_head=kv_heads,
                                 max_len=max_len or self.context_len, head_dim=head_dim,
                                 dtype=self.params["tok_emb"].dtype)
-
-    def save_pretrained(self, directory):
-        """Write a Hugging Face folder (config.json + model.safetensors) for gpt2 and llama models,
-        which transformers loads as the same model; see glassformer/io/pretrained.py."""
-        from glassformer.io.pretrained import save_pretrained
-        return save_pretrained(self, directory)
-
-    def generate(self, ids, **kwargs) -> Iterator[np.ndarray]:
-        """Yield next-token ids (B,) one step at a time; see glassformer.generate.generate."""
-        from glassformer.generate.generate import generate
-        return generate(self, ids, **kwargs)

@@ -1,28 +1,23 @@
-"""Model families by name: each is a module with a Config, init_params, forward and backward.
+"""Model families by name: the `Family` record each family module exports (models/family.py).
 
 Training, generation and loading use a family through this one table, so they work for every
-decoder family without naming it.
+family without naming it; a reader follows `family("llama").forward` straight to llama.forward.
 """
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 from glassformer.errors import GlassformerError
+from glassformer.models import bert, gpt2, llama
+from glassformer.models.family import Family
 
-# arch name -> (module, config class name)
-FAMILIES = {
-    "gpt2": ("glassformer.models.gpt2", "GPT2Config"),
-    "llama": ("glassformer.models.llama", "LlamaConfig"),
-    "bert": ("glassformer.models.bert", "BertConfig"),
-}
+# arch name -> its Family record
+FAMILIES: dict[str, Family] = {f.name: f for f in (gpt2.FAMILY, llama.FAMILY, bert.FAMILY)}
 
 
-def family(arch: str) -> ModuleType:
-    """The module of architecture `arch` ("gpt2", "llama", "bert")."""
+def family(arch: str) -> Family:
+    """The Family of architecture `arch` ("gpt2", "llama", "bert")."""
     if arch not in FAMILIES:
         raise GlassformerError(f"unknown architecture {arch!r}; known: {sorted(FAMILIES)}")
-    return importlib.import_module(FAMILIES[arch][0])
+    return FAMILIES[arch]
 
 
 def config_from_dict(data: dict):
@@ -30,10 +25,9 @@ def config_from_dict(data: dict):
     arch = data.get("arch")
     if arch is None:
         raise GlassformerError("model config has no 'arch' key (expected gpt2, llama or bert)")
-    module = family(arch)
-    return getattr(module, FAMILIES[arch][1]).from_dict(data)
+    return family(arch).config.from_dict(data)
 
 
 def arch_of(cfg) -> str:
-    """The arch name of a config object."""
-    return cfg.to_dict()["arch"]
+    """The arch name of a config object ("gpt2", "llama", "bert")."""
+    return cfg.ARCH

@@ -11,7 +11,7 @@ from glassformer.blocks.attention import (attention_block_backward, attention_bl
                                           init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.errors import GlassformerError, ShapeError
-from glassformer.generate.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases._block_params import exercised, key_mask
 from glassformer.gradcheck.cases.attention_block import CASES

@@ -40,7 +40,7 @@ def test_forward_shapes_dtypes_and_param_names():
     assert hidden.shape == (2, 3, 8) and hidden.dtype == np.float32
     logits, _ = bert.mlm_forward(params, hidden, cfg)
     assert logits.shape == (2, 3, 11) and logits.dtype == np.float32
-    assert {k: v.shape for k, v in params.items()} == hf_names.glassformer_shapes("bert", cfg)
+    assert {k: v.shape for k, v in params.items()} == bert.FAMILY.param_shapes(cfg)
     out = Model(cfg, params)(np.array([[1, 2, 3]]), attention_mask=np.array([[1, 1, 0]]))
     assert out.shape == (1, 3, 8)
 
@@ -60,7 +60,7 @@ def test_float64_spot_gradcheck_of_encoder_and_mlm_head():
         return logits, (body_ctx, head_ctx)
 
     _, (body_ctx, head_ctx) = forward(params)
-    dhidden, grads = bert.mlm_backward(dlogits, head_ctx)
+    grads, dhidden = bert.mlm_backward(dlogits, head_ctx)
     body_grads = bert.backward(dhidden, body_ctx)
     tok_head = grads.pop("tok_emb")
     grads.update(body_grads)
@@ -145,7 +145,7 @@ def test_hidden_states_mlm_logits_and_grads_match_hf_bert():
     # gradients of sum(logits * G) for a random G, through head and encoder
     upstream = rng.standard_normal(logits.shape).astype(np.float32)
     (out.logits * torch.from_numpy(upstream)).sum().backward()
-    dhidden, grads = bert.mlm_backward(upstream, head_ctx)
+    grads, dhidden = bert.mlm_backward(upstream, head_ctx)
     tok_head = grads.pop("tok_emb")
     grads.update(bert.backward(dhidden, body_ctx))
     grads["tok_emb"] = grads["tok_emb"] + tok_head   # fan-out: tied MLM decoder

@@ -8,7 +8,7 @@ import pytest
 
 from glassformer.generate.generate import generate
 from glassformer.io import hf_names
-from glassformer.io.pretrained import load_pretrained
+from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models import gpt2, llama
 from glassformer.models.model import Model
 from glassformer.train.optim import adamw_init, adamw_step
@@ -156,7 +156,7 @@ def test_trained_model_exports_to_transformers(name, tmp_path):
         x, y = rng.integers(0, V, (4, 16)), rng.integers(0, V, (4, 16))
         _, grads = loss_and_grads(family, model.params, cfg, x, y, rng=None)
         adamw_step(model.params, grads, opt, lr=1e-2)
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     exported = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     ids = rng.integers(0, V, (2, 20))
     with torch.no_grad():

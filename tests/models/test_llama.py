@@ -40,10 +40,11 @@ def test_forward_shapes_dtypes_and_param_names():
     params = llama.init_params(cfg, np.random.default_rng(0))
     logits, _ = llama.forward(params, np.array([[1, 2, 3], [4, 5, 6]]), cfg)
     assert logits.shape == (2, 3, 11) and logits.dtype == np.float32
-    assert {k: v.shape for k, v in params.items()} == hf_names.glassformer_shapes("llama", cfg)
+    assert {k: v.shape for k, v in params.items()} == llama.FAMILY.param_shapes(cfg)
     assert params["blocks.0.attn.wk"].shape == (8, 4)        # (C, K*D) = (8, 2*2)
     assert "pos_emb" not in params and "blocks.0.mlp.w_gate" in params
-    assert llama.kv_layout(cfg) == (2, 2)
+    assert list(params) == list(llama.param_shapes(cfg))     # init's order is the table's
+    assert llama.FAMILY.kv_layout(cfg) == (2, 2)
 
 
 def test_default_d_ff_is_two_thirds_of_four_c_rounded():

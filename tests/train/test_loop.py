@@ -174,7 +174,7 @@ def test_train_without_data_uses_the_embedded_default(tmp_path):
 
 
 def test_llama_from_scratch_then_finetune_from_its_hf_export(corpus, tmp_path):
-    from glassformer.io.pretrained import load_pretrained
+    from glassformer.io.pretrained import load_pretrained, save_pretrained
 
     scratch, export, tuned = tmp_path / "scratch", tmp_path / "hf", tmp_path / "tuned"
     assert main(["train", "--arch", "llama", "--n-kv-head", "1", "--data", str(corpus),
@@ -182,7 +182,7 @@ def test_llama_from_scratch_then_finetune_from_its_hf_export(corpus, tmp_path):
                  "--eval-interval", "4"]) == 0
     model = load_pretrained(scratch)
     assert model.arch == "llama" and model.cfg.n_kv_head == 1
-    model.save_pretrained(export)
+    save_pretrained(model, export)
     assert main(["train", "--init", str(export), "--data", str(corpus), *TINY_FLAGS,
                  "--out", str(tuned), "--max-iters", "2", "--eval-interval", "2"]) == 0
     records = read_train_log(tuned)
