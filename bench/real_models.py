@@ -34,9 +34,11 @@ def parse_args():
 
 
 def time_ours(model, ids, new_tokens: int) -> tuple[float, list[int]]:
+    from glassformer.generate.generate import generate  # after main() set the thread variables
+
     start = time.perf_counter()
-    out = [int(step[0]) for step in model.generate(ids, max_new_tokens=new_tokens,
-                                                   temperature=0.0)]
+    out = [int(step[0]) for step in generate(model, ids, max_new_tokens=new_tokens,
+                                             temperature=0.0)]
     return time.perf_counter() - start, out
 
 

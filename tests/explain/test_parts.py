@@ -11,6 +11,7 @@ from glassformer.cli import main
 from glassformer.explain.parts import PARTS, explain_part
 from glassformer.explain.parts_text import LANGS, STEPS, TITLES, placeholders, step_text
 from glassformer.models import gpt2
+from glassformer.io.pretrained import save_pretrained
 from glassformer.models.model import Model
 from glassformer.ops.activation import gelu_forward, silu_forward
 from glassformer.ops.cross_entropy import cross_entropy_forward
@@ -264,7 +265,7 @@ def test_gpt2_loads_a_saved_model_and_skips_the_check(capsys, tmp_path):
     cfg = gpt2.GPT2Config(vocab_size=tokenizer.vocab_size, max_seq_len=8, n_layer=1, n_head=2,
                           d_model=8)
     model = Model(cfg, gpt2.init_params(cfg, np.random.default_rng(1)), tokenizer)
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     result = run_json(capsys, "gpt2", "--ckpt", str(tmp_path), "--prompt", "hello",
                       "--backward")
     assert result["check"] is None

@@ -164,7 +164,7 @@ def test_save_pretrained_writes_hf_folder_and_tokenizer(tmp_path):
     cfg = CONFIGS["llama"]
     tokenizer = CharTokenizer.from_text("abcdefghijklm")
     model = Model(cfg, llama.init_params(cfg, np.random.default_rng(0)), tokenizer)
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2
     again = load_pretrained(tmp_path)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
+from glassformer.generate.generate import generate
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,7 @@ def test_logits_match_transformers(smollm2, smollm2_path):
 
 def test_greedy_continuation_says_paris(smollm2):
     ids = np.array([smollm2.tokenizer.encode("The capital of France is")])
-    new = [int(step[0]) for step in smollm2.generate(ids, max_new_tokens=8, temperature=0.0)]
+    new = [int(step[0]) for step in generate(smollm2, ids, max_new_tokens=8, temperature=0.0)]
     assert "Paris" in smollm2.tokenizer.decode(new)
 
 
@@ -61,7 +62,7 @@ def test_chat_session_is_multi_turn(smollm2):
     prompt = smollm2.tokenizer.encode(render_chatml(session.messages[:3], fmt))
     end_ids = set(smollm2.tokenizer.special_tokens.values())
     expected = []
-    for step in smollm2.generate(np.array([prompt]), max_new_tokens=6, temperature=0.0):
+    for step in generate(smollm2, np.array([prompt]), max_new_tokens=6, temperature=0.0):
         if int(step[0]) in end_ids:
             break
         expected.append(int(step[0]))
