@@ -11,6 +11,7 @@ from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
+from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import mlp_block
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
@@ -18,6 +19,7 @@ from glassformer.gradcheck.cases import rope
 from glassformer.gradcheck.cases import swiglu
 
 _MODULES = [
+    linear,
     attention,
     cross_entropy,
     dropout,
