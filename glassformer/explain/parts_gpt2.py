@@ -34,8 +34,8 @@ TINY_SIZES = {"d_model": 8, "heads": 2}
 GPT2_DEFAULTS = {"d_model": None, "heads": None, "prompt": "hello", "ckpt": None}
 TOP_K = 5
 # Which gradients the finite-difference check covers on the tiny model. Every one of them would
-# take ~10 s; these cover both ends of the tied embedding, a position row, the first layer's
-# attention, the last layer's MLP and the final norm.
+# keep the command waiting (docs/performance.md); these cover both ends of the tied embedding, a
+# position row, the first layer's attention, the last layer's MLP and the final norm.
 CHECKED_TINY = ("tok_emb", "pos_emb", "blocks.0.norm1.w", "blocks.0.attn.wq",
                 "blocks.{last}.mlp.w_down", "norm_f.w", "norm_f.b")
 
