@@ -46,9 +46,10 @@ def hf_model(model: Model):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from glassformer.io.hf_names import gpt2_config_to_hf, to_hf
+    from glassformer.io.hf_config import config_to_hf
+    from glassformer.io.hf_names import to_hf
 
-    hf_cfg = GPT2Config(**{k: v for k, v in gpt2_config_to_hf(model.cfg).items()
+    hf_cfg = GPT2Config(**{k: v for k, v in config_to_hf(model.cfg).items()
                            if k not in ("architectures", "model_type")})
     hf = GPT2LMHeadModel(hf_cfg).eval()
     state = {k: torch.from_numpy(np.ascontiguousarray(v))

@@ -42,6 +42,9 @@ import numpy as np
 
 from glassformer.errors import CheckpointError
 from glassformer.io.hf_names import glassformer_shapes
+from glassformer.models.llama import LlamaConfig
+from glassformer.models.model import Model
+from glassformer.tokenizers.load import load_tokenizer
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
 LAYER_TENSORS = {
@@ -85,13 +88,10 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True):
 
 def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
     """The `Model` of an open GGUF file (see load_gguf); chat reads the same reader's template."""
-    from glassformer.models.model import Model
-
     cfg = llama_config(reader, path)
     params = read_params(reader, cfg, path)
     tokenizer = None
     if with_tokenizer:
-        from glassformer.tokenizers.load import load_tokenizer
         tokenizer = load_tokenizer(path)
     return Model(cfg, params, tokenizer=tokenizer)
 
@@ -125,8 +125,6 @@ def chat_template(reader, path: Path) -> str | None:
 
 def llama_config(reader, path: Path):
     """A LlamaConfig from the file's `llama.*` metadata (see LLAMA_KEYS)."""
-    from glassformer.models.llama import LlamaConfig
-
     return LlamaConfig(**_config_fields(reader, path))
 
 
@@ -205,7 +203,7 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
 
 def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.ndarray:
     """One GGUF tensor -> a fresh float32 array in glassformer's layout."""
-    from gguf.quants import dequantize
+    from gguf.quants import dequantize  # imported here, as GGUFReader is: only GGUF needs it
 
     try:
         weight = dequantize(tensor.data, tensor.tensor_type)     # NumPy order: (out, in)

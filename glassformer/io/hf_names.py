@@ -1,4 +1,4 @@
-"""Hugging Face state dicts <-> glassformer params: one rename table per family, and config keys.
+"""Hugging Face state dicts <-> glassformer params: one rename table per family.
 
 The only module that knows Hugging Face's tensor names. Each table row pairs a glassformer name
 with an HF key ("{i}" stands for the layer index) and says whether to transpose:
@@ -12,10 +12,7 @@ Base-model keys carry a prefix in the *ForCausalLM / *ForMaskedLM files ("transf
 `lm_head.weight` (or BERT's MLM decoder) is absent or an exact copy of the embedding.
 Keys listed in `FamilyNames.ignored` are buffers (masks, position ids, RoPE frequencies) or heads
 glassformer does not compute (BERT's pooler and next-sentence head); every other key must map.
-
-Config keys: `check_hf_config` accepts a config.json only if every key is known, either as one a
-family reads, as harmless metadata (`METADATA_KEYS`), or as a switch set to the one value
-glassformer implements (`REQUIRED_VALUES`). An unknown key may change the math, so it is an error.
+config.json's keys are io/hf_config.py's.
 """
 from __future__ import annotations
 
@@ -270,133 +267,3 @@ def hf_keys_by_table_name(arch: str, keys) -> dict[str, str]:
             raise CheckpointError(f"tensor {name!r} appears twice, as {table[name]!r} and {key!r}")
         table[name] = key
     return table
-
-
-# ---------------------------------------------------------------- config.json keys
-
-# Metadata, generation defaults and init settings: they never change a forward or backward pass.
-METADATA_KEYS = frozenset({
-    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
-    "_name_or_path", "_commit_hash", "_attn_implementation", "_attn_implementation_autoset",
-    "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "tokenizer_class",
-    "prefix", "task_specific_params", "return_dict", "output_hidden_states", "output_attentions",
-    "torchscript", "use_bfloat16", "tf_legacy_loss", "chunk_size_feed_forward",
-    "gradient_checkpointing", "use_cache", "initializer_range", "bos_token_id", "eos_token_id",
-    "pad_token_id", "sep_token_id", "decoder_start_token_id", "max_length", "min_length",
-    "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
-    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
-    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
-    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
-    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "transformers.js_config",
-})
-# Switches with the values glassformer implements.
-COMMON_REQUIRED = {"is_encoder_decoder": (False,), "is_decoder": (False,),
-                   "add_cross_attention": (False,), "tie_encoder_decoder": (False,),
-                   "cross_attention_hidden_size": (None,), "pruned_heads": ({},)}
-REQUIRED_VALUES = {
-    "gpt2": {"scale_attn_weights": (True,), "scale_attn_by_inverse_layer_idx": (False,),
-             "activation_function": ("gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu",
-                                     "relu")},
-    "llama": {"hidden_act": ("silu",), "mlp_bias": (False,), "rope_interleaved": (False, None)},
-    "qwen2": {"hidden_act": ("silu",), "use_mrope": (False, None)},
-    "mistral": {"hidden_act": ("silu",)},
-    "bert": {"hidden_act": ("gelu", "gelu_new", "gelu_pytorch_tanh"),
-             "position_embedding_type": ("absolute",)},
-}
-# Keys each family reads (or may ignore, with the reason in the comment).
-READ_KEYS = {
-    "gpt2": {"vocab_size", "n_positions", "n_ctx", "n_embd", "n_layer", "n_head", "n_inner",
-             "layer_norm_epsilon", "resid_pdrop", "embd_pdrop", "tie_word_embeddings",
-             "attn_pdrop",               # glassformer has no attention-weight dropout (training)
-             "reorder_and_upcast_attn",  # float precision of torch's matmul only
-             "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-             "summary_first_dropout"},   # GPT2DoubleHeadsModel's classifier, not loaded
-    "llama": {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-              "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-              "rms_norm_eps", "rope_theta", "rope_parameters", "rope_scaling", "attention_bias",
-              "tie_word_embeddings",
-              "attention_dropout",       # glassformer has no attention-weight dropout (training)
-              "pretraining_tp",          # tensor-parallel slicing of the same matmuls
-              "is_llama_config"},        # a marker in SmolLM2's config
-    "bert": {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-             "intermediate_size", "max_position_embeddings", "type_vocab_size", "layer_norm_eps",
-             "hidden_dropout_prob", "tie_word_embeddings",
-             "attention_probs_dropout_prob",  # glassformer has no attention-weight dropout
-             "classifier_dropout",            # classification heads are not loaded
-             "directionality", "pooler_fc_size", "pooler_num_attention_heads",
-             "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type"},  # pooler, unused
-}
-READ_KEYS["qwen2"] = READ_KEYS["llama"] | {"use_sliding_window", "sliding_window",
-                                           "max_window_layers", "layer_types"}
-READ_KEYS["mistral"] = READ_KEYS["llama"] | {"sliding_window", "layer_types"}
-ROPE_KEYS = frozenset({"rope_type", "type", "rope_theta"})
-
-
-def check_hf_config(hf: dict, model_type: str) -> None:
-    """Raise a GlassformerError for a config.json key that could change this model's math."""
-    required = {**COMMON_REQUIRED, **REQUIRED_VALUES[model_type]}
-    for key, value in hf.items():
-        if key in required:
-            if value not in required[key]:
-                raise GlassformerError(f"config.json has {key}={value!r}, which glassformer does "
-                                       f"not implement for {model_type} (supported: "
-                                       f"{', '.join(map(repr, required[key]))})")
-        elif key not in METADATA_KEYS and key not in READ_KEYS[model_type]:
-            raise GlassformerError(f"config.json key {key!r} is unknown to glassformer's "
-                                   f"{model_type} loader; it may change the model's math, so "
-                                   "glassformer refuses to guess")
-    for layer_type in hf.get("layer_types") or ():
-        if layer_type not in ("full_attention", "sliding_attention"):
-            raise GlassformerError(f"config.json layer_types holds {layer_type!r}; glassformer "
-                                   "implements full_attention and sliding_attention only")
-
-
-def rope_theta_from_hf(hf: dict) -> float:
-    """RoPE base from rope_parameters (transformers 5) or rope_theta (4.x); plain RoPE only."""
-    params = hf.get("rope_parameters") or {}
-    for name, rope in (("rope_parameters", params), ("rope_scaling", hf.get("rope_scaling"))):
-        if rope is None:
-            continue
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        extra = sorted(set(rope) - ROPE_KEYS)
-        if kind != "default" or extra:
-            raise GlassformerError(f"config.json {name}={rope!r} asks for RoPE scaling; "
-                                   "glassformer implements plain RoPE (rope_type 'default') only")
-    return float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
-
-
-# ---------------------------------------------------------------- GPT-2 config (gpt2.py is HF-free)
-
-TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")  # three spellings of tanh GELU
-
-
-def gpt2_config_from_hf(hf: dict):
-    """A GPT-2 config.json -> GPT2Config (biases on, dropout = resid_pdrop)."""
-    from glassformer.models.gpt2 import GPT2Config
-    check_hf_config(hf, "gpt2")
-    dropout = float(hf.get("resid_pdrop", 0.1))
-    if float(hf.get("embd_pdrop", dropout)) != dropout:
-        raise GlassformerError(f"config.json has embd_pdrop={hf['embd_pdrop']} and resid_pdrop="
-                               f"{dropout}; glassformer's GPT-2 uses one dropout for both")
-    activation = hf.get("activation_function", "gelu_new")
-    return GPT2Config(vocab_size=hf["vocab_size"],
-                      max_seq_len=hf.get("n_positions") or hf["n_ctx"],
-                      n_layer=hf["n_layer"], n_head=hf["n_head"], d_model=hf["n_embd"],
-                      d_ff=hf.get("n_inner"), dropout=dropout, bias=True,
-                      tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-                      norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
-                      activation="gelu_tanh" if activation in TANH_GELUS else activation)
-
-
-def gpt2_config_to_hf(cfg) -> dict:
-    """GPT2Config -> the config.json of an HF GPT2LMHeadModel (biases are written as zeros when
-    the config has none, which is the same model)."""
-    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
-            "vocab_size": cfg.vocab_size, "n_positions": cfg.max_seq_len, "n_embd": cfg.d_model,
-            "n_layer": cfg.n_layer, "n_head": cfg.n_head, "n_inner": cfg.d_ff,
-            "activation_function": "gelu_new" if cfg.activation == "gelu_tanh" else cfg.activation,
-            "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout, "attn_pdrop": 0.0,
-            "layer_norm_epsilon": cfg.norm_eps, "tie_word_embeddings": cfg.tie_embeddings,
-            "scale_attn_weights": True, "bos_token_id": None, "eos_token_id": None,
-            "dtype": "float32"}

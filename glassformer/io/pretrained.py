@@ -1,11 +1,8 @@
 """`load_pretrained(path)` and `save_pretrained(model, dir)`: Hugging Face folders and our own runs.
 
 A Hugging Face folder holds config.json and model.safetensors, or the shards listed by
-model.safetensors.index.json. config.json's `model_type` picks the family:
-
-    gpt2                   -> gpt2       (GPT2LMHeadModel / GPT2Model files)
-    llama, qwen2, mistral  -> llama      (*ForCausalLM / *Model files)
-    bert                   -> bert       (BertModel, or BertForMaskedLM with its MLM head)
+model.safetensors.index.json. config.json's `model_type` picks the family (gpt2; llama, qwen2 or
+mistral; bert), and io/hf_config.py turns it into the family's config.
 
 A glassformer folder is a run folder or checkpoint written by `glassformer train` (config.json has
 an "arch" key; see io/checkpoint.py), or config.json with "arch" beside model.safetensors.
@@ -13,6 +10,7 @@ an "arch" key; see io/checkpoint.py), or config.json with "arch" beside model.sa
 Loading is checked before any math: each safetensors header is parsed and validated (a truncated
 file fails there), then the tensor names are compared with the ones the config implies, both
 ways, and every shape is compared; only then are the tensors read and renamed (io/hf_names.py).
+A .gguf file is read by io/gguf.py.
 Only JSON and safetensors are read. A pickle (pytorch_model.bin, *.pt, ...) is refused with the
 command that converts it, and no code from the folder is ever run (no trust_remote_code).
 Every problem is one CheckpointError line naming the file and, where it applies, the tensor.
@@ -28,15 +26,15 @@ import numpy as np
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
+from glassformer.io.gguf import load_gguf
+from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import config_from_dict
+from glassformer.tokenizers.load import load_tokenizer
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
-# model_type in config.json -> glassformer arch
-HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llama",
-            "bert": "bert"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
@@ -53,7 +51,6 @@ def load_pretrained(path, *, tokenizer: bool = True) -> Model:
     """
     folder = Path(path)
     if folder.is_file() and folder.suffix == ".gguf":  # llama.cpp's format: io/gguf.py
-        from glassformer.io.gguf import load_gguf
         return load_gguf(folder, with_tokenizer=tokenizer)
     if folder.is_file():
         if folder.suffix in PICKLE_SUFFIXES:
@@ -87,14 +84,14 @@ def save_pretrained(model: Model, directory) -> Path:
     """Write config.json + model.safetensors that transformers' from_pretrained loads as the same
     model (GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM), plus the tokenizer if any."""
     if model.arch == "gpt2":
-        hf_config = hf_names.gpt2_config_to_hf(model.cfg)
+        hf_config = config_to_hf(model.cfg)
         # HF GPT-2 always has biases: a bias-free model is the same model with zero biases.
         cfg = replace(model.cfg, bias=True)
         shapes = hf_names.glassformer_shapes("gpt2", cfg)
         params = {name: model.params.get(name, np.zeros(shape, np.float32))
                   for name, shape in shapes.items()}
     elif model.arch == "llama":
-        hf_config, cfg, params = model.cfg.to_hf_config(), model.cfg, model.params
+        hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
     else:
         raise GlassformerError(f"save_pretrained writes gpt2 and llama models; got {model.arch}")
     folder = Path(directory)
@@ -177,15 +174,9 @@ def _read_headers(folder: Path) -> dict[str, tuple]:
 
 def _config_from_hf(folder: Path, arch: str, config: dict, table: dict):
     """The family config from config.json (a BERT's MLM head is seen from its tensors)."""
+    has_mlm = arch == "bert" and any(name.startswith("cls.predictions.") for name in table)
     try:
-        if arch == "gpt2":
-            return hf_names.gpt2_config_from_hf(config)
-        if arch == "llama":
-            from glassformer.models.llama import LlamaConfig
-            return LlamaConfig.from_hf_config(config)
-        from glassformer.models.bert import BertConfig
-        has_mlm = any(name.startswith("cls.predictions.") for name in table)
-        return BertConfig.from_hf_config(config, mlm_head=has_mlm)
+        return config_from_hf(config, mlm_head=has_mlm)
     except KeyError as err:
         raise CheckpointError(f"{folder / 'config.json'} lacks the key {err.args[0]!r}") from None
     except (GlassformerError, TypeError) as err:
@@ -247,12 +238,8 @@ def _check_tied_copies(folder: Path, arch: str, cfg, tensors: dict) -> None:
 
 
 def _tokenizer(folder: Path):
-    """The folder's tokenizer, or None when it has none (or tokenizers are not installed)."""
+    """The folder's tokenizer, or None when it has none."""
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        return None
-    try:
-        from glassformer.tokenizers.load import load_tokenizer
-    except ImportError:  # tokenizers are optional for loading weights
         return None
     return load_tokenizer(folder)
 

@@ -30,7 +30,6 @@ from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
-from glassformer.io.hf_names import TANH_GELUS, check_hf_config
 from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
                                        layers_forward, layers_shapes)
 from glassformer.models.family import Family, config_from_dict, config_to_dict
@@ -82,37 +81,6 @@ class BertConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":
         return config_from_dict(cls, data)
-
-    @classmethod
-    def from_hf_config(cls, hf: dict, *, mlm_head: bool = False) -> "BertConfig":
-        """A config.json of model_type bert -> BertConfig (mlm_head: the weights have cls.*)."""
-        if hf.get("model_type") != "bert":
-            raise GlassformerError(f"BertConfig.from_hf_config takes model_type 'bert', got "
-                                   f"{hf.get('model_type')!r}")
-        check_hf_config(hf, "bert")
-        if mlm_head and not hf.get("tie_word_embeddings", True):
-            raise GlassformerError("config.json unties the MLM decoder from the word embeddings "
-                                   "(tie_word_embeddings=false); glassformer ties them")
-        act = hf.get("hidden_act", "gelu")
-        return cls(vocab_size=hf["vocab_size"], max_seq_len=hf["max_position_embeddings"],
-                   n_types=hf.get("type_vocab_size", 2), n_layer=hf["num_hidden_layers"],
-                   n_head=hf["num_attention_heads"], d_model=hf["hidden_size"],
-                   d_ff=hf["intermediate_size"], norm_eps=float(hf.get("layer_norm_eps", 1e-12)),
-                   dropout=float(hf.get("hidden_dropout_prob", 0.1)),
-                   activation="gelu_tanh" if act in TANH_GELUS else "gelu", mlm_head=mlm_head)
-
-    def to_hf_config(self) -> dict:
-        """The config.json of the matching HF BertModel (or BertForMaskedLM with mlm_head)."""
-        return {"architectures": ["BertForMaskedLM" if self.mlm_head else "BertModel"],
-                "model_type": "bert", "vocab_size": self.vocab_size,
-                "hidden_size": self.d_model, "num_hidden_layers": self.n_layer,
-                "num_attention_heads": self.n_head,
-                "intermediate_size": self.block_config().hidden,
-                "hidden_act": "gelu" if self.activation == "gelu" else "gelu_new",
-                "max_position_embeddings": self.max_seq_len, "type_vocab_size": self.n_types,
-                "layer_norm_eps": self.norm_eps, "hidden_dropout_prob": self.dropout,
-                "attention_probs_dropout_prob": 0.0, "position_embedding_type": "absolute",
-                "tie_word_embeddings": True, "dtype": "float32"}
 
 
 class BertCtx(NamedTuple):

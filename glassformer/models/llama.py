@@ -13,7 +13,7 @@ attention (n_kv_head < n_head) shares each K/V head among n_head / n_kv_head que
     kv heads        k0  |   k1  |   k2         K = 3, each used by G = 2 query heads
 
 Matches HF `LlamaForCausalLM`, `Qwen2ForCausalLM` (qkv_bias=True) and `MistralForCausalLM`
-(within its sliding window; see `from_hf_config`) when loaded from their weights: RMSNorm with eps
+(within its sliding window; see io/hf_config.py) when loaded from their weights: RMSNorm with eps
 inside the square root, SiLU-gated MLP without biases, default ("rope_type": "default") RoPE.
 Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
 (HF initialises those with plain 0.02); norm gains start at 1.
@@ -32,15 +32,12 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
-from glassformer.io.hf_names import check_hf_config, rope_theta_from_hf
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
                                        head_forward, head_shapes, init_head, init_layers,
                                        layers_backward, layers_forward, layers_shapes)
 from glassformer.models.family import Family, config_from_dict, config_to_dict
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
-# HF model types this family loads, and the `architectures` entry each exports as.
-HF_MODEL_TYPES = ("llama", "qwen2", "mistral")
 SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
 
 
@@ -89,69 +86,6 @@ class LlamaConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "LlamaConfig":
         return config_from_dict(cls, data)
-
-    @classmethod
-    def from_hf_config(cls, hf: dict) -> "LlamaConfig":
-        """A config.json of model_type llama, qwen2 or mistral -> LlamaConfig.
-
-        Keys that would change the math and that glassformer does not implement (rope scaling,
-        MLP biases, a sliding window shorter than the sequences) raise a GlassformerError.
-        A sliding window of W tokens is the same as full attention for sequences of at most W
-        tokens, so a Mistral/Qwen2 window caps max_seq_len at W instead.
-        """
-        model_type = hf.get("model_type")
-        if model_type not in HF_MODEL_TYPES:
-            raise GlassformerError(f"LlamaConfig.from_hf_config takes model_type "
-                                   f"{' / '.join(HF_MODEL_TYPES)}, got {model_type!r}")
-        check_hf_config(hf, model_type)
-        n_head = hf["num_attention_heads"]
-        attention_bias = bool(hf.get("attention_bias", False))
-        head_dim = hf.get("head_dim")
-        if head_dim == hf["hidden_size"] // n_head:
-            head_dim = None  # the default, stored as such so configs compare equal
-        return cls(vocab_size=hf["vocab_size"], max_seq_len=_context(hf),
-                   n_layer=hf["num_hidden_layers"], n_head=n_head,
-                   n_kv_head=hf.get("num_key_value_heads") or n_head,
-                   d_model=hf["hidden_size"], d_ff=hf["intermediate_size"],
-                   norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-                   rope_theta=rope_theta_from_hf(hf),
-                   qkv_bias=model_type == "qwen2" or attention_bias,
-                   out_bias=attention_bias,
-                   tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-                   head_dim=head_dim)
-
-    def to_hf_config(self) -> dict:
-        """The config.json transformers needs to rebuild this model (llama, or qwen2)."""
-        if self.qkv_bias and not self.out_bias:
-            model_type, extra = "qwen2", {"use_sliding_window": False, "sliding_window": None}
-        elif self.qkv_bias == self.out_bias:
-            model_type, extra = "llama", {"attention_bias": self.qkv_bias, "mlp_bias": False}
-        else:
-            raise GlassformerError("no Hugging Face family has an attention output bias without "
-                                   "q/k/v biases (out_bias=True, qkv_bias=False)")
-        bcfg = self.block_config()
-        architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[model_type]
-        return {"architectures": [architecture], "model_type": model_type,
-                "vocab_size": self.vocab_size, "hidden_size": self.d_model,
-                "intermediate_size": self.hidden, "num_hidden_layers": self.n_layer,
-                "num_attention_heads": self.n_head, "num_key_value_heads": bcfg.kv_heads,
-                "head_dim": bcfg.dim_per_head, "max_position_embeddings": self.max_seq_len,
-                "rms_norm_eps": self.norm_eps, "hidden_act": "silu",
-                # transformers 5 reads rope_parameters, 4.x reads rope_theta
-                "rope_theta": self.rope_theta,
-                "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
-                "tie_word_embeddings": self.tie_embeddings, "attention_dropout": 0.0,
-                "dtype": "float32", **extra}
-
-
-def _context(hf: dict) -> int:
-    """max_position_embeddings, capped by a sliding window when one is in use."""
-    context = hf["max_position_embeddings"]
-    window = hf.get("sliding_window")
-    in_use = hf.get("use_sliding_window", hf.get("model_type") == "mistral")
-    if in_use and window is not None:
-        context = min(context, int(window))
-    return context
 
 
 def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:

@@ -12,6 +12,7 @@ import pytest
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io import hf_names
 from glassformer.io.checkpoint import save_checkpoint
+from glassformer.io.hf_config import config_to_hf
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.io.safetensors import load_safetensors, save_safetensors
 from glassformer.models import bert, gpt2, llama
@@ -36,12 +37,6 @@ def arch(cfg) -> str:
     return cfg.to_dict()["arch"]
 
 
-def hf_config(cfg) -> dict:
-    if arch(cfg) == "gpt2":
-        return hf_names.gpt2_config_to_hf(cfg)
-    return cfg.to_hf_config()
-
-
 def write_hf_folder(folder: Path, cfg, seed: int = 0) -> dict:
     """An HF-layout folder for `cfg` (config.json + model.safetensors); returns our params."""
     params = FAMILIES[arch(cfg)].init_params(cfg, np.random.default_rng(seed))
@@ -50,7 +45,7 @@ def write_hf_folder(folder: Path, cfg, seed: int = 0) -> dict:
         return params
     folder.mkdir(parents=True, exist_ok=True)
     save_safetensors(folder / "model.safetensors", hf_names.to_hf(arch(cfg), cfg, params))
-    (folder / "config.json").write_text(json.dumps(hf_config(cfg)))
+    (folder / "config.json").write_text(json.dumps(config_to_hf(cfg)))
     return params
 
 
@@ -106,7 +101,7 @@ def test_hand_written_hf_folder_loads(name, tmp_path):
     params = write_hf_folder(tmp_path, cfg)
     model = load_pretrained(tmp_path)
     # the same model, though defaults (d_ff=None, ...) come back spelled out
-    assert hf_config(model.cfg) == hf_config(cfg)
+    assert config_to_hf(model.cfg) == config_to_hf(cfg)
     for key, value in model.params.items():
         if key in params:
             np.testing.assert_array_equal(value, params[key])
@@ -168,7 +163,7 @@ def test_save_pretrained_writes_hf_folder_and_tokenizer(tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_key_value_heads"] == 2
     again = load_pretrained(tmp_path)
-    assert hf_config(again.cfg) == hf_config(cfg)
+    assert config_to_hf(again.cfg) == config_to_hf(cfg)
     assert again.tokenizer.decode(again.tokenizer.encode("mad")) == "mad"
     bert_cfg = CONFIGS["bert-mlm"]
     with pytest.raises(GlassformerError, match="gpt2 and llama"):
@@ -262,7 +257,7 @@ def test_broken_shard_index(tmp_path):
     for file, keys in shards.items():
         save_safetensors(tmp_path / file, {k: tensors[k] for k in keys})
     weight_map = {k: file for file, keys in shards.items() for k in keys}
-    (tmp_path / "config.json").write_text(json.dumps(hf_names.gpt2_config_to_hf(cfg)))
+    (tmp_path / "config.json").write_text(json.dumps(config_to_hf(cfg)))
     index = tmp_path / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": weight_map}))
     np.testing.assert_array_equal(load_pretrained(tmp_path).params["tok_emb"], params["tok_emb"])

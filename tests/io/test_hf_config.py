@@ -1,0 +1,85 @@
+"""config.json <-> glassformer configs (io/hf_config.py): round trips for every family, both RoPE
+spellings, sliding windows, and the keys and values that are refused."""
+import pytest
+
+from glassformer.errors import GlassformerError
+from glassformer.io.hf_config import config_from_hf, config_to_hf
+from glassformer.models.bert import BertConfig
+from glassformer.models.gpt2 import GPT2Config
+from glassformer.models.llama import LlamaConfig
+
+
+def tiny_llama(**overrides):
+    base = dict(vocab_size=11, max_seq_len=8, n_layer=2, n_head=4, n_kv_head=2, d_model=8,
+                d_ff=12)
+    return LlamaConfig(**{**base, **overrides})
+
+
+def hf_llama_dict(**overrides):
+    return {"model_type": "llama", "vocab_size": 11, "hidden_size": 8, "intermediate_size": 12,
+            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+            "architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16", **overrides}
+
+
+def test_llama_config_round_trips_as_qwen2_and_llama():
+    cfg = tiny_llama(qkv_bias=True, tie_embeddings=True, rope_theta=500.0)
+    assert config_to_hf(cfg)["model_type"] == "qwen2"
+    assert config_from_hf(config_to_hf(cfg)) == cfg
+    plain = tiny_llama(head_dim=4)
+    assert config_to_hf(plain)["model_type"] == "llama"
+    assert config_from_hf(config_to_hf(plain)) == plain
+    with pytest.raises(GlassformerError, match="out_bias=True, qkv_bias=False"):
+        config_to_hf(tiny_llama(out_bias=True))
+
+
+def test_llama_reads_both_rope_spellings_and_caps_a_sliding_window():
+    assert config_from_hf(hf_llama_dict(rope_theta=1e5)).rope_theta == 1e5
+    v5 = hf_llama_dict(rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+    assert config_from_hf(v5).rope_theta == 5e5
+    mistral = hf_llama_dict(model_type="mistral", sliding_window=16)
+    assert config_from_hf(mistral).max_seq_len == 16
+    qwen_off = hf_llama_dict(model_type="qwen2", sliding_window=16, use_sliding_window=False)
+    assert config_from_hf(qwen_off).max_seq_len == 32
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "RoPE scaling"),
+    (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4}), "RoPE scaling"),
+    (dict(mlp_bias=True), "mlp_bias=True"),
+    (dict(hidden_act="gelu"), "hidden_act='gelu'"),
+    (dict(quantization_config={"quant_method": "gptq"}), "'quantization_config' is unknown"),
+    (dict(model_type="gemma"), "model_type 'gemma' is not one glassformer loads"),
+    (dict(model_type="qwen2", layer_types=["full_attention", "chunked_attention"]),
+     "chunked_attention"),
+])
+def test_llama_rejects_what_it_cannot_honour(overrides, message):
+    with pytest.raises(GlassformerError, match=message):
+        config_from_hf(hf_llama_dict(**overrides))
+
+
+def test_gpt2_config_round_trips_and_rejections():
+    cfg = GPT2Config(vocab_size=11, max_seq_len=8, n_layer=1, n_head=2, d_model=8, dropout=0.1,
+                     tie_embeddings=False)
+    assert config_from_hf(config_to_hf(cfg)) == cfg
+    hf = config_to_hf(cfg)
+    with pytest.raises(GlassformerError, match="one dropout for both"):
+        config_from_hf({**hf, "embd_pdrop": 0.2})
+    with pytest.raises(GlassformerError, match="scale_attn_by_inverse_layer_idx=True"):
+        config_from_hf({**hf, "scale_attn_by_inverse_layer_idx": True})
+
+
+def test_bert_config_round_trips_and_rejections():
+    cfg = BertConfig(vocab_size=11, max_seq_len=8, n_layer=1, n_head=2, d_model=8, d_ff=16,
+                     activation="gelu_tanh")
+    assert config_from_hf(config_to_hf(cfg)) == cfg
+    with_head = BertConfig(vocab_size=11, max_seq_len=8, n_layer=1, n_head=2, d_model=8, d_ff=16,
+                           mlm_head=True)
+    assert config_from_hf(config_to_hf(with_head), mlm_head=True) == with_head
+    hf = config_to_hf(cfg)
+    with pytest.raises(GlassformerError, match="position_embedding_type='relative_key'"):
+        config_from_hf({**hf, "position_embedding_type": "relative_key"})
+    with pytest.raises(GlassformerError, match="is_decoder=True"):
+        config_from_hf({**hf, "is_decoder": True})
+    with pytest.raises(GlassformerError, match="unties the MLM decoder"):
+        config_from_hf({**hf, "tie_word_embeddings": False}, mlm_head=True)
