@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import CheckpointError
-from glassformer.io.hf_names import glassformer_shapes
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
+from glassformer.models.registry import family
 from glassformer.tokenizers.load import load_tokenizer
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
@@ -183,7 +183,7 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
     if missing or unexpected:
         raise CheckpointError(f"{path}: tensor names do not match a {cfg.n_layer}-layer LLaMA: "
                               f"missing {missing[:5]}, unexpected {unexpected[:5]}")
-    shapes = glassformer_shapes("llama", cfg)
+    shapes = family("llama").param_shapes(cfg)
     for gguf_name, (name, transpose, _) in table.items():
         stored = tuple(int(d) for d in reversed(tensors[gguf_name].shape))  # ggml dims reversed
         want = shapes[name][::-1] if transpose else shapes[name]

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.blocks.config import BlockConfig
 from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.models.registry import family
 
 
 class Rename(NamedTuple):
@@ -138,48 +138,6 @@ def family_names(arch: str) -> FamilyNames:
 
 # ---------------------------------------------------------------- shapes and renaming
 
-def glassformer_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
-    """The name and shape of every glassformer param of a model of this config."""
-    bcfg = cfg.block_config()
-    c, v = cfg.d_model, cfg.vocab_size
-    shapes = {"tok_emb": (v, c)}                                     # (V, C)
-    if arch in ("gpt2", "bert"):
-        shapes["pos_emb"] = (cfg.max_seq_len, c)                     # (T_max, C)
-    if arch == "bert":
-        shapes.update({"type_emb": (cfg.n_types, c), "emb_norm.w": (c,), "emb_norm.b": (c,)})
-    for i in range(cfg.n_layer):
-        shapes.update({f"blocks.{i}.{name}": shape for name, shape in _block_shapes(bcfg).items()})
-    if arch != "bert":
-        shapes["norm_f.w"] = (c,)
-        if bcfg.norm == "layer" and bcfg.norm_bias:
-            shapes["norm_f.b"] = (c,)
-        if not cfg.tie_embeddings:
-            shapes["lm_head"] = (c, v)                               # (C, V)
-    if arch == "bert" and cfg.mlm_head:
-        shapes.update({"mlm.w": (c, c), "mlm.b": (c,), "mlm.norm.w": (c,), "mlm.norm.b": (c,),
-                       "mlm.bias": (v,)})
-    return shapes
-
-
-def _block_shapes(bcfg: BlockConfig) -> dict[str, tuple[int, ...]]:
-    """Param shapes of one layer, block-local names (as blocks/residual.py init_block makes)."""
-    c, f = bcfg.d_model, bcfg.hidden
-    q, kv = bcfg.n_head * bcfg.dim_per_head, bcfg.kv_heads * bcfg.dim_per_head   # H*D, K*D
-    shapes = {"norm1.w": (c,), "attn.wq": (c, q), "attn.wk": (c, kv), "attn.wv": (c, kv),
-              "attn.wo": (q, c), "norm2.w": (c,), "mlp.w_up": (c, f), "mlp.w_down": (f, c)}
-    if bcfg.norm == "layer" and bcfg.norm_bias:
-        shapes.update({"norm1.b": (c,), "norm2.b": (c,)})
-    if bcfg.qkv_bias:
-        shapes.update({"attn.bq": (q,), "attn.bk": (kv,), "attn.bv": (kv,)})
-    if bcfg.out_bias:
-        shapes["attn.bo"] = (c,)
-    if bcfg.mlp == "swiglu":
-        shapes["mlp.w_gate"] = (c, f)
-    if bcfg.mlp_bias:
-        shapes.update({"mlp.b_up": (f,), "mlp.b_down": (c,)})
-    return shapes
-
-
 def _rows(names: FamilyNames, n_layer: int) -> list:
     """Every table row with "{i}" filled in, layer rows prefixed with "blocks.{i}."."""
     rows = list(names.top)
@@ -196,7 +154,7 @@ def _rows(names: FamilyNames, n_layer: int) -> list:
 
 def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
     """The HF keys (without prefix) and shapes a checkpoint of this config must hold."""
-    ours = glassformer_shapes(arch, cfg)
+    ours = family(arch).param_shapes(cfg)
     shapes = {}
     for row in _rows(family_names(arch), cfg.n_layer):
         if isinstance(row, Split):

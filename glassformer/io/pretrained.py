@@ -30,7 +30,7 @@ from glassformer.io.gguf import load_gguf
 from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
-from glassformer.models.registry import config_from_dict
+from glassformer.models.registry import arch_of, config_from_dict, family
 from glassformer.tokenizers.load import load_tokenizer
 
 WEIGHTS = "model.safetensors"
@@ -87,7 +87,7 @@ def save_pretrained(model: Model, directory) -> Path:
         hf_config = config_to_hf(model.cfg)
         # HF GPT-2 always has biases: a bias-free model is the same model with zero biases.
         cfg = replace(model.cfg, bias=True)
-        shapes = hf_names.glassformer_shapes("gpt2", cfg)
+        shapes = family("gpt2").param_shapes(cfg)
         params = {name: model.params.get(name, np.zeros(shape, np.float32))
                   for name, shape in shapes.items()}
     elif model.arch == "llama":
@@ -275,8 +275,8 @@ def _our_config(path: Path, config: dict):
 
 def _check_our_params(path: Path, cfg, params: dict) -> None:
     """params (arrays or shapes) against the config's names and shapes, both ways."""
-    arch = cfg.to_dict()["arch"]
-    expected = hf_names.glassformer_shapes(arch, cfg)
+    arch = arch_of(cfg)
+    expected = family(arch).param_shapes(cfg)
     for name, shape in expected.items():
         if name not in params:
             raise CheckpointError(f"{path}: missing tensor {name!r} (expected shape {shape})")

@@ -17,6 +17,7 @@ from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.io.safetensors import load_safetensors, save_safetensors
 from glassformer.models import bert, gpt2, llama
 from glassformer.models.model import Model
+from glassformer.models.registry import family
 from glassformer.tokenizers.char import CharTokenizer
 
 CONFIGS = {
@@ -67,7 +68,7 @@ def load_error(path) -> str:
 def test_shapes_table_matches_init_and_renaming_inverts(name):
     cfg = CONFIGS[name]
     params = FAMILIES[arch(cfg)].init_params(cfg, np.random.default_rng(0))
-    assert hf_names.glassformer_shapes(arch(cfg), cfg) == {k: v.shape for k, v in params.items()}
+    assert family(arch(cfg)).param_shapes(cfg) == {k: v.shape for k, v in params.items()}
     tensors = hf_names.to_hf(arch(cfg), cfg, params)
     table = hf_names.hf_keys_by_table_name(arch(cfg), tensors)
     assert {name: tensors[key].shape for name, key in table.items()} == hf_names.hf_shapes(
