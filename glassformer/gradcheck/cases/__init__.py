@@ -1,9 +1,11 @@
 """Every gradcheck case, gathered from one module per op or block.
 
 To add an op: write `cases/<op>.py` with a `CASES` list of `GradcheckCase`, then add it below.
+`glassformer explain` runs some of these same cases (`find_case`) on its own inputs.
 """
 from __future__ import annotations
 
+from glassformer.errors import GlassformerError
 from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import attention_block
@@ -16,7 +18,9 @@ from glassformer.gradcheck.cases import mlp_block
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
+from glassformer.gradcheck.cases import softmax
 from glassformer.gradcheck.cases import swiglu
+from glassformer.gradcheck.core import GradcheckCase
 
 _MODULES = [
     linear,
@@ -26,6 +30,7 @@ _MODULES = [
     embedding,
     layer_norm,
     rms_norm,
+    softmax,
     activation,
     swiglu,
     rope,
@@ -35,3 +40,11 @@ _MODULES = [
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
+
+
+def find_case(name: str, mode: str) -> GradcheckCase:
+    """The registered case `name` in `mode`, e.g. find_case("layer_norm", "bias")."""
+    for case in ALL_CASES:
+        if case.name == name and case.mode == mode:
+            return case
+    raise GlassformerError(f"no gradcheck case {name} {mode}")

@@ -23,10 +23,14 @@ def _config(n_head: int = 4, **overrides) -> BlockConfig:
     return BlockConfig(d_model=C, n_head=n_head, **overrides)
 
 
-def _case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
-          mask: np.ndarray | None = None, positions: np.ndarray | None = None
-          ) -> GradcheckCase:
-    """mask: (B, S) bool key mask, over x's tokens (S = T) or over memory's when cross."""
+def case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
+         mask: np.ndarray | None = None, positions: np.ndarray | None = None,
+         with_key_bias: bool = False) -> GradcheckCase:
+    """mask: (B, S) bool key mask, over x's tokens (S = T) or over memory's when cross.
+
+    with_key_bias: also return the key bias's gradient when it is exactly zero (no RoPE), for a
+    caller that compares zeros in absolute terms (`glassformer explain mha` does).
+    """
     prefix = "cross." if cross else "attn."
 
     def make(rng):
@@ -51,7 +55,7 @@ def _case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
         checked = {"x": dx, **prefixed(grads, prefix)}
         if dmemory is not None:
             checked["memory"] = dmemory
-        return drop_key_bias(checked, keep=cfg.position == "rope")
+        return drop_key_bias(checked, keep=with_key_bias or cfg.position == "rope")
 
     return GradcheckCase("attention_block", mode, make, forward, backward)
 
@@ -62,21 +66,21 @@ _LEFT_PAD_MASK = np.array([[True, True, True], [False, True, True]])     # (B, S
 _LEFT_PAD_POSITIONS = np.array([[0, 1, 2], [0, 0, 1]])                  # (B, T)
 
 CASES = [
-    _case("causal", _config(), causal=True),
-    _case("causal-no-bias", _config(qkv_bias=False, out_bias=False), causal=True),
-    _case("padding", _config(), causal=False, mask=key_mask([3, 2], T)),
-    _case("causal-padding", _config(), causal=True, mask=key_mask([3, 1], T)),
-    _case("cross", _config(), causal=False, cross=True, mask=key_mask([4, 2], S)),
-    _case("cross-no-bias", _config(qkv_bias=False, out_bias=False), causal=False, cross=True),
-    _case("gqa-2-of-4", _config(n_kv_head=2), causal=True),
-    _case("mqa", _config(n_kv_head=1), causal=True),
-    _case("rope-offset", _config(2, position="rope"), causal=True,
-          positions=np.arange(3, 3 + T)),
-    _case("rope-mqa-no-bias", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
-                                      out_bias=False), causal=True,
-          positions=np.arange(3, 3 + T)),
-    _case("rope-per-row", _config(2, position="rope"), causal=True,
-          mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
-    _case("alibi", _config(position="alibi"), causal=True),
-    _case("alibi-gqa", _config(position="alibi", n_kv_head=2), causal=True),
+    case("causal", _config(), causal=True),
+    case("causal-no-bias", _config(qkv_bias=False, out_bias=False), causal=True),
+    case("padding", _config(), causal=False, mask=key_mask([3, 2], T)),
+    case("causal-padding", _config(), causal=True, mask=key_mask([3, 1], T)),
+    case("cross", _config(), causal=False, cross=True, mask=key_mask([4, 2], S)),
+    case("cross-no-bias", _config(qkv_bias=False, out_bias=False), causal=False, cross=True),
+    case("gqa-2-of-4", _config(n_kv_head=2), causal=True),
+    case("mqa", _config(n_kv_head=1), causal=True),
+    case("rope-offset", _config(2, position="rope"), causal=True,
+         positions=np.arange(3, 3 + T)),
+    case("rope-mqa-no-bias", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
+                                     out_bias=False), causal=True,
+         positions=np.arange(3, 3 + T)),
+    case("rope-per-row", _config(2, position="rope"), causal=True,
+         mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
+    case("alibi", _config(position="alibi"), causal=True),
+    case("alibi-gqa", _config(position="alibi", n_kv_head=2), causal=True),
 ]

@@ -24,14 +24,19 @@ from glassformer.gradcheck.core import GradcheckCase
 
 B, T, S, F = 2, 3, 4, 16
 _NO_BIAS = dict(qkv_bias=False, out_bias=False, mlp_bias=False)
+# GPT-2's layer beyond its sizes: pre-norm LayerNorm (the default) and tanh GELU; biases on.
+# `glassformer explain block` builds its layer from the same flags.
+GPT2_LAYER = dict(mlp="gelu_tanh")
 # The dropout case reseeds its mask generator on every forward, so the + and - nudges of central
 # differences see the same mask, as one training step does.
 _DROPOUT_SEED = 1234
 
 
-def _case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
-          mask: np.ndarray | None = None, memory_mask: np.ndarray | None = None,
-          positions: np.ndarray | None = None) -> GradcheckCase:
+def case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
+         mask: np.ndarray | None = None, memory_mask: np.ndarray | None = None,
+         positions: np.ndarray | None = None, with_key_bias: bool = False) -> GradcheckCase:
+    """One layer in `cfg`'s arrangement; with_key_bias as in attention_block.case (explain's
+    `block` part compares the key bias's exactly-zero gradient in absolute terms)."""
     c = cfg.d_model
     train = cfg.dropout > 0.0
 
@@ -56,7 +61,7 @@ def _case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
         checked = {"x": dx, **grads}
         if dmemory is not None:
             checked["memory"] = dmemory
-        return drop_key_bias(checked, keep=cfg.position == "rope")
+        return drop_key_bias(checked, keep=with_key_bias or cfg.position == "rope")
 
     return GradcheckCase("residual_block", mode, make, forward, backward)
 
@@ -66,15 +71,14 @@ def _config(**overrides) -> BlockConfig:
 
 
 CASES = [
-    _case("gpt2", _config(mlp="gelu_tanh"), causal=True),
-    _case("gpt2-dropout", _config(mlp="gelu_tanh", dropout=0.25), causal=True),
-    _case("nanogpt-no-bias", _config(mlp="gelu_tanh", norm_bias=False, **_NO_BIAS),
-          causal=True),
-    _case("llama", _config(n_head=4, n_kv_head=2, norm="rms", mlp="swiglu",
-                           position="rope", **_NO_BIAS),
-          causal=True, positions=np.arange(3, 3 + T)),
-    _case("bert", _config(norm_position="post", mlp="gelu"), causal=False,
-          mask=key_mask([3, 2], T)),
-    _case("decoder", _config(norm_position="post", mlp="relu"), causal=True, cross=True,
-          memory_mask=key_mask([4, 2], S)),
+    case("gpt2", _config(**GPT2_LAYER), causal=True),
+    case("gpt2-dropout", _config(**GPT2_LAYER, dropout=0.25), causal=True),
+    case("nanogpt-no-bias", _config(**GPT2_LAYER, norm_bias=False, **_NO_BIAS), causal=True),
+    case("llama", _config(n_head=4, n_kv_head=2, norm="rms", mlp="swiglu", position="rope",
+                          **_NO_BIAS),
+         causal=True, positions=np.arange(3, 3 + T)),
+    case("bert", _config(norm_position="post", mlp="gelu"), causal=False,
+         mask=key_mask([3, 2], T)),
+    case("decoder", _config(norm_position="post", mlp="relu"), causal=True, cross=True,
+         memory_mask=key_mask([4, 2], S)),
 ]
