@@ -1,15 +1,16 @@
-"""`glassformer attention`: the seed's self-attention example, step by step, forward and backward."""
+"""`glassformer attention`: the seed's self-attention example, step by step, forward and backward.
+
+The front door of `explain attention` (explain/parts/attention.py), in the seed's own layout:
+both masks side by side with --compare, and a flat JSON object with --json.
+"""
 from __future__ import annotations
 
 import json
 import os
 
-import numpy as np
-
-from glassformer.errors import GlassformerError
-from glassformer.explain.seed_example import random_inputs, seed_inputs
-from glassformer.explain.walkthrough import (render_compare, render_text, run_walkthrough,
-                                             to_json, upstream_gradient)
+from glassformer.explain.parts import explain_part
+from glassformer.explain.parts.attention import RANDOM_SIZES, render_compare, seed_json
+from glassformer.explain.render import render_text
 
 NAME = "attention"
 HELP = "walk through self-attention by hand (the seed's 3-token example), forward and backward"
@@ -46,34 +47,29 @@ def add_arguments(parser) -> None:
                         help="print every array as JSON under stable keys instead of prose")
 
 
-def _inputs(args, rng):
+def _sizes(args) -> dict:
+    """The sizes to ask for: none (the seed's numbers), or, with --seed alone, the seed's sizes
+    (random numbers)."""
     sizes = {"seq": args.seq, "d_model": args.d_model, "d_k": args.d_k, "batch": args.batch}
-    if args.seed is None and all(value is None for value in sizes.values()):
-        return seed_inputs()
-    defaults = {"seq": 3, "d_model": 4, "d_k": 2, "batch": 1}
-    chosen = {name: defaults[name] if value is None else value for name, value in sizes.items()}
-    for name, value in chosen.items():
-        if value < 1:
-            raise GlassformerError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    return random_inputs(rng, **chosen)
+    if args.seed is not None and all(value is None for value in sizes.values()):
+        return dict(RANDOM_SIZES)
+    return sizes
 
 
 def run(args) -> int:
     lang = args.lang or detect_lang(os.environ)
-    rng = np.random.default_rng(0 if args.seed is None else args.seed)
-    inputs = _inputs(args, rng)
-    batch, seq = inputs["X"].shape[:2]
-    d_k = inputs["Wv"].shape[1]
-    dout = upstream_gradient(args.grad, (batch, seq, d_k), rng) if args.backward else None
+    seed = 0 if args.seed is None else args.seed
+    grad = args.grad if args.backward else None
     modes = [True, False] if args.compare else [not args.bidirectional]
-    walks = [run_walkthrough(inputs, causal=causal, dout=dout) for causal in modes]
+    results = [explain_part("attention", {**_sizes(args), "causal": causal}, seed=seed,
+                            grad=grad) for causal in modes]
     if args.json:
-        payload = to_json(walks[0]) if len(walks) == 1 else {
-            "causal": to_json(walks[0]), "bidirectional": to_json(walks[1])}
+        payload = seed_json(results[0]) if len(results) == 1 else {
+            "causal": seed_json(results[0]), "bidirectional": seed_json(results[1])}
         print(json.dumps(payload))
         return 0
-    for walk in walks:
-        print(render_text(walk, lang))
+    for result in results:
+        print(render_text(result, lang))
     if args.compare:
-        print(render_compare(walks[0], walks[1], lang))
+        print(render_compare(results[0], results[1], lang))
     return 0

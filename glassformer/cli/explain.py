@@ -6,14 +6,15 @@ import os
 
 from glassformer.cli.attention import detect_lang
 from glassformer.explain.parts import PARTS, explain_part
-from glassformer.explain.parts_render import render_text, to_json
+from glassformer.explain.render import render_text, to_json
 
 NAME = "explain"
-HELP = ("walk through one part (layer_norm, gelu, softmax, rope, mha, block, gpt2, ...) step by "
-        "step: shapes, intermediate arrays, gradients checked by finite differences")
+HELP = ("walk through one part (attention, layer_norm, gelu, softmax, rope, mha, block, gpt2, "
+        "...) step by step: shapes, intermediate arrays, gradients checked by finite differences")
 
 # Options handed to the part; None means "the part's default". A part rejects one it does not take.
-PART_OPTIONS = ("batch", "seq", "d_model", "heads", "kv_heads", "approximate", "ckpt", "prompt")
+PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "approximate", "ckpt",
+                "prompt")
 
 
 def add_arguments(parser) -> None:
@@ -29,6 +30,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seq", type=int, default=None, help="tokens T")
     parser.add_argument("--d-model", type=int, default=None,
                         help="width C (the class count V for cross_entropy, F for swiglu)")
+    parser.add_argument("--d-k", type=int, default=None,
+                        help="attention: head width D (with any size given, the inputs are "
+                             "random instead of the seed's)")
     parser.add_argument("--heads", type=int, default=None, help="attention heads H")
     parser.add_argument("--kv-heads", type=int, default=None,
                         help="mha: key/value heads K, dividing H (default: H/2 when H is even)")

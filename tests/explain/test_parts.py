@@ -1,6 +1,8 @@
 """`glassformer explain PART`: every part in both languages, stable JSON keys, the on-screen
-finite-difference check, bilingual texts, and values equal to the library's own ops."""
+finite-difference check, bilingual texts, values equal to the library's own ops, and the op
+parts running the gradcheck cases themselves."""
 import json
+import string
 
 import numpy as np
 import pytest
@@ -8,10 +10,13 @@ import pytest
 from glassformer.blocks.attention import attention_block_forward
 from glassformer.blocks.residual import block_forward
 from glassformer.cli import main
+from glassformer.explain.core import LANGS, Pair
 from glassformer.explain.parts import PARTS, explain_part
-from glassformer.explain.parts_text import LANGS, STEPS, TITLES, placeholders, step_text
-from glassformer.models import gpt2
+from glassformer.explain.render import LABELS
+from glassformer.gradcheck import run_case
+from glassformer.gradcheck.cases import ALL_CASES, find_case
 from glassformer.io.pretrained import save_pretrained
+from glassformer.models import gpt2
 from glassformer.models.model import Model
 from glassformer.ops.activation import gelu_forward, silu_forward
 from glassformer.ops.cross_entropy import cross_entropy_forward
@@ -29,6 +34,8 @@ FD_TOL = 1e-6
 READ_OFF_ATOL = 1e-5
 
 FORWARD_KEYS = {
+    "attention": ["X", "Wq", "Wk", "Wv", "Q", "K", "V", "scale", "scores", "mask",
+                  "masked_scores", "weights", "output"],
     "layer_norm": ["x", "w", "b", "mean", "centered", "var", "rstd", "xhat", "y"],
     "rms_norm": ["x", "w", "mean_square", "rstd", "xhat", "y"],
     "gelu": ["x", "slope", "out"],
@@ -51,6 +58,7 @@ FORWARD_KEYS = {
              "next_probs", "top5"],
 }
 BACKWARD_KEYS = {
+    "attention": ["G", "dweights", "dV", "dscores", "dQ", "dK", "dWq", "dWk", "dWv", "dX"],
     "layer_norm": ["G", "dx", "dw", "db"],
     "rms_norm": ["G", "dx", "dw"],
     "gelu": ["G", "dx"],
@@ -68,16 +76,25 @@ BACKWARD_KEYS = {
 }
 
 
+def placeholders(text: str) -> set[str]:
+    """The {names} a text expects."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
 def run_json(capsys, *argv) -> dict:
     assert main(["explain", *argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
-def inputs_of(name: str, seed: int = 0, **given):
-    """The part's inputs for `seed`: the same draw the command makes."""
+def setup_of(name: str, seed: int = 0, **given):
+    """The part's Setup for `seed`: the same draw the command makes."""
     part = PARTS[name]
     options = {**part.defaults, **given}
     return part.make_inputs(options, np.random.default_rng(seed))
+
+
+def inputs_of(name: str, seed: int = 0, **given) -> dict:
+    return setup_of(name, seed, **given).inputs
 
 
 def values(result, direction: str = "forward") -> dict:
@@ -94,8 +111,8 @@ def test_every_part_is_listed():
 def test_every_part_runs_in_both_languages(capsys, name, lang):
     assert main(["explain", name, "--lang", lang]) == 0
     text = capsys.readouterr().out
-    assert step_text(name, "title", lang, None) in text
-    assert TITLES[lang]["forward"] in text
+    assert PARTS[name].text[lang]["title"] in text
+    assert LABELS[lang]["forward"] in text
     assert f"[1] {FORWARD_KEYS[name][0]}" in text
 
 
@@ -114,9 +131,9 @@ def test_json_keys_and_finite_difference_check(capsys, name):
 def test_backward_prose_shows_the_check(capsys, lang):
     assert main(["explain", "layer_norm", "--backward", "--lang", lang]) == 0
     text = capsys.readouterr().out
-    assert TITLES[lang]["backward"] in text
-    assert f"{TITLES[lang]['check']} " in text and TITLES[lang]["check_ok"] in text
-    assert step_text("layer_norm", "dx", lang, None) in text
+    assert LABELS[lang]["backward"] in text
+    assert f"{LABELS[lang]['check']} " in text and LABELS[lang]["check_ok"] in text
+    assert PARTS["layer_norm"].text[lang]["dx"] in text
 
 
 def test_softmax_under_ones_has_an_exactly_zero_gradient_checked_absolutely():
@@ -125,31 +142,63 @@ def test_softmax_under_ones_has_an_exactly_zero_gradient_checked_absolutely():
     assert set(result.check.zero_err) == {"x"} and result.check.ok
 
 
-def test_every_text_key_exists_in_both_languages_with_the_same_placeholders():
-    assert set(TITLES["en"]) == set(TITLES["zh"])
-    assert set(STEPS["en"]) == set(STEPS["zh"])
-    for section in STEPS["en"]:
-        assert set(STEPS["en"][section]) == set(STEPS["zh"][section]), section
-        for key, text in STEPS["en"][section].items():
-            assert placeholders(text) == placeholders(STEPS["zh"][section][key]), (section, key)
+@pytest.mark.parametrize("name", list(PARTS))
+def test_every_text_key_exists_in_both_languages_with_the_same_placeholders(name):
+    assert set(LABELS["en"]) == set(LABELS["zh"])
+    text = PARTS[name].text
+    assert set(text["en"]) == set(text["zh"])
+    for key, english in text["en"].items():
+        assert placeholders(english) == placeholders(text["zh"][key]), key
 
 
 @pytest.mark.parametrize("name", list(PARTS))
 def test_every_step_has_a_text_in_both_languages(name):
     part = PARTS[name]
-    inputs, static = inputs_of(name)
-    out, ctx = part.forward(inputs, static)
-    steps = part.forward_steps(inputs, out, ctx, static)
+    setup = setup_of(name)
+    out, ctx = setup.pair.forward(setup.inputs)
+    steps = part.forward_steps(setup.inputs, out, ctx, setup.static)
     dout = np.ones(np.shape(out), dtype=np.float32)
-    steps += part.backward_steps(dout, part.backward(dout, ctx, static), ctx, static)
+    grads = setup.pair.backward(dout, ctx)
+    steps += part.backward_steps(dout, grads, ctx, setup.static)
     assert [s.key for s in steps[:3]] == FORWARD_KEYS[name][:3]
     for step in steps:
         for lang in LANGS:
-            assert step_text(name, step.text, lang, step.fmt)
+            assert step.text[lang] and "{" not in step.text[lang], (step.key, lang)
+
+
+# Which gradcheck case each op part runs (blocks build theirs with attention_block.case and
+# residual_block.case at the sizes asked for; gpt2 and the seed's attention have none).
+OP_CASES = {"layer_norm": ("layer_norm", "bias"), "rms_norm": ("rms_norm", "eps-1e-6"),
+            "gelu": ("gelu", "erf"), "silu": ("silu", "plain"), "swiglu": ("swiglu", "batched"),
+            "softmax": ("softmax", "rows"), "cross_entropy": ("cross_entropy", "plain-BTV"),
+            "embedding": ("embedding", "repeated-ids"), "rope": ("rope", "theta-100")}
+
+
+@pytest.mark.parametrize("name", list(OP_CASES))
+def test_op_parts_run_the_registered_gradcheck_case_which_passes(name):
+    case = find_case(*OP_CASES[name])
+    assert setup_of(name).pair is case and case in ALL_CASES
+    assert run_case(case).ok
+
+
+def test_block_parts_run_the_blocks_gradcheck_case_with_the_key_bias():
+    for name, case_name in (("mha", "attention_block"), ("block", "residual_block")):
+        setup = setup_of(name)
+        assert setup.pair.name == case_name and setup.checked is None
+        out, ctx = setup.pair.forward(setup.inputs)
+        grads = setup.pair.backward(np.ones_like(out), ctx)
+        assert set(grads) == set(setup.inputs)          # the key bias's (zero) gradient too
+        assert np.max(np.abs(grads["attn.bk"])) < 1e-5
+    assert isinstance(setup_of("gpt2").pair, Pair) and isinstance(setup_of("attention").pair, Pair)
+
+
+def test_find_case_names_what_is_missing():
+    with pytest.raises(Exception, match="no gradcheck case layer_norm nope"):
+        find_case("layer_norm", "nope")
 
 
 def test_layer_norm_values_are_the_ops():
-    inputs, _ = inputs_of("layer_norm")
+    inputs = inputs_of("layer_norm")
     x, w, b = inputs["x"], inputs["w"], inputs["b"]
     result = explain_part("layer_norm", {}, seed=0, grad="ones")
     shown, grads = values(result), values(result, "backward")
@@ -168,26 +217,26 @@ def test_layer_norm_values_are_the_ops():
 
 
 def test_rms_norm_and_activation_values_are_the_ops():
-    inputs, _ = inputs_of("rms_norm")
+    inputs = inputs_of("rms_norm")
     y, _ = rms_norm_forward(inputs["x"], inputs["w"], eps=1e-6)
     np.testing.assert_array_equal(values(explain_part("rms_norm", {}, seed=0))["y"], y)
-    x = inputs_of("gelu")[0]["x"]
+    x = inputs_of("gelu")["x"]
     for mode in ("none", "tanh"):
         shown = values(explain_part("gelu", {"approximate": mode}, seed=0))
         np.testing.assert_array_equal(shown["out"], gelu_forward(x, approximate=mode)[0])
     np.testing.assert_array_equal(values(explain_part("silu", {}, seed=0))["out"],
-                                  silu_forward(inputs_of("silu")[0]["x"])[0])
-    gate_up = inputs_of("swiglu")[0]
+                                  silu_forward(inputs_of("silu")["x"])[0])
+    gate_up = inputs_of("swiglu")
     np.testing.assert_array_equal(values(explain_part("swiglu", {}, seed=0))["out"],
                                   swiglu_forward(gate_up["gate"], gate_up["up"])[0])
 
 
 def test_softmax_and_cross_entropy_values_are_the_ops():
-    x = inputs_of("softmax")[0]["x"]
+    x = inputs_of("softmax")["x"]
     shown = values(explain_part("softmax", {}, seed=0))
     np.testing.assert_array_equal(shown["probs"], softmax_forward(x)[0])
     np.testing.assert_allclose(shown["probs_shifted"], shown["probs"], atol=1e-4)
-    inputs = inputs_of("cross_entropy")[0]
+    inputs = inputs_of("cross_entropy")
     result = explain_part("cross_entropy", {}, seed=0, grad="ones")
     shown, grads = values(result), values(result, "backward")
     loss, _ = cross_entropy_forward(inputs["logits"], inputs["targets"])
@@ -199,7 +248,7 @@ def test_softmax_and_cross_entropy_values_are_the_ops():
 
 
 def test_embedding_backward_adds_the_repeated_rows():
-    inputs = inputs_of("embedding")[0]
+    inputs = inputs_of("embedding")
     result = explain_part("embedding", {}, seed=0, grad="random")
     shown, grads = values(result), values(result, "backward")
     np.testing.assert_array_equal(shown["out"],
@@ -211,7 +260,7 @@ def test_embedding_backward_adds_the_repeated_rows():
 
 
 def test_rope_scores_depend_only_on_the_offset():
-    q = inputs_of("rope")[0]["q"]
+    q = inputs_of("rope")["x"]
     shown = values(explain_part("rope", {}, seed=0))
     cos, sin = rope_tables(q.shape[-2], q.shape[-1], theta=100.0, dtype=np.float32)
     np.testing.assert_array_equal(shown["q_rot"], rope_forward(q, cos, sin)[0])
@@ -224,9 +273,10 @@ def test_rope_scores_depend_only_on_the_offset():
 
 
 def test_mha_values_are_the_blocks_with_gqa_shapes():
-    inputs, static = inputs_of("mha", heads=4, kv_heads=2)
-    params = {k: v for k, v in inputs.items() if k != "x"}
-    y, _ = attention_block_forward(params, inputs["x"], static["cfg"], causal=True)
+    setup = setup_of("mha", heads=4, kv_heads=2)
+    static = setup.static
+    y, _ = attention_block_forward(static["params"], setup.inputs["x"], static["cfg"],
+                                   causal=True)
     shown = values(explain_part("mha", {"heads": 4, "kv_heads": 2}, seed=0))
     np.testing.assert_array_equal(shown["y"], y)
     assert shown["q_heads"].shape == (1, 4, 4, 2) and shown["k_heads"].shape == (1, 2, 4, 2)
@@ -237,7 +287,8 @@ def test_mha_values_are_the_blocks_with_gqa_shapes():
 
 
 def test_block_residual_adds_reach_the_blocks_output():
-    inputs, static = inputs_of("block")
+    setup = setup_of("block")
+    inputs, static = setup.inputs, setup.static
     params = {name: inputs[name] for name in static["names"]}
     out, _ = block_forward(params, inputs["x"], static["cfg"], causal=True)
     shown = values(explain_part("block", {}, seed=0))
@@ -246,7 +297,8 @@ def test_block_residual_adds_reach_the_blocks_output():
 
 
 def test_gpt2_values_are_the_models(capsys):
-    inputs, static = inputs_of("gpt2")
+    setup = setup_of("gpt2")
+    inputs, static = setup.inputs, setup.static
     params = {name: inputs[name] for name in static["names"]}
     logits, _ = gpt2.forward(params, inputs["ids"], static["cfg"])
     shown = values(explain_part("gpt2", {}, seed=0))
@@ -273,7 +325,7 @@ def test_gpt2_loads_a_saved_model_and_skips_the_check(capsys, tmp_path):
     expected, _ = gpt2.forward(model.params, np.array([tokenizer.encode("hello")]), cfg)
     np.testing.assert_allclose(result["forward"]["logits"], expected, atol=1e-6)
     assert main(["explain", "gpt2", "--ckpt", str(tmp_path), "--backward", "--lang", "en"]) == 0
-    assert TITLES["en"]["check_skipped"] in capsys.readouterr().out
+    assert LABELS["en"]["check_skipped"] in capsys.readouterr().out
 
 
 def test_sizes_and_seed(capsys):
@@ -302,4 +354,4 @@ def test_bad_options_are_one_line_errors(capsys, argv, message):
 def test_locale_picks_chinese(monkeypatch, capsys):
     monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
     assert main(["explain", "softmax"]) == 0
-    assert TITLES["zh"]["forward"] in capsys.readouterr().out
+    assert LABELS["zh"]["forward"] in capsys.readouterr().out

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
-from glassformer.explain.text import LANGS, STEPS, TITLES
+from glassformer.explain.core import LANGS
+from glassformer.explain.parts.attention import TEXT
 
 # The seed prints 4 decimals; 1e-4 is the bar for matching them.
 SEED_ATOL = 1e-4
@@ -89,14 +90,13 @@ def test_random_inputs_of_any_size(capsys):
 def test_prose_in_both_languages(capsys, lang):
     assert main(["attention", "--backward", "--lang", lang]) == 0
     text = capsys.readouterr().out
-    assert TITLES[lang]["forward"] in text and TITLES[lang]["backward"] in text
+    assert TEXT[lang]["forward"] in text and TEXT[lang]["backward"] in text
     assert "(1,3,2) @ (1,2,3) -> (1,3,3)" in text
     assert "0.4994" in text and "0.0367" in text
 
 
 def test_every_text_key_exists_in_both_languages():
-    assert set(STEPS["en"]) == set(STEPS["zh"])
-    assert set(TITLES["en"]) == set(TITLES["zh"])
+    assert set(TEXT["en"]) == set(TEXT["zh"])
 
 
 def test_compare_shows_what_changed(capsys):
@@ -109,4 +109,20 @@ def test_compare_shows_what_changed(capsys):
 def test_locale_picks_chinese(monkeypatch, capsys):
     monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
     assert main(["attention"]) == 0
-    assert TITLES["zh"]["forward"] in capsys.readouterr().out
+    assert TEXT["zh"]["forward"] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_seed_is_one_explain_part_among_the_others(capsys, lang):
+    assert main(["attention", "--backward", "--lang", lang]) == 0
+    front_door = capsys.readouterr().out
+    assert main(["explain", "attention", "--backward", "--lang", lang]) == 0
+    assert front_door == capsys.readouterr().out + "\n"   # the front door prints one more line
+
+
+def test_explain_attention_json_holds_the_seed_numbers_and_the_check(capsys):
+    assert main(["explain", "attention", "--backward", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(np.array(result["forward"]["weights"])[0], SEED["weights"],
+                               atol=SEED_ATOL)
+    assert result["check"]["ok"] and set(result["check"]["rel_err"]) == {"X", "Wq", "Wk", "Wv"}
