@@ -60,9 +60,9 @@ def run(args) -> int:
     lang = args.lang or detect_lang(os.environ)
     seed = 0 if args.seed is None else args.seed
     grad = args.grad if args.backward else None
-    modes = [True, False] if args.compare else [not args.bidirectional]
-    results = [explain_part("attention", {**_sizes(args), "causal": causal}, seed=seed,
-                            grad=grad) for causal in modes]
+    modes = [False, True] if args.compare else [args.bidirectional]
+    results = [explain_part("attention", {**_sizes(args), "bidirectional": bidirectional},
+                            seed=seed, grad=grad) for bidirectional in modes]
     if args.json:
         payload = seed_json(results[0]) if len(results) == 1 else {
             "causal": seed_json(results[0]), "bidirectional": seed_json(results[1])}

@@ -13,8 +13,8 @@ HELP = ("walk through one part (attention, layer_norm, gelu, softmax, rope, mha,
         "...) step by step: shapes, intermediate arrays, gradients checked by finite differences")
 
 # Options handed to the part; None means "the part's default". A part rejects one it does not take.
-PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "approximate", "ckpt",
-                "prompt")
+PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "bidirectional",
+                "approximate", "ckpt", "prompt")
 
 
 def add_arguments(parser) -> None:
@@ -36,6 +36,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--heads", type=int, default=None, help="attention heads H")
     parser.add_argument("--kv-heads", type=int, default=None,
                         help="mha: key/value heads K, dividing H (default: H/2 when H is even)")
+    # note: None when absent (not False), so that parts without a mask do not see it as given
+    parser.add_argument("--bidirectional", action="store_const", const=True, default=None,
+                        help="attention: no causal mask (encoder/BERT-style)")
     parser.add_argument("--approximate", choices=["none", "tanh"], default=None,
                         help="gelu: exact erf form (none, default) or GPT-2's tanh form")
     parser.add_argument("--ckpt", default=None,

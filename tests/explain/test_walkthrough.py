@@ -126,3 +126,13 @@ def test_explain_attention_json_holds_the_seed_numbers_and_the_check(capsys):
     np.testing.assert_allclose(np.array(result["forward"]["weights"])[0], SEED["weights"],
                                atol=SEED_ATOL)
     assert result["check"]["ok"] and set(result["check"]["rel_err"]) == {"X", "Wq", "Wk", "Wv"}
+
+
+def test_explain_attention_takes_the_front_doors_mask_and_sizes(capsys):
+    assert main(["explain", "attention", "--bidirectional", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["options"]["bidirectional"] is True
+    assert np.all(np.array(result["forward"]["mask"]))
+    random = run_json(capsys, "--seed", "0", "--seq", "4")
+    assert main(["explain", "attention", "--seq", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["forward"]["X"] == random["X"]

@@ -192,8 +192,9 @@ def _inputs(options: dict, rng) -> Setup:
         chosen = {name: RANDOM_SIZES[name] if value is None else value
                   for name, value in sizes.items()}
         inputs = random_inputs(rng, **chosen)
-    pair = Pair(partial(_forward, causal=options["causal"]), _backward)
-    return Setup(inputs, pair, {"causal": options["causal"]})
+    causal = not options["bidirectional"]
+    pair = Pair(partial(_forward, causal=causal), _backward)
+    return Setup(inputs, pair, {"causal": causal})
 
 
 def _swap_last(shape: str) -> str:
@@ -251,11 +252,11 @@ def _backward_steps(dout, grads, ctx, static):
 
 def _headings(options: dict, lang: str) -> tuple[str, str]:
     """The seed's headings: the forward one names the mask."""
-    mode = TEXT[lang]["causal" if options["causal"] else "bidirectional"]
+    mode = TEXT[lang]["bidirectional" if options["bidirectional"] else "causal"]
     return f"{TEXT[lang]['forward']}: {mode}", TEXT[lang]["backward"]
 
 
-ATTENTION = Part(name="attention", defaults={**dict.fromkeys(SIZES), "causal": True},
+ATTENTION = Part(name="attention", defaults={**dict.fromkeys(SIZES), "bidirectional": False},
                  make_inputs=_inputs, forward_steps=_steps, backward_steps=_backward_steps,
                  text=TEXT, fd_step=SEED_FD_STEP, headings=_headings, verdict=False)
 
@@ -267,7 +268,7 @@ def seed_json(result: Result) -> dict:
     if result.backward is not None:
         payload.update({s.key: to_jsonable(s.value) for s in result.backward})
         payload["max_rel_err"] = result.check.max_rel_err
-    payload["causal"] = result.options["causal"]
+    payload["causal"] = not result.options["bidirectional"]
     return payload
 
 

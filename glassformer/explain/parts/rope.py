@@ -18,7 +18,8 @@ from glassformer.ops.attention import attention_scores
 from glassformer.ops.rope import rope_forward
 
 SIZES = {"batch": 1, "seq": 6, "d_model": 4, "heads": 1}
-# A small theta, so that even D = 4 turns visibly at short positions (LLaMA uses 10000).
+# The theta of the case below: small, so that even D = 4 turns visibly at short positions
+# (LLaMA uses 10000). Shown in the cos step's algebra.
 ROPE_THETA = 100.0
 CASE = find_case("rope", "theta-100")
 # The offset m - n of the two position pairs compared, and the other offset shown beside them.
