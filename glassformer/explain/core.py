@@ -194,7 +194,7 @@ def _as_float64(inputs: dict) -> dict:
 
 
 def finite_difference_check(setup: Setup, dout: np.ndarray, grads: dict,
-                            step: float = FD_STEP) -> Check | None:
+                            fd_step: float = FD_STEP) -> Check | None:
     """The setup's own pair in float64 vs central differences of L = sum(out * G).
 
     grads: the float32 gradients already computed; they say which inputs have one (in input
@@ -211,12 +211,12 @@ def finite_difference_check(setup: Setup, dout: np.ndarray, grads: dict,
         all_grads = setup.pair.backward(grad, ctx)
         return {name: all_grads[name] for name in names}
 
-    rel_err = gradcheck(forward, backward, inputs64, dout=dout64, eps=step)
+    rel_err = gradcheck(forward, backward, inputs64, dout=dout64, eps=fd_step)
     analytic = backward(dout64, forward(inputs64)[1])
     zero_err = {}
     for name in names:
         if np.max(np.abs(analytic[name]), initial=0.0) < ZERO_GRAD:
-            numeric = numeric_gradient(forward, inputs64, name, dout64, step)
+            numeric = numeric_gradient(forward, inputs64, name, dout64, fd_step)
             zero_err[name] = float(np.max(np.abs(numeric - analytic[name]), initial=0.0))
             del rel_err[name]
     return Check(rel_err=rel_err, zero_err=zero_err)
