@@ -29,6 +29,7 @@ helper of the package; checkpoint.py and train/data.py use it too.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 from pathlib import Path
@@ -82,16 +83,7 @@ def load_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
     with _open(path) as f:
         header, starts = _header(path, f)
         for name, info in header.tensors.items():
-            if info.dtype == "BF16":
-                bits = np.fromfile(path, dtype=FILE_DTYPES["BF16"], count=int(np.prod(info.shape)),
-                                   offset=starts[name]).reshape(info.shape)
-                arrays[name] = widen_to_float32(bits, "BF16")
-                continue
-            array = f.get_tensor(name)
-            if info.dtype == "BOOL" and array.view(np.uint8).max(initial=0) > 1:
-                raise CheckpointError(f"{path} is corrupt: BOOL tensor {name!r} holds bytes other "
-                                      "than 0 and 1")
-            arrays[name] = widen_to_float32(array, "F16") if info.dtype == "F16" else array
+            arrays[name] = _read_tensor(path, f, name, info, starts[name])
     return arrays
 
 
@@ -241,6 +233,21 @@ def _header(path: Path, f) -> tuple[SafetensorsHeader, dict[str, int]]:
         tensors[name] = TensorInfo(dtype, tuple(view.get_shape()))
         starts[name] = 8 + header_len + entries[name]["data_offsets"][0]
     return SafetensorsHeader(tensors, f.metadata() or {}), starts
+
+
+def _read_tensor(path: Path, f, name: str, info: TensorInfo, start: int) -> np.ndarray:
+    """One tensor through the package's reader, or, for BF16, from its raw bits at `start`."""
+    if info.dtype == "BF16":
+        count = math.prod(info.shape)
+        bits = np.fromfile(path, dtype=FILE_DTYPES["BF16"], count=count, offset=start)
+        return widen_to_float32(bits.reshape(info.shape), "BF16")
+    array = f.get_tensor(name)
+    if info.dtype == "BOOL" and array.view(np.uint8).max(initial=0) > 1:
+        raise CheckpointError(f"{path} is corrupt: BOOL tensor {name!r} holds bytes other "
+                              "than 0 and 1")
+    if info.dtype == "F16":
+        return widen_to_float32(array, "F16")
+    return array
 
 
 def _contiguous(path: Path, name: str, array) -> np.ndarray:
