@@ -172,7 +172,7 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
 
     Every array is contiguous float32 in glassformer's (in, out) layout: transposed weights stay a
     column-major view of the file's (out, in) rows, others are row-major; a copy only when split
-    or widened, else the tensor itself (a copy-on-write memory map when read from a file).
+    or widened, else the tensor itself (as read from the file).
     """
     params = {}
     for row in _rows(family_names(arch), cfg.n_layer):

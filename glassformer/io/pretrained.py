@@ -209,13 +209,13 @@ def _check_tensors(folder: Path, arch: str, cfg, headers: dict, table: dict) -> 
 
 
 def _read_tensors(folder: Path, headers: dict, table: dict) -> dict[str, np.ndarray]:
-    """{table name: array} for every kept tensor, read file by file (memory-mapped)."""
+    """{table name: array} for every kept tensor, read file by file."""
     wanted_by_file: dict[str, dict[str, str]] = {}
     for name, key in table.items():
         wanted_by_file.setdefault(headers[key][1], {})[key] = name
     tensors = {}
     for file, wanted in wanted_by_file.items():
-        arrays = load_safetensors(folder / file)
+        arrays = load_safetensors(folder / file, wanted)  # ignored buffers are never read
         for key, name in wanted.items():
             tensors[name] = arrays[key]
     return tensors

@@ -75,15 +75,23 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
     return header
 
 
-def load_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All tensors of `path` as writable NumPy arrays, in data order; BF16 and F16 widened to
-    float32. The arrays are the process's own memory: writing to them never reaches the file."""
+def load_safetensors(path: str | os.PathLike, names=None) -> dict[str, np.ndarray]:
+    """The tensors of `path` as writable NumPy arrays, in data order; BF16 and F16 widened to
+    float32. The arrays are the process's own memory: writing to them never reaches the file.
+
+    names: read only these tensors (default: all); the others' bytes are never read.
+    """
     path = Path(path)
     arrays = {}
     with _open(path) as f:
         header, starts = _header(path, f)
+        wanted = header.tensors.keys() if names is None else set(names)
+        missing = sorted(wanted - header.tensors.keys())
+        if missing:
+            raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
         for name, info in header.tensors.items():
-            arrays[name] = _read_tensor(path, f, name, info, starts[name])
+            if name in wanted:
+                arrays[name] = _read_tensor(path, f, name, info, starts[name])
     return arrays
 
 

@@ -106,6 +106,14 @@ def test_widen_to_float32_bf16_bits():
     assert widen_to_float32(np.array([0.5], np.float16), "F16").dtype == np.float32
 
 
+def test_reads_only_the_tensors_asked_for(tmp_path):
+    path = tmp_path / "some.safetensors"
+    save_safetensors(path, {"a": np.ones(2, np.float32), "b": np.zeros(3, np.int64)})
+    assert list(load_safetensors(path, ["b"])) == ["b"]
+    with pytest.raises(CheckpointError, match="some.safetensors has no tensor 'c'"):
+        load_safetensors(path, ["a", "c"])
+
+
 def test_bf16_after_another_tensor_is_read_at_its_offset(tmp_path):
     path = tmp_path / "bf16.safetensors"
     ones = np.ones(2, np.float32).tobytes()
