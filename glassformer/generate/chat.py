@@ -33,6 +33,9 @@ from typing import Iterator, NamedTuple
 from glassformer.errors import GlassformerError
 from glassformer.generate.stream import (StreamStep, end_of_text_ids, generated_ids,
                                          stream_text)
+from glassformer.io.gguf import chat_template, gguf_model, open_gguf
+from glassformer.io.pretrained import load_pretrained
+from glassformer.packaged import MODEL, resolve_path
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 ROLES = ("system", "user", "assistant")
@@ -81,16 +84,12 @@ def open_chat(name_or_path: str | Path, *, system: str | None = None) -> "ChatSe
 
     system: a system prompt replacing the template's default one.
     """
-    from glassformer.packaged import MODEL, resolve_path
-
     path = resolve_path(name_or_path, MODEL)
     if path.is_file() and path.suffix == ".gguf":
-        from glassformer.io.gguf import chat_template, gguf_model, open_gguf
         reader = open_gguf(path)  # one read of the file serves the template and the weights
         fmt = chat_format(chat_template(reader, path))
         model = gguf_model(reader, path)
     else:
-        from glassformer.io.pretrained import load_pretrained
         fmt = chat_format(folder_chat_template(path))
         model = load_pretrained(path)
     messages = [] if system is None else [{"role": "system", "content": system}]
