@@ -3,7 +3,9 @@
 Generation state, not backward state (STYLE.md §4). Per layer, one preallocated array each for
 keys and values, (B, K, T_max, D), plus `length`: how many positions are filled. The attention
 block writes the new tokens' keys and values at [length, length + T) and reads [0, length + T);
-it never changes `length`. Only the generate loop advances it, once per forward, with `advance`.
+it never changes `length`. Only the generate loop advances it, once per forward, with `advance`;
+a chat that reuses the cache for its next turn cuts it back to the prefix it shares with the new
+prompt, with `keep` (the positions past it are overwritten by the next forward).
 
     position:   0   1   2   3   4   5  ...  T_max-1
     layer l k:  k0  k1  k2  k3  .   .        .         length = 4
@@ -47,3 +49,10 @@ class KVCache:
         """Mark `new_tokens` more positions as filled (called by the generate loop only)."""
         self.check_room(new_tokens)
         self.length += new_tokens
+
+    def keep(self, length: int) -> None:
+        """Forget every position from `length` on (0 <= length <= self.length)."""
+        if not 0 <= length <= self.length:
+            raise GlassformerError(f"cannot keep {length} positions of a KV cache holding "
+                                   f"{self.length}")
+        self.length = int(length)

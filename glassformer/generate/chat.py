@@ -18,21 +18,37 @@ prompt the template inserts when the conversation has none (found as the literal
 `<|im_start|>system` in the template). Other template shapes are refused with a clear error.
 The tests check our rendering against jinja2 running the real template.
 
-Each turn re-renders the whole conversation and prefills it (simple and exact; a 135M model
-prefills a few hundred tokens in well under a second). Generation stops at `<|im_end|>` or the
-tokenizer's other end-of-text tokens, which are not printed or kept in the history.
+The session keeps its KV cache between turns, as llama.cpp's server does. Each turn renders the
+whole conversation and tokenizes it, then keeps the cache for the longest common prefix of the new
+ids and the ids already cached, and prefills only the rest:
+
+    cached:  [system ... user 1 ... assistant\n reply-1 ids]             (cache.length ids)
+    new:     [system ... user 1 ... assistant\n reply-1 ids <|im_end|>\n user 2 ... assistant\n]
+              ^^^^^^^^^^^^^ common prefix: kept ^^^^^^^^^^^^ ^^^^ prefilled this turn ^^^^^^^^^^
+
+Every position keeps the id a fresh session would put there, so the reply is a fresh session's
+(to float rounding: cached keys were computed one token at a time). A reply whose text
+re-tokenizes differently only shortens the common prefix. When the conversation no longer fits the
+context (prompt + max_new_tokens > max_seq_len), the oldest exchanges are dropped (never the
+system prompt), the turn says so (`TurnStats.dropped_messages`), and the cache is rebuilt once
+from the first id that changed. Generation stops at `<|im_end|>` or the tokenizer's other
+end-of-text tokens, which are not printed or kept in the history.
 """
 from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+import numpy as np
+
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.generate.stream import (StreamStep, end_of_text_ids, generated_ids,
-                                         stream_text)
+from glassformer.generate.generate import generate
+from glassformer.generate.stream import StreamStep, end_of_text_ids, stream_text
 from glassformer.io.gguf import chat_template, gguf_model, open_gguf
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
@@ -112,28 +128,148 @@ def folder_chat_template(folder: Path) -> str | None:
 
 
 @dataclass
+class TurnStats:
+    """What one turn cost: how much of its prompt was read again, and how fast it ran."""
+    prompt_tokens: int            # ids of the whole rendered conversation
+    reused_tokens: int            # of those, already in the KV cache from earlier turns
+    dropped_messages: int         # oldest messages dropped so the conversation fits the context
+    prefill_seconds: float = 0.0  # until the first new token (prefill and its sampling)
+    new_tokens: int = 0           # tokens generated, an end-of-turn token included
+    decode_seconds: float = 0.0   # from the first new token to the last
+
+    @property
+    def prefilled_tokens(self) -> int:
+        """The prompt ids this turn ran through the model."""
+        return self.prompt_tokens - self.reused_tokens
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading ids a and b share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if differ.size else n
+
+
+def oldest_exchange(messages: list[dict]) -> int:
+    """How many messages to drop to remove the oldest exchange after the system prompt: the
+    first user message and the replies up to the next user message (0 when only one is left)."""
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    users = [i for i in range(start, len(messages)) if messages[i]["role"] == "user"]
+    if len(users) < 2:
+        return 0
+    return users[1] - start
+
+
+@dataclass
 class ChatSession:
-    """A conversation with one model: the messages so far, and a way to add a turn."""
+    """A conversation with one model: the messages so far, the KV cache of the ids already read,
+    and a record per turn."""
     model: object                      # a glassformer Model with a tokenizer
     fmt: ChatFormat
     messages: list[dict] = field(default_factory=list)
+    kv_cache: KVCache | None = None    # keys and values of cached_ids[:kv_cache.length]
+    cached_ids: list[int] = field(default_factory=list)
+    turns: list[TurnStats] = field(default_factory=list)
 
-    def send(self, text: str, **generate_kwargs) -> Iterator[StreamStep]:
-        """Add a user message, stream the assistant's reply; the reply joins `messages` at the end.
-
-        generate_kwargs: max_new_tokens, temperature, top_k, top_p, seed, use_cache.
-        """
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        """The ids the model reads for `messages`, ending with the assistant's turn opening."""
         tokenizer = self.model.tokenizer
         if tokenizer is None:
             raise GlassformerError("this model has no tokenizer, so it cannot chat")
-        messages = self.messages + [{"role": "user", "content": text}]
-        prompt_ids = tokenizer.encode(render_chatml(messages, self.fmt))
+        return tokenizer.encode(render_chatml(messages, self.fmt, add_generation_prompt=True))
+
+    def stop_ids(self) -> list[int]:
+        """The ids that end the assistant's turn."""
+        tokenizer = self.model.tokenizer
         stop = set(end_of_text_ids(tokenizer))
-        stop.add(tokenizer.special_tokens.get(IM_END, -1))
-        stop.discard(-1)
-        reply = []
-        ids = generated_ids(self.model, prompt_ids, stop_ids=stop, **generate_kwargs)
-        for step in stream_text(tokenizer, ids):
-            reply.append(step.text)
-            yield step
-        self.messages = messages + [{"role": "assistant", "content": "".join(reply)}]
+        if IM_END in tokenizer.special_tokens:
+            stop.add(tokenizer.special_tokens[IM_END])
+        return sorted(stop)
+
+    def reset(self, system: str | None = None) -> None:
+        """Start over (with this system prompt, if any). The KV cache stays: the next turn
+        reuses whatever prefix (the system prompt) it still shares."""
+        self.messages = [] if system is None else [{"role": "system", "content": system}]
+
+    def send(self, text: str, *, max_new_tokens: int = 256,
+             **generate_kwargs) -> Iterator[StreamStep]:
+        """Add a user message and return the stream of the assistant's reply; the reply joins
+        `messages` when the stream ends or is closed (Ctrl-C keeps the part already written).
+
+        The prompt is prepared here, before the stream starts: `turns[-1]` already tells how
+        many ids are reused and how many messages were dropped.
+        generate_kwargs: temperature, top_k, top_p, seed, use_cache.
+        """
+        messages, prompt_ids, dropped = self.fit(
+            self.messages + [{"role": "user", "content": text}], max_new_tokens)
+        use_cache = generate_kwargs.get("use_cache", True)
+        reused = self.reuse_prefix(prompt_ids) if use_cache else 0
+        stats = TurnStats(len(prompt_ids), reused, dropped)
+        self.turns.append(stats)
+        ids = self.generated(prompt_ids, stats, max_new_tokens=max_new_tokens,
+                             **generate_kwargs)
+        return self.reply(messages, ids)
+
+    def fit(self, messages: list[dict], max_new_tokens: int
+            ) -> tuple[list[dict], list[int], int]:
+        """Drop the oldest exchanges until prompt + max_new_tokens fits the context.
+        Returns (messages kept, their prompt ids, how many messages were dropped)."""
+        context = self.model.context_len
+        dropped = 0
+        prompt_ids = self.prompt_ids(messages)
+        while len(prompt_ids) + max_new_tokens > context:
+            count = oldest_exchange(messages)
+            if count == 0:
+                raise GlassformerError(
+                    f"this message makes a prompt of {len(prompt_ids)} tokens, which with "
+                    f"max_new_tokens={max_new_tokens} does not fit the context of {context} "
+                    "tokens; send a shorter message or ask for fewer new tokens")
+            start = 1 if messages[0]["role"] == "system" else 0
+            messages = messages[:start] + messages[start + count:]
+            dropped += count
+            prompt_ids = self.prompt_ids(messages)
+        return messages, prompt_ids, dropped
+
+    def reuse_prefix(self, prompt_ids: list[int]) -> int:
+        """Cut the KV cache back to the prefix it shares with prompt_ids; returns its length.
+
+        note: the last prompt id is always fed again, since its logits give the first token."""
+        if self.kv_cache is None:
+            self.kv_cache = self.model.new_cache(1)
+        cached = self.cached_ids[:self.kv_cache.length]
+        keep = min(common_prefix(cached, prompt_ids), len(prompt_ids) - 1)
+        self.kv_cache.keep(keep)
+        return keep
+
+    def generated(self, prompt_ids: list[int], stats: TurnStats, **generate_kwargs
+                  ) -> Iterator[int]:
+        """The reply's ids as generate() picks them, ending before an end-of-turn id; records
+        the ids fed to the cache (cached_ids) and the turn's timings as they happen."""
+        # The cache's positions always hold the leading ids of this list, prompt then reply.
+        self.cached_ids = list(prompt_ids)
+        stop = self.stop_ids()
+        kv_cache = self.kv_cache if generate_kwargs.get("use_cache", True) else None
+        start = time.perf_counter()
+        for step in generate(self.model, np.asarray([prompt_ids], dtype=np.int64), stop=stop,
+                             kv_cache=kv_cache, **generate_kwargs):
+            now = time.perf_counter()
+            if stats.new_tokens == 0:
+                stats.prefill_seconds = now - start
+            else:
+                stats.decode_seconds = now - start - stats.prefill_seconds
+            stats.new_tokens += 1
+            token_id = int(step[0])
+            if token_id in stop:
+                return
+            self.cached_ids.append(token_id)
+            yield token_id
+
+    def reply(self, messages: list[dict], ids: Iterator[int]) -> Iterator[StreamStep]:
+        """Stream the reply's text; whatever was written joins the conversation at the end."""
+        text = []
+        try:
+            for step in stream_text(self.model.tokenizer, ids):
+                text.append(step.text)
+                yield step
+        finally:  # also on close() or Ctrl-C: the part of the reply already shown is kept
+            self.messages = messages + [{"role": "assistant", "content": "".join(text)}]

@@ -19,6 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
+from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.sampling import check_sampling, sample_next
 
@@ -64,15 +65,33 @@ def _logits_last(model, ids, mask, kv_cache=None, new=None) -> np.ndarray:
     return logits[:, -1]
 
 
+def _check_reused_cache(kv_cache: KVCache | None, ids: np.ndarray, use_cache: bool) -> None:
+    """A cache handed to generate must hold fewer positions than the prompt, for its batch."""
+    if kv_cache is None:
+        return
+    if not use_cache:
+        raise GlassformerError("a kv_cache was given with use_cache=False; give one or the other")
+    if kv_cache.k[0].shape[0] != ids.shape[0]:
+        raise GlassformerError(f"kv_cache holds a batch of {kv_cache.k[0].shape[0]} but the "
+                               f"prompt has {ids.shape[0]} rows")
+    if kv_cache.length >= ids.shape[1]:
+        raise GlassformerError(f"kv_cache already holds {kv_cache.length} positions, the prompt "
+                               f"only {ids.shape[1]}: at least the last prompt token must be fed")
+
+
 def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
              stop: list[int] | None = None, attention_mask=None, use_cache: bool = True,
-             pad_id: int | None = None) -> Iterator[np.ndarray]:
+             pad_id: int | None = None, kv_cache: KVCache | None = None
+             ) -> Iterator[np.ndarray]:
     """Yield the next token ids (B,) one step at a time, up to `max_new_tokens` steps.
 
     stop: token ids that end a row; a finished row then yields `pad_id` (default: its stop id)
     until every row is finished, which ends the loop. Sampling draws from
     np.random.default_rng(seed), so the same seed gives the same tokens.
+    kv_cache: a cache that already holds the keys and values of the first `kv_cache.length`
+    prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
+    cache keeps growing as tokens are generated. Default: a fresh cache.
     """
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
         raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
@@ -86,20 +105,25 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
             f"prompt of {ids.shape[1]} tokens + {max_new_tokens} new tokens is past this "
             f"model's context of max_seq_len={context}, and its rotary positions were not "
             f"trained beyond it: ask for at most {max(context - ids.shape[1], 0)} new tokens")
+    _check_reused_cache(kv_cache, ids, use_cache)
     rng = np.random.default_rng(seed)
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
     last_stop = np.zeros(ids.shape[0], dtype=np.int64)
-    cache = None
+    cache = kv_cache
+    prefilled = False
     for _ in range(int(max_new_tokens)):
         if ids.shape[1] > context:                       # slide the window (learned positions)
             logits = _logits_last(model, ids[:, -context:], mask[:, -context:])
         elif not use_cache:
             logits = _logits_last(model, ids, mask)
-        elif cache is None:                              # prefill: the whole prompt at once
-            cache = model.new_cache(ids.shape[0])
-            logits = _logits_last(model, ids, mask, kv_cache=cache, new=ids.shape[1])
-            cache.advance(ids.shape[1])
+        elif not prefilled:                              # prefill: the prompt's uncached rest
+            if cache is None:
+                cache = model.new_cache(ids.shape[0])
+            new = ids.shape[1] - cache.length
+            logits = _logits_last(model, ids, mask, kv_cache=cache, new=new)
+            cache.advance(new)
+            prefilled = True
         else:                                            # decode: only the newest token
             logits = _logits_last(model, ids, mask, kv_cache=cache, new=1)
             cache.advance(1)
