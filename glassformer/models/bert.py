@@ -32,7 +32,8 @@ from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
                                        layers_forward, layers_shapes)
-from glassformer.models.family import Family, config_from_dict, config_to_dict
+from glassformer.models.family import (Family, check_config_values, config_from_dict,
+                                       config_to_dict)
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
@@ -61,6 +62,7 @@ class BertConfig:
     mlm_head: bool = False          # params include the masked-LM head (mlm.*)
 
     def __post_init__(self):
+        check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
         for field in ("vocab_size", "max_seq_len", "n_types", "n_layer", "n_head", "d_model"):
             if getattr(self, field) < 1:
                 raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")

@@ -12,6 +12,9 @@ lists them), so a reader can follow a call from `Model.forward` straight into th
 """
 from __future__ import annotations
 
+import math
+import numbers
+import typing
 from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
@@ -30,6 +33,44 @@ class Family:
     kv_layout: Callable | None        # cfg -> (K, D) of its KV cache; None: an encoder, no cache
     sliding_context: bool             # past the context, generation slides a window (learned
                                       # positions) instead of stopping
+
+
+def _value_problem(value, hint) -> str | None:
+    """Why `value` does not fit the annotation `hint` (int, float, bool, str, X | None), or None.
+
+    note: a bool is an int to Python; a count of True layers is refused all the same, and so is a
+    float where an int belongs (2.0 heads) or a float that is not finite (1e400 reads as inf).
+    """
+    allowed = typing.get_args(hint) or (hint,)
+    if value is None:
+        return None if type(None) in allowed else "must be set, got None"
+    if isinstance(value, bool):
+        return None if bool in allowed else f"must be a number, got the boolean {value}"
+    if int in allowed and isinstance(value, numbers.Integral):
+        return None
+    if float in allowed and isinstance(value, numbers.Real):
+        return None if math.isfinite(value) else f"must be a finite number, got {value}"
+    if str in allowed and isinstance(value, str):
+        return None
+    names = " or ".join(kind.__name__ for kind in allowed if kind is not type(None))
+    return f"must be {'an ' if names.startswith('int') else 'a '}{names}, got {value!r}"
+
+
+def check_field_values(cls: type, values: dict) -> None:
+    """Raise a GlassformerError naming the first of `values` that does not fit its field's type
+    in the dataclass `cls` (keys that are not fields are left to the caller)."""
+    hints = typing.get_type_hints(cls)
+    for field in fields(cls):
+        if field.name in values:
+            problem = _value_problem(values[field.name], hints[field.name])
+            if problem:
+                raise GlassformerError(f"{cls.__name__} {field.name} {problem}")
+
+
+def check_config_values(cfg) -> None:
+    """check_field_values on a config's own fields. Each config's __post_init__ calls this
+    first, so the range checks after it compare numbers."""
+    check_field_values(type(cfg), {field.name: getattr(cfg, field.name) for field in fields(cfg)})
 
 
 def config_to_dict(cfg) -> dict:

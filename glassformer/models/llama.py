@@ -35,7 +35,8 @@ from glassformer.errors import GlassformerError
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
                                        head_forward, head_shapes, init_head, init_layers,
                                        layers_backward, layers_forward, layers_shapes)
-from glassformer.models.family import Family, config_from_dict, config_to_dict
+from glassformer.models.family import (Family, check_config_values, config_from_dict,
+                                       config_to_dict)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
 SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
@@ -60,6 +61,7 @@ class LlamaConfig:
     head_dim: int | None = None     # D (None: d_model // n_head)
 
     def __post_init__(self):
+        check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
         for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
             if getattr(self, field) < 1:
                 raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
