@@ -136,10 +136,13 @@ def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, tr
 
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
-          on_step: Callable[[dict], None] | None = None) -> RunState:
+          on_step: Callable[[dict], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> RunState:
     """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
+    should_stop() is asked once per iteration; when it says True (Ctrl-C, SIGTERM: see
+    train/signals.py) the run checkpoints the iteration it is at and returns early.
     """
     family = family_of(model_cfg.to_dict()["arch"])
     if model_cfg.max_seq_len < train_cfg.block_size:
@@ -154,11 +157,13 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                           block_size=train_cfg.block_size) as procs:
         return _train_loop(family, model_cfg, train_cfg, run, train_data=train_data,
                            val_data=val_data, out_dir=out_dir, tokenizer_json=tokenizer_json,
-                           on_step=on_step, workers=workers, procs=procs)
+                           on_step=on_step, workers=workers, procs=procs,
+                           should_stop=should_stop)
 
 
 def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data,
-                val_data, out_dir, tokenizer_json, on_step, workers: int, procs) -> RunState:
+                val_data, out_dir, tokenizer_json, on_step, workers: int, procs,
+                should_stop=None) -> RunState:
     """`train`'s loop, with its data-parallel workers set up."""
     resumed_at = run.it if run.it > 0 else None
     while True:
@@ -177,7 +182,12 @@ def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, tra
             run.best_val = min(run.best_val, evals["val"])
             record.update(eval_train_loss=evals["train"], val_loss=evals["val"])
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
-        if it >= train_cfg.max_iters:
+        # issue 21 (stop on request): checkpoint this iteration unless it was just saved or
+        # resumed from, then return as at the end
+        stopping = should_stop is not None and should_stop()
+        if stopping and not is_eval and it != resumed_at:
+            _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
+        if it >= train_cfg.max_iters or stopping:
             if len(record) > 1:
                 append_train_log(out_dir, record)
                 if on_step:
