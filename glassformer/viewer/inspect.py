@@ -1,0 +1,190 @@
+"""`inspect(model, text_or_ids) -> Inspection`: what a model computed, read from its own forward.
+
+One forward pass in eval mode, then everything is read from the ctx that backward would use
+(no second, instrumented model, no hooks):
+
+    attentions[l]     ctx.blocks[l].attn.body.attn.softmax.probs      (B, K, G, T, S) -> (B, H, T, S)
+                      exactly the float32 weights the forward multiplied V by; query head
+                      h = kv * G + g, as HF's repeat_kv orders them (see blocks/attention.py)
+    residual[l]       the residual stream entering layer l, and leaving the last one:
+                        pre-norm (GPT-2, LLaMA): x_0 = the embeddings; x_{l+1} = x_l + a_l + m_l,
+                        where a_l and m_l are the sub-blocks' outputs, recomputed with
+                        linear_forward from the inputs their ctx saved (the same product, the
+                        same numbers: LayerNorm's ctx keeps x-hat but not the mean, so x itself
+                        is rebuilt rather than read)
+                        post-norm (BERT): x_l is layer l's attention input, saved by its ctx
+    hidden_states     as transformers' output_hidden_states: L + 1 arrays (B, T, C), the last
+                      one after the final norm for decoders (the LM head's saved input)
+
+The logit lens (nostalgebraist 2020) applies the final norm and the unembedding to the residual
+stream after each layer: what the model would predict if it stopped there. The final norm is
+applied once: after the last layer the lens is the model's own logits.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.names import sub_params
+from glassformer.blocks.norm import norm_forward
+from glassformer.errors import GlassformerError
+from glassformer.models.common import lm_head_forward
+from glassformer.ops.embedding import embedding_forward
+from glassformer.ops.linear import linear_forward
+from glassformer.ops.softmax import softmax_forward
+from glassformer.viewer.tokens import describe_tokens
+
+
+class LogitLens(NamedTuple):
+    """Per layer l (after block l), batch row b and position t; k guesses, best first."""
+    ids: np.ndarray        # (L, B, T, k) token ids
+    probs: np.ndarray      # (L, B, T, k) their probabilities
+    rank: np.ndarray       # (L, B, T): rank of the model's final prediction (0 = top-1)
+    entropy: np.ndarray    # (L, B, T): entropy of the whole distribution, in bits
+    final: np.ndarray      # (B, T): the model's own prediction (argmax of its logits)
+
+
+class Inspection(NamedTuple):
+    """What one forward pass of `model` on `ids` computed. See the module docstring."""
+    model: object                  # the Model that ran
+    ids: np.ndarray                # (B, T) int64
+    key_mask: np.ndarray           # (B, T) bool, False on padding
+    out: np.ndarray                # logits (B, T, V) for decoders, last hidden (B, T, C) else
+    attentions: list[np.ndarray]   # L arrays (B, H, T, S) float32
+    residual: list[np.ndarray]     # L + 1 arrays (B, T, C): the stream before each layer, and after
+    hidden_states: list[np.ndarray]  # L + 1 arrays (B, T, C), as transformers returns them
+    ctx: object                    # the forward's ctx, for the views that read more of it
+
+    @property
+    def causal(self) -> bool:
+        return self.model.family.kv_layout is not None
+
+    @property
+    def tokens(self) -> list:
+        """One `Token(id, text, hex)` per position of row 0 (viewer/tokens.py)."""
+        return describe_tokens(self.model.tokenizer, self.ids[0].tolist())
+
+    def logit_lens(self, k: int = 5) -> LogitLens:
+        """The top-k next tokens after every layer; decoders only (an encoder has no LM head)."""
+        return logit_lens(self, k)
+
+    def residual_norms(self) -> np.ndarray:
+        """(L + 1, B, T): the L2 norm of the residual stream at each position, per layer."""
+        return np.stack([np.linalg.norm(x, axis=-1) for x in self.residual])
+
+
+def _ids_of(model, text_or_ids) -> np.ndarray:
+    """(1, T) int64 ids from a text (encoded with the model's tokenizer) or one id sequence."""
+    if isinstance(text_or_ids, str):
+        if not text_or_ids:
+            raise GlassformerError("the text is empty: give at least one character to inspect")
+        if model.tokenizer is None:
+            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+        text_or_ids = model.tokenizer.encode(text_or_ids)
+    ids = np.asarray(text_or_ids, dtype=np.int64)
+    if ids.ndim == 1:
+        ids = ids[None]                                                     # (T,) -> (1, T)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise GlassformerError(f"expected a text or ids of shape (T,) or (B, T) with T >= 1, "
+                               f"got shape {ids.shape}")
+    return ids
+
+
+def inspect(model, text_or_ids, *, attention_mask=None) -> Inspection:
+    """Run `model` once on a text (or ids (T,) or (B, T)) and collect what it computed.
+
+    attention_mask: (B, T), 1 for real tokens and 0 for padding (encoders: padding keys get
+    weight 0, as in transformers).
+    """
+    ids = _ids_of(model, text_or_ids)
+    key_mask = np.ones(ids.shape, bool) if attention_mask is None else \
+        np.asarray(attention_mask).astype(bool)
+    out, ctx = model.forward(ids, attention_mask=None if attention_mask is None else key_mask)
+    attentions = [_probs(block) for block in ctx.blocks]
+    residual = residual_stream(model, ctx, out)
+    hidden = list(residual)
+    if model.family.kv_layout is not None:
+        hidden[-1] = ctx.head.lm_head.linear.x      # norm_f(x_L), the LM head's saved input
+    return Inspection(model, ids, key_mask, out, attentions, residual, hidden, ctx)
+
+
+def _probs(block_ctx) -> np.ndarray:
+    """The attention weights of one layer: (B, K, G, T, S) -> (B, H, T, S), a view."""
+    probs = block_ctx.attn.body.attn.softmax.probs
+    b, k, g, t, s = probs.shape
+    return probs.reshape(b, k * g, t, s)
+
+
+def residual_stream(model, ctx, out: np.ndarray) -> list[np.ndarray]:
+    """L + 1 arrays (B, T, C): the stream entering each layer, then the last layer's output."""
+    bcfg = model.cfg.block_config()
+    if bcfg.norm_position == "post":
+        # a post-norm layer feeds its input straight to the q/k/v projection, whose ctx keeps it
+        inputs = [_attention_input(block.attn.body) for block in ctx.blocks]
+        return inputs + [out]
+    x = _embeddings(model.params, ctx)
+    stream = [x]
+    for i, block in enumerate(ctx.blocks):
+        layer = sub_params(model.params, f"blocks.{i}.")
+        attn_out, _ = linear_forward(block.attn.body.out_proj.x, layer["attn.wo"],
+                                     layer.get("attn.bo"))                   # (B, T, C)
+        mlp_out, _ = linear_forward(block.mlp.body.down.x, layer["mlp.w_down"],
+                                    layer.get("mlp.b_down"))                 # (B, T, C)
+        h = x + attn_out           # the same two sums, in the same order, as block_forward
+        x = h + mlp_out
+        stream.append(x)
+    return stream
+
+
+def _attention_input(attn_ctx) -> np.ndarray:
+    proj = attn_ctx.qkv_proj if attn_ctx.qkv_proj is not None else attn_ctx.q_proj
+    return proj.x
+
+
+def _embeddings(params: dict, ctx) -> np.ndarray:
+    """x_0 of a pre-norm decoder: token embeddings, plus learned positions when it has them."""
+    x, _ = embedding_forward(ctx.tok.ids, params["tok_emb"])                 # (B, T, C)
+    if hasattr(ctx, "pos"):
+        pos, _ = embedding_forward(ctx.pos.ids, params["pos_emb"])           # (T, C)
+        x = x + pos
+    return x
+
+
+def logit_lens(inspection: Inspection, k: int) -> LogitLens:
+    """See LogitLens. One layer at a time: a (B, T, V) distribution per layer, never L of them."""
+    model = inspection.model
+    if not inspection.causal:
+        raise GlassformerError(f"{model.arch} is an encoder: it has no LM head, so no logit lens")
+    if k < 1:
+        raise GlassformerError(f"k must be at least 1, got {k}")
+    bcfg = model.cfg.block_config()
+    final = inspection.out.argmax(axis=-1)                                   # (B, T)
+    rows = []
+    n_layer = len(inspection.attentions)
+    for layer in range(1, n_layer + 1):
+        if layer == n_layer:
+            logits = inspection.out          # the final norm is already in: the model's logits
+        else:
+            normed, _ = norm_forward(sub_params(model.params, "norm_f."),
+                                     inspection.residual[layer], bcfg)
+            logits, _ = lm_head_forward(model.params, normed)                # (B, T, V)
+        rows.append(_lens_row(logits, final, k))
+    ids, probs, rank, entropy = (np.stack(column) for column in zip(*rows))
+    return LogitLens(ids, probs, rank, entropy, final)
+
+
+def _lens_row(logits: np.ndarray, final: np.ndarray, k: int):
+    """Top-k ids and probabilities, the final prediction's rank, and the entropy (bits)."""
+    probs, _ = softmax_forward(logits)                                       # (B, T, V)
+    k = min(k, probs.shape[-1])
+    top = np.argpartition(-probs, k - 1, axis=-1)[..., :k]                   # (B, T, k), unsorted
+    top_probs = np.take_along_axis(probs, top, axis=-1)
+    order = np.argsort(-top_probs, axis=-1, kind="stable")
+    top = np.take_along_axis(top, order, axis=-1)
+    top_probs = np.take_along_axis(top_probs, order, axis=-1)
+    final_prob = np.take_along_axis(probs, final[..., None], axis=-1)        # (B, T, 1)
+    rank = (probs > final_prob).sum(axis=-1)                                 # (B, T)
+    logp = np.log2(np.maximum(probs, np.finfo(probs.dtype).tiny))
+    entropy = -(probs * logp).sum(axis=-1)                                   # (B, T)
+    return top, top_probs, rank, entropy.astype(np.float32)

@@ -1,0 +1,90 @@
+/* glassformer viewer, shared by both pages: data, base64, colours, heatmaps, tooltips, language.
+   Nothing here fetches anything: the data is the JSON element #gf-data of this very file. */
+"use strict";
+const GF = {};
+GF.data = JSON.parse(document.getElementById("gf-data").textContent);
+GF.lang = GF.data.lang === "zh" ? "zh" : "en";
+
+/* base64 -> bytes (atob gives one char per byte) */
+GF.bytes = function (b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+};
+
+GF.el = function (tag, attrs, children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children || []) node.appendChild(child);
+  return node;
+};
+
+/* white -> blue for weights in [0, 1]; diverging red/blue for signed values */
+GF.blue = function (v) {
+  const t = Math.max(0, Math.min(1, v));
+  return [Math.round(255 - 208 * t), Math.round(255 - 160 * t), Math.round(255 - 76 * t)];
+};
+GF.diverging = function (v, scale) {
+  const t = Math.max(-1, Math.min(1, v / (scale || 1)));
+  if (t >= 0) return GF.blue(t);
+  return [255, Math.round(255 + 150 * t), Math.round(255 + 170 * t)];
+};
+GF.rgb = function (c) { return "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")"; };
+
+GF.tooltip = function () {
+  let tip = document.getElementById("tooltip");
+  if (!tip) { tip = GF.el("div", { id: "tooltip" }); document.body.appendChild(tip); }
+  return tip;
+};
+GF.showTip = function (event, text) {
+  const tip = GF.tooltip();
+  tip.textContent = text;
+  tip.style.display = "block";
+  tip.style.left = (event.clientX + 14) + "px";
+  tip.style.top = (event.clientY + 10) + "px";
+};
+GF.hideTip = function () { GF.tooltip().style.display = "none"; };
+
+/* A heatmap of matrix rows x cols (nested arrays; null = masked) on a canvas, cell px square.
+   colour(v) -> [r, g, b]; greyRows/greyCols mark padding; describe(i, j, v) -> hover text. */
+GF.heatmap = function (matrix, opts) {
+  const rows = matrix.length, cols = rows ? matrix[0].length : 0;
+  const cell = opts.cell || Math.max(3, Math.min(28, Math.floor(560 / Math.max(rows, cols, 1))));
+  const canvas = GF.el("canvas", { width: cols * cell, height: rows * cell });
+  const ctx = canvas.getContext("2d");
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      const v = matrix[i][j];
+      const grey = (opts.greyRows && opts.greyRows[i]) || (opts.greyCols && opts.greyCols[j]);
+      ctx.fillStyle = v === null ? "#eeeeee" : GF.rgb(opts.colour(v));
+      if (grey) ctx.fillStyle = "#c8c8c8";
+      ctx.fillRect(j * cell, i * cell, cell, cell);
+    }
+  }
+  if (opts.describe) {
+    canvas.addEventListener("mousemove", function (event) {
+      const box = canvas.getBoundingClientRect();
+      const i = Math.floor((event.clientY - box.top) / cell);
+      const j = Math.floor((event.clientX - box.left) / cell);
+      if (i >= 0 && i < rows && j >= 0 && j < cols) GF.showTip(event, opts.describe(i, j, matrix[i][j]));
+    });
+    canvas.addEventListener("mouseleave", GF.hideTip);
+  }
+  return canvas;
+};
+
+GF.fmt = function (v, digits) { return v === null ? "-inf" : Number(v).toFixed(digits === undefined ? 4 : digits); };
+
+/* The language switch: two buttons; onChange re-renders the page. */
+GF.langBar = function (onChange) {
+  return GF.el("span", {}, ["en", "zh"].map(function (code) {
+    return GF.el("button", { id: "lang-" + code, class: GF.lang === code ? "on" : "",
+                             text: code === "en" ? "English" : "中文",
+                             onclick: function () { onChange(code); } });
+  }));
+};
