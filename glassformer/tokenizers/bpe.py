@@ -20,6 +20,7 @@ reads tokenizer.json, or a vocab.json + merges.txt pair alone (`from_vocab_files
 """
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 from typing import Callable, Iterable
@@ -56,29 +57,56 @@ def build_merge_table(vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]]
 def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
     """Merge adjacent pairs of `ids`, lowest rank first, until none of them can merge.
 
-    `entries[i]` holds the merge table entry of the pair (parts[i], parts[i + 1]), or NO_MERGE.
     Each step merges the leftmost pair of lowest rank (what tiktoken does; merging every
-    occurrence of that pair at once, as HF does, gives the same result) and then looks up only
-    the two pairs that changed, the merged token with its left and right neighbours:
+    occurrence of that pair at once, as HF does, gives the same result). The parts form a linked
+    list (`after[i]`, `before[i]`: the index of the next and previous live part, -1 at the ends),
+    so a merge is O(1): part i takes the merged id and part after[i] leaves the list. A heap holds
+    one key per mergeable pair, rank * n + i, so popping gives the lowest rank and, among equal
+    ranks, the leftmost i: O(n log n) in the length n of the word, not O(n^2) as rescanning is.
 
-        parts    [h, e, l, l, o]        entries  [he, el, ll, lo]   (ranks; 'll' lowest)
-        merge i=2 -> [h, e, ll, o]      entries  [he, e+ll, ll+o]   (two new lookups)
+        parts  h e l l o    heap (he, 0) (el, 1) (ll, 2) (lo, 3), 'll' lowest
+        merge  h e ll _ o   after[2] = 4, before[4] = 2; push (e+ll, 1) and (ll+o, 2)
+
+    note: a key is one int, not a (rank, i) tuple: ints compare several times faster, and a
+    heap of 100k keys does millions of comparisons.
+    subtle: keys are never removed when their pair changes; a popped key whose part i is gone,
+    or whose pair no longer has that rank, is stale and skipped (a part only grows, so a changed
+    pair never comes back).
     """
-    parts = list(ids)
-    entries = [merge_table.get(pair, NO_MERGE) for pair in zip(parts, parts[1:])]
-    while entries:
-        best = min(entries)  # tuples compare by rank first
-        if best is NO_MERGE:
-            break
-        i = entries.index(best)  # the leftmost pair with that rank
-        parts[i] = best[1]
-        del parts[i + 1]
-        del entries[i]
-        if i > 0:
-            entries[i - 1] = merge_table.get((parts[i - 1], parts[i]), NO_MERGE)
-        if i < len(entries):
-            entries[i] = merge_table.get((parts[i], parts[i + 1]), NO_MERGE)
-    return parts
+    parts: list[int | None] = list(ids)
+    n = len(parts)
+    after = list(range(1, n)) + [-1]
+    before = list(range(-1, n - 1))
+    heap = []
+    for i in range(n - 1):
+        entry = merge_table.get((parts[i], parts[i + 1]))
+        if entry is not None:
+            heap.append(entry[0] * n + i)
+    heapq.heapify(heap)
+    while heap:
+        rank, i = divmod(heapq.heappop(heap), n)
+        right = after[i]
+        if parts[i] is None or right < 0:
+            continue  # stale: part i was merged into its left neighbour, or is now the last
+        rank_now, merged = merge_table.get((parts[i], parts[right]), NO_MERGE)
+        if rank_now != rank:
+            continue  # stale: part i or its right neighbour changed since the key was pushed
+        parts[i] = merged
+        parts[right] = None
+        right = after[i] = after[right]
+        if right >= 0:
+            before[right] = i
+            push_key(heap, merge_table.get((merged, parts[right])), n, i)
+        left = before[i]
+        if left >= 0:
+            push_key(heap, merge_table.get((parts[left], merged)), n, left)
+    return [part for part in parts if part is not None]
+
+
+def push_key(heap: list[int], entry: tuple[int, int] | None, n: int, left: int) -> None:
+    """Push the key rank * n + left of a merge table entry; nothing if the pair has no merge."""
+    if entry is not None:
+        heapq.heappush(heap, entry[0] * n + left)
 
 
 def encode_words(words: list[str], encode_word: Callable[[str], list[int]],
