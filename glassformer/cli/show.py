@@ -1,0 +1,43 @@
+"""`glassformer show --model M [--out page.html] [--png DIR] [--layers ...] [--heads ...] TEXT`.
+
+One self-contained HTML page of what the model computes on TEXT (glassformer/viewer/).
+"""
+from __future__ import annotations
+
+import os
+
+from glassformer.cli.attention import detect_lang
+from glassformer.cli.common import model_help
+from glassformer.io.named_models import load_model
+from glassformer.viewer.show import check_request, show
+
+NAME = "show"
+HELP = "write one offline HTML page showing a model's attention, logit lens and residual stream"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help=model_help("the model to look inside"))
+    parser.add_argument("--out", default="glassformer_show.html",
+                        help="the HTML file to write (default: glassformer_show.html)")
+    parser.add_argument("--png", default=None, metavar="DIR",
+                        help="also write the views as PNG figures into DIR (needs matplotlib)")
+    parser.add_argument("--layers", default=None,
+                        help="layers to include, e.g. 0,2,5-7 (default: all)")
+    parser.add_argument("--heads", default=None,
+                        help="heads to include, e.g. 0-3 (default: all)")
+    parser.add_argument("--top-k", type=int, default=5,
+                        help="guesses per cell in the logit lens (default: 5)")
+    parser.add_argument("--lang", choices=["en", "zh"], default=None,
+                        help="page language, switchable on the page (default: from the locale)")
+    parser.add_argument("text", help="the text to run the model on")
+
+
+def run(args) -> int:
+    lang = args.lang or detect_lang(os.environ)
+    check_request(args.text, args.out, args.png)  # before the (slow) load
+    model = load_model(args.model)
+    path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
+                lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
+                png_dir=args.png)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    return 0
