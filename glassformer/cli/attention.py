@@ -11,6 +11,7 @@ import os
 from glassformer.explain.parts import explain_part
 from glassformer.explain.parts.attention import RANDOM_SIZES, render_compare, seed_json
 from glassformer.explain.render import render_text
+from glassformer.viewer.seed_page import write_seed_page
 
 NAME = "attention"
 HELP = "walk through self-attention by hand (the seed's 3-token example), forward and backward"
@@ -45,6 +46,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=int, default=None, help="random input: batch B")
     parser.add_argument("--json", action="store_true",
                         help="print every array as JSON under stable keys instead of prose")
+    parser.add_argument("--html", default=None, metavar="PAGE",
+                        help="write the walkthrough as one offline HTML page (causal and "
+                             "bidirectional side by side, English/中文 switch) instead")
 
 
 def _sizes(args) -> dict:
@@ -59,6 +63,10 @@ def _sizes(args) -> dict:
 def run(args) -> int:
     lang = args.lang or detect_lang(os.environ)
     seed = 0 if args.seed is None else args.seed
+    if args.html:  # the page always shows both masks and the backward pass
+        path = write_seed_page(args.html, _sizes(args), lang=lang, seed=seed, grad=args.grad)
+        print(f"wrote {path}")
+        return 0
     grad = args.grad if args.backward else None
     modes = [False, True] if args.compare else [args.bidirectional]
     results = [explain_part("attention", {**_sizes(args), "bidirectional": bidirectional},
