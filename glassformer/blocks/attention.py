@@ -166,6 +166,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     if cfg.position == "rope":
         if rope_tables is None:  # a model passes the tables it made once for all its layers
             rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
+                                         scaling=cfg.rope_scaling,
                                          dtype=q.dtype)                     # (T, D) or (B, T, D)
         cos, sin = rope_tables
         if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from glassformer.errors import GlassformerError
+from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
@@ -37,6 +38,7 @@ class BlockConfig:
     mlp_bias: bool = True           # biases on the MLP projections
     position: str = "none"          # position info added inside attention: "rope", "alibi"
     rope_theta: float = 10000.0     # RoPE base
+    rope_scaling: RopeScaling | None = None  # scaled RoPE frequencies (None: plain RoPE)
     dropout: float = 0.0            # residual dropout after attention and MLP (training only)
 
     def __post_init__(self):

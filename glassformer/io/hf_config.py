@@ -19,6 +19,7 @@ from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.registry import arch_of
+from glassformer.ops.rope_scaling import yarn_mscale
 
 # model_type in config.json -> glassformer arch
 HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llama",
@@ -81,7 +82,14 @@ READ_KEYS = {
 READ_KEYS["qwen2"] = READ_KEYS["llama"] | {"use_sliding_window", "sliding_window",
                                            "max_window_layers", "layer_types"}
 READ_KEYS["mistral"] = READ_KEYS["llama"] | {"sliding_window", "layer_types"}
-ROPE_KEYS = frozenset({"rope_type", "type", "rope_theta"})
+# The keys of each RoPE kind in rope_parameters / rope_scaling (besides rope_type and rope_theta).
+ROPE_KEYS = {"default": frozenset(), "linear": frozenset({"factor"}),
+             "dynamic": frozenset({"factor"}),
+             "llama3": frozenset({"factor", "original_max_position_embeddings",
+                                  "low_freq_factor", "high_freq_factor"}),
+             "yarn": frozenset({"factor", "original_max_position_embeddings", "attention_factor",
+                                "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+                                "truncate"})}
 
 
 def config_from_hf(hf: dict, *, mlm_head: bool = False):
@@ -132,18 +140,78 @@ def check_hf_config(hf: dict, model_type: str) -> None:
                                    "implements full_attention and sliding_attention only")
 
 
-def rope_theta_from_hf(hf: dict) -> float:
-    """RoPE base from rope_parameters (transformers 5) or rope_theta (4.x); plain RoPE only."""
-    params = hf.get("rope_parameters") or {}
-    for name, rope in (("rope_parameters", params), ("rope_scaling", hf.get("rope_scaling"))):
-        if rope is None:
-            continue
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        extra = sorted(set(rope) - ROPE_KEYS)
-        if kind != "default" or extra:
-            raise GlassformerError(f"config.json {name}={rope!r} asks for RoPE scaling; "
-                                   "glassformer implements plain RoPE (rope_type 'default') only")
-    return float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+def rope_fields_from_hf(hf: dict) -> dict:
+    """LlamaConfig's rope_* fields from rope_scaling (transformers 4.x, with a top-level
+    rope_theta) or rope_parameters (5.x); rope_scaling wins when both are set, as in
+    transformers. Defaults and derived values are transformers' (standardize_rope_params and
+    the _compute_*_parameters functions)."""
+    rope = hf.get("rope_scaling") or hf.get("rope_parameters") or {}
+    name = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in ROPE_KEYS:
+        raise GlassformerError(f"config.json {name} has rope_type {kind!r}; glassformer "
+                               f"implements {', '.join(ROPE_KEYS)}")
+    extra = sorted(set(rope) - ROPE_KEYS[kind] - {"rope_type", "type", "rope_theta"})
+    if extra:
+        raise GlassformerError(f"config.json {name} has {extra}, which glassformer's "
+                               f"{kind!r} RoPE does not implement")
+    fields = {"rope_theta": float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
+              "rope_type": kind}
+    context = hf["max_position_embeddings"]
+    original = int(rope.get("original_max_position_embeddings") or context)
+    if kind == "default":
+        return fields
+    factor = rope.get("factor")
+    if factor is None and kind == "yarn":
+        factor = context / original  # DeepSeek-V3's convention, as transformers reads it
+    if factor is None:
+        raise GlassformerError(f"config.json {name} asks for {kind} RoPE without a factor")
+    fields["rope_factor"] = float(factor)
+    if kind == "dynamic":  # max_position_embeddings is where NTK scaling starts
+        fields["rope_original_max_seq_len"] = context
+    if kind == "llama3":
+        missing = sorted({"factor", "low_freq_factor", "high_freq_factor"} - set(rope))
+        if missing:
+            raise GlassformerError(f"config.json {name} asks for llama3 RoPE without {missing}")
+        fields.update(rope_original_max_seq_len=original,
+                      rope_low_freq_factor=float(rope["low_freq_factor"]),
+                      rope_high_freq_factor=float(rope["high_freq_factor"]))
+    if kind == "yarn":
+        fields.update(rope_original_max_seq_len=original,
+                      rope_beta_fast=float(rope.get("beta_fast") or 32.0),
+                      rope_beta_slow=float(rope.get("beta_slow") or 1.0),
+                      rope_attention_factor=_yarn_attention_factor(rope, fields["rope_factor"]),
+                      rope_truncate=bool(rope.get("truncate", True)))
+    return fields
+
+
+def _yarn_attention_factor(rope: dict, factor: float) -> float | None:
+    """attention_factor as given, or from DeepSeek's mscale pair, or None (from factor)."""
+    if rope.get("attention_factor") is not None:
+        return float(rope["attention_factor"])
+    mscale, mscale_all_dim = rope.get("mscale"), rope.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+    return None
+
+
+def rope_parameters_to_hf(cfg: LlamaConfig) -> dict:
+    """The rope_parameters dict transformers 5 reads (4.x reads the same as rope_scaling)."""
+    params = {"rope_type": cfg.rope_type, "rope_theta": cfg.rope_theta}
+    if cfg.rope_type == "default":
+        return params
+    params["factor"] = cfg.rope_factor
+    if cfg.rope_type == "llama3":
+        params.update(original_max_position_embeddings=cfg.rope_original_max_seq_len,
+                      low_freq_factor=cfg.rope_low_freq_factor,
+                      high_freq_factor=cfg.rope_high_freq_factor)
+    if cfg.rope_type == "yarn":
+        params.update(original_max_position_embeddings=cfg.rope_original_max_seq_len,
+                      beta_fast=cfg.rope_beta_fast, beta_slow=cfg.rope_beta_slow,
+                      truncate=cfg.rope_truncate)
+        if cfg.rope_attention_factor is not None:
+            params["attention_factor"] = cfg.rope_attention_factor
+    return params
 
 
 # ---------------------------------------------------------------- GPT-2
@@ -182,26 +250,30 @@ def _gpt2_to_hf(cfg: GPT2Config) -> dict:
 def _llama_from_hf(hf: dict) -> LlamaConfig:
     """A config.json of model_type llama, qwen2 or mistral -> LlamaConfig.
 
-    Keys that would change the math and that glassformer does not implement (rope scaling,
-    MLP biases, a sliding window shorter than the sequences) raise a GlassformerError.
+    Keys that would change the math and that glassformer does not implement (longrope, MLP
+    biases, a sliding window shorter than the sequences) raise a GlassformerError.
     A sliding window of W tokens is the same as full attention for sequences of at most W
-    tokens, so a Mistral/Qwen2 window caps max_seq_len at W instead.
+    tokens, so a Mistral/Qwen2 window caps max_seq_len at W instead. Dynamic NTK RoPE has no
+    end: max_seq_len is set to factor x max_position_embeddings.
     """
+    rope = rope_fields_from_hf(hf)
+    context = _context(hf)
+    if rope["rope_type"] == "dynamic":
+        context = int(context * rope["rope_factor"])
     n_head = hf["num_attention_heads"]
     attention_bias = bool(hf.get("attention_bias", False))
     head_dim = hf.get("head_dim")
     if head_dim == hf["hidden_size"] // n_head:
         head_dim = None  # the default, stored as such so configs compare equal
-    return LlamaConfig(vocab_size=hf["vocab_size"], max_seq_len=_context(hf),
+    return LlamaConfig(vocab_size=hf["vocab_size"], max_seq_len=context,
                        n_layer=hf["num_hidden_layers"], n_head=n_head,
                        n_kv_head=hf.get("num_key_value_heads") or n_head,
                        d_model=hf["hidden_size"], d_ff=hf["intermediate_size"],
                        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-                       rope_theta=rope_theta_from_hf(hf),
                        qkv_bias=hf["model_type"] == "qwen2" or attention_bias,
                        out_bias=attention_bias,
                        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-                       head_dim=head_dim)
+                       head_dim=head_dim, **rope)
 
 
 def _context(hf: dict) -> int:
@@ -225,15 +297,19 @@ def _llama_to_hf(cfg: LlamaConfig) -> dict:
                                "q/k/v biases (out_bias=True, qkv_bias=False)")
     bcfg = cfg.block_config()
     architecture = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[model_type]
+    rope = rope_parameters_to_hf(cfg)
+    scaling = {} if cfg.rope_type == "default" else {"rope_scaling": rope}
+    # dynamic NTK scales from max_position_embeddings on: it is the original context there
+    dynamic = cfg.rope_type == "dynamic"
+    context = cfg.rope_original_max_seq_len if dynamic else cfg.max_seq_len
     return {"architectures": [architecture], "model_type": model_type,
             "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
             "intermediate_size": cfg.hidden, "num_hidden_layers": cfg.n_layer,
             "num_attention_heads": cfg.n_head, "num_key_value_heads": bcfg.kv_heads,
-            "head_dim": bcfg.dim_per_head, "max_position_embeddings": cfg.max_seq_len,
+            "head_dim": bcfg.dim_per_head, "max_position_embeddings": context,
             "rms_norm_eps": cfg.norm_eps, "hidden_act": "silu",
-            # transformers 5 reads rope_parameters, 4.x reads rope_theta
-            "rope_theta": cfg.rope_theta,
-            "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+            # transformers 5 reads rope_parameters, 4.x reads rope_theta (and rope_scaling)
+            "rope_theta": cfg.rope_theta, "rope_parameters": rope, **scaling,
             "tie_word_embeddings": cfg.tie_embeddings, "attention_dropout": 0.0,
             "dtype": "float32", **extra}
 

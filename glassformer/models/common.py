@@ -94,7 +94,8 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # every layer rotates by the same angles: make the cos/sin tables once, pass them down
         block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
-                                                     theta=bcfg.rope_theta, dtype=x.dtype)
+                                                     theta=bcfg.rope_theta,
+                                                     scaling=bcfg.rope_scaling, dtype=x.dtype)
     layers = split_layers(params, n_layer)
     ctxs = []
     for i in range(n_layer):

@@ -14,7 +14,8 @@ attention (n_kv_head < n_head) shares each K/V head among n_head / n_kv_head que
 
 Matches HF `LlamaForCausalLM`, `Qwen2ForCausalLM` (qkv_bias=True) and `MistralForCausalLM`
 (within its sliding window; see io/hf_config.py) when loaded from their weights: RMSNorm with eps
-inside the square root, SiLU-gated MLP without biases, default ("rope_type": "default") RoPE.
+inside the square root, SiLU-gated MLP without biases, RoPE plain or scaled (rope_type linear,
+dynamic, llama3 or yarn, as transformers computes them: ops/rope_scaling.py).
 Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
 (HF initialises those with plain 0.02); norm gains start at 1.
 Deviations (training only): dropout (LLaMA has none) acts on sub-block outputs; when config.json
@@ -38,6 +39,7 @@ from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_ba
 from glassformer.models.family import (Family, check_config_values, config_from_dict,
                                        config_to_dict)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
+from glassformer.ops.rope_scaling import RopeScaling
 
 SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
 
@@ -59,6 +61,16 @@ class LlamaConfig:
     tie_embeddings: bool = False    # lm_head is tok_emb^T (SmolLM2, small Qwen2 models)
     dropout: float = 0.0            # on sub-block outputs, training only
     head_dim: int | None = None     # D (None: d_model // n_head)
+    # RoPE scaling (ops/rope_scaling.py), for contexts longer than the pretraining one:
+    rope_type: str = "default"      # "default" (plain), "linear", "dynamic", "llama3", "yarn"
+    rope_factor: float = 1.0        # how many times longer than the original context
+    rope_original_max_seq_len: int | None = None  # the pretraining context (dynamic/llama3/yarn)
+    rope_low_freq_factor: float = 1.0    # llama3: wavelengths past N / this are divided
+    rope_high_freq_factor: float = 4.0   # llama3: wavelengths under N / this are kept
+    rope_beta_fast: float = 32.0    # yarn: pairs turning more often over N are kept
+    rope_beta_slow: float = 1.0     # yarn: pairs turning less often are divided
+    rope_attention_factor: float | None = None  # yarn: cos/sin scale (None: 0.1 ln(factor) + 1)
+    rope_truncate: bool = True      # yarn: ramp ends rounded to whole pairs
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
@@ -80,7 +92,19 @@ class LlamaConfig:
                            norm_eps=self.norm_eps, norm_bias=False, norm_position="pre",
                            mlp="swiglu", qkv_bias=self.qkv_bias, out_bias=self.out_bias,
                            mlp_bias=False, position="rope", rope_theta=self.rope_theta,
-                           dropout=self.dropout)
+                           rope_scaling=self.rope_scaling(), dropout=self.dropout)
+
+    def rope_scaling(self) -> RopeScaling | None:
+        """The rope_* fields as one record for the attention blocks (None: plain RoPE)."""
+        if self.rope_type == "default":
+            return None
+        return RopeScaling(rope_type=self.rope_type, factor=self.rope_factor,
+                           original_max_len=self.rope_original_max_seq_len,
+                           low_freq_factor=self.rope_low_freq_factor,
+                           high_freq_factor=self.rope_high_freq_factor,
+                           beta_fast=self.rope_beta_fast, beta_slow=self.rope_beta_slow,
+                           attention_factor=self.rope_attention_factor,
+                           truncate=self.rope_truncate)
 
     def to_dict(self) -> dict:
         return config_to_dict(self)

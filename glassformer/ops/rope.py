@@ -36,6 +36,9 @@ permutation with R^T = -R. So
 which, because both halves of the tables hold the same angles, is the rotation by -angle.
 ctx keeps only the two tables: x is not needed (the Jacobian does not depend on it).
 
+Scaled RoPE (rope_type linear, dynamic, llama3, yarn, for contexts longer than the training one)
+changes only inv_freq, and for YaRN multiplies both tables by a constant: ops/rope_scaling.py.
+
 Cached decoding: positions run offset .. offset + T - 1, so the new tokens of step t use
 `rope_tables(T, D, offset=cache_length)`. Angles are formed in float64 and the tables cast to the
 requested dtype. HF forms them in float32, so at position p its tables carry an extra error of
@@ -51,6 +54,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
 from glassformer.ops._check import FLOAT_DTYPES, check_float, check_same_dtype, check_shape
+from glassformer.ops.rope_scaling import RopeScaling, rope_frequencies
 
 
 class RopeCtx(NamedTuple):
@@ -92,11 +96,12 @@ def rope_tables(t: int, d: int, *, dtype, theta: float = 10000.0, offset: int = 
     return rope_tables_at(np.arange(offset, offset + t), d, dtype=dtype, theta=theta)
 
 
-def rope_tables_at(positions: np.ndarray, d: int, *, dtype, theta: float = 10000.0
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables_at(positions: np.ndarray, d: int, *, dtype, theta: float = 10000.0,
+                   scaling: RopeScaling | None = None) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin tables for explicit integer positions: (T,) -> (T, D), (B, T) -> (B, T, D).
 
     Per-row positions serve left-padded batches, where each row counts only its real tokens.
+    scaling: a scaled RoPE's frequencies (ops/rope_scaling.py); YaRN also scales both tables.
 
     >>> cos, _ = rope_tables_at(np.array([[0, 1], [0, 0]]), 2, dtype=np.float64)
     >>> cos.shape
@@ -114,10 +119,13 @@ def rope_tables_at(positions: np.ndarray, d: int, *, dtype, theta: float = 10000
         raise GlassformerError(f"expected theta to be a finite number > 0, got {theta!r}")
     if np.dtype(dtype) not in FLOAT_DTYPES:
         raise GlassformerError(f"expected dtype float32 or float64, got {np.dtype(dtype)}")
-    exponents = np.arange(0, d, 2, dtype=np.float64) / d             # (D/2,): 2i / D
-    inv_freq = 1.0 / (float(theta) ** exponents)                     # (D/2,)
+    inv_freq, attention_factor = rope_frequencies(d, theta=float(theta), scaling=scaling,
+                                                  seq_len=int(positions.max()) + 1)  # (D/2,)
     angles = positions.astype(np.float64)[..., None] * inv_freq      # (..., T, 1) * (D/2,) -> (..., T, D/2)
     angles = np.concatenate([angles, angles], axis=-1)               # (..., T, D/2) -> (..., T, D)
+    if attention_factor != 1.0:  # YaRN: q and k both grow, the scores by its square
+        return ((np.cos(angles) * attention_factor).astype(dtype),
+                (np.sin(angles) * attention_factor).astype(dtype))
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 

@@ -43,9 +43,41 @@ def test_llama_reads_both_rope_spellings_and_caps_a_sliding_window():
     assert config_from_hf(qwen_off).max_seq_len == 32
 
 
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "linear", "factor": 2.0},
+    {"type": "dynamic", "factor": 3.0},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8,
+     "beta_fast": 16.0, "attention_factor": 1.5},
+])
+def test_rope_scaling_round_trips(rope):
+    cfg = config_from_hf(hf_llama_dict(rope_scaling=rope, rope_theta=500.0))
+    assert cfg.rope_type == rope.get("rope_type", rope.get("type"))
+    assert cfg.rope_factor == rope["factor"] and cfg.rope_theta == 500.0
+    assert config_from_hf(config_to_hf(cfg)) == cfg
+    v5 = config_to_hf(cfg)["rope_parameters"]
+    assert config_from_hf(hf_llama_dict(rope_parameters=v5)) == cfg
+
+
+def test_rope_scaling_fields_transformers_derives():
+    dynamic = config_from_hf(hf_llama_dict(rope_scaling={"type": "dynamic", "factor": 3.0}))
+    assert (dynamic.max_seq_len, dynamic.rope_original_max_seq_len) == (96, 32)
+    deepseek = {"rope_type": "yarn", "original_max_position_embeddings": 8, "mscale": 1.0,
+                "mscale_all_dim": 0.5}
+    yarn = config_from_hf(hf_llama_dict(rope_parameters=deepseek))
+    assert yarn.rope_factor == 4.0                       # max_position_embeddings / original
+    assert yarn.rope_attention_factor == pytest.approx((0.1 * 1.386294 + 1) / (0.05 * 1.386294 + 1))
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0}
+    assert config_from_hf(hf_llama_dict(rope_scaling=llama3)).rope_original_max_seq_len == 32
+
+
 @pytest.mark.parametrize("overrides,message", [
-    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "RoPE scaling"),
-    (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4}), "RoPE scaling"),
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "without \\['high_freq_factor"),
+    (dict(rope_scaling={"type": "linear"}), "linear RoPE without a factor"),
+    (dict(rope_parameters={"rope_type": "longrope", "rope_theta": 1e4}), "'longrope'"),
+    (dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0, "beta_fast": 3}), "beta_fast"),
     (dict(mlp_bias=True), "mlp_bias=True"),
     (dict(hidden_act="gelu"), "hidden_act='gelu'"),
     (dict(quantization_config={"quant_method": "gptq"}), "'quantization_config' is unknown"),
