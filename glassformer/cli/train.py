@@ -1,21 +1,24 @@
 """`glassformer train`: train a GPT (or LLaMA-style) model from scratch on a text file."""
 from __future__ import annotations
 
+import shlex
 import sys
 from functools import partial
 
 from glassformer.cli.common import model_help
+from glassformer.errors import GlassformerError
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.loop import TrainConfig
 from glassformer.train.progress import progress_printer
-from glassformer.train.run import plot_loss_curve, run_training
+from glassformer.train.run import plot_loss_curve, resume_training, run_training
+from glassformer.train.signals import stop_on_signals
 
 NAME = "train"
 HELP = "train a char-level GPT with hand-written backprop (defaults: nanoGPT's Shakespeare CPU recipe)"
 
-# flag -> (TrainConfig field, type)
+# flag -> (TrainConfig field, type, help)
 TRAIN_FLAGS = {
     "--block-size": ("block_size", int, "context length T of each training sequence"),
     "--batch-size": ("batch_size", int, "sequences per micro-batch B"),
@@ -32,59 +35,120 @@ TRAIN_FLAGS = {
     "--eval-interval": ("eval_interval", int, "evaluate and checkpoint every N iterations"),
     "--eval-iters": ("eval_iters", int, "batches per train/val loss estimate"),
     "--workers": ("workers", int, "batch shards trained in parallel, one per CPU core "
-                                  "(0: every usable core)"),
+                                  "(default: every usable core)"),
 }
+
+
+# The model flags: (config field, new run's default, help). On --resume the checkpoint's model
+# is kept, and a flag that differs from it is refused.
+MODEL_FLAGS = {
+    "--arch": ("arch", "gpt2", "model family to train from scratch: gpt2 or llama"),
+    "--n-layer": ("n_layer", 4, "transformer layers L"),
+    "--n-head": ("n_head", 4, "attention heads H"),
+    "--n-kv-head": ("n_kv_head", None, "key/value heads K for --arch llama (default: n-head)"),
+    "--d-model": ("d_model", 128, "model width C"),
+    "--dropout": ("dropout", 0.0, "dropout probability"),
+}
+RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run's own settings; "
+               "only --max-iters, --eval-interval, --lr-decay-iters, --min-lr and --workers may "
+               "be changed")
+# Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def add_arguments(parser) -> None:
     defaults = TrainConfig()
-    parser.set_defaults(seed=defaults.seed)
+    # note: every setting defaults to None, so a run can tell the flags given from the ones left
+    # out: a new run fills them from TrainConfig and MODEL_FLAGS, a resume from the checkpoint
+    parser.set_defaults(seed=None)
     parser.add_argument("--data", default=None,
                         help="UTF-8 text file to train on (default: glassformer's own source, "
-                             "no download)")
+                             "no download; on --resume: the run's own file)")
     parser.add_argument("--out", default="out", help="run folder for checkpoints and logs")
-    parser.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
-                        help="model family to train from scratch")
     parser.add_argument("--init", default=None,
                         help=model_help("start from the weights and tokenizer of this causal LM "
                                         "(gpt2 or llama family)"))
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in --out from its last checkpoint")
-    parser.add_argument("--n-layer", type=int, default=4, help="transformer layers L")
-    parser.add_argument("--n-head", type=int, default=4, help="attention heads H")
-    parser.add_argument("--n-kv-head", type=int, default=None,
-                        help="key/value heads K for --arch llama (default: n-head)")
-    parser.add_argument("--d-model", type=int, default=128, help="model width C")
-    parser.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
-    parser.add_argument("--bias", action="store_true",
+    parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
+    parser.add_argument("--allow-new-data", action="store_true",
+                        help="on --resume, train on a data file that differs from the run's "
+                             "recorded one (changed, or another --data)")
+    for flag, (field, default, text) in MODEL_FLAGS.items():
+        kind = str if field == "arch" else float if field == "dropout" else int
+        choices = ["gpt2", "llama"] if field == "arch" else None
+        parser.add_argument(flag, type=kind, default=None, choices=choices,
+                            help=f"{text} (default: {default})")
+    parser.add_argument("--bias", action="store_true", default=None,
                         help="use biases in linears and norms (nanoGPT's default is off)")
     for flag, (field, kind, text) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, type=kind, default=getattr(defaults, field),
-                            help=f"{text} (default: {getattr(defaults, field)})")
+        shown = "" if field == "workers" else f" (default: {getattr(defaults, field)})"
+        parser.add_argument(flag, type=kind, default=None, help=text + shown)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def model_config(args, vocab_size: int):
-    """The new model's config from the flags, once the char tokenizer knows vocab_size."""
-    if args.arch == "llama":
-        return LlamaConfig(vocab_size=vocab_size, max_seq_len=args.block_size,
-                           n_layer=args.n_layer, n_head=args.n_head,
-                           n_kv_head=args.n_kv_head or args.n_head, d_model=args.d_model,
-                           d_ff=None, dropout=args.dropout)
-    return GPT2Config(vocab_size=vocab_size, max_seq_len=args.block_size, n_layer=args.n_layer,
-                      n_head=args.n_head, d_model=args.d_model, dropout=args.dropout,
-                      bias=args.bias)
+def model_config(flags: dict, vocab_size: int):
+    """The new model's config from the model flags, once the char tokenizer knows vocab_size."""
+    if flags["arch"] == "llama":
+        return LlamaConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
+                           n_layer=flags["n_layer"], n_head=flags["n_head"],
+                           n_kv_head=flags["n_kv_head"] or flags["n_head"],
+                           d_model=flags["d_model"], d_ff=None, dropout=flags["dropout"])
+    return GPT2Config(vocab_size=vocab_size, max_seq_len=flags["block_size"],
+                      n_layer=flags["n_layer"], n_head=flags["n_head"], d_model=flags["d_model"],
+                      dropout=flags["dropout"], bias=flags["bias"])
+
+
+def given_flags(args) -> tuple[dict, dict]:
+    """(training settings, model settings) given explicitly on the command line."""
+    train = {field: getattr(args, flag[2:].replace("-", "_"))
+             for flag, (field, _, _) in TRAIN_FLAGS.items()}
+    train["seed"] = args.seed
+    model = {field: getattr(args, flag[2:].replace("-", "_"))
+             for flag, (field, _, _) in MODEL_FLAGS.items()}
+    model["bias"] = args.bias
+    return ({key: value for key, value in train.items() if value is not None},
+            {key: value for key, value in model.items() if value is not None})
+
+
+def check_flags(args) -> None:
+    """Checks only the command line can make (the library checks every setting's value)."""
+    if not args.out.strip():
+        raise GlassformerError("--out must name a run folder, got an empty string")
+    if args.workers is not None and args.workers < 1:
+        raise GlassformerError(f"--workers must be at least 1, got {args.workers} (leave it out "
+                               "to use one per core)")
+    if args.resume and args.init is not None:
+        raise GlassformerError("--init starts a new run and --resume continues one; give one")
+    if args.allow_new_data and not args.resume:
+        raise GlassformerError("--allow-new-data only applies to --resume")
+
+
+def say(line: str) -> None:
+    print(f"glassformer train: {line}", file=sys.stderr)
 
 
 def run(args) -> int:
-    init = None if args.init is None else str(resolve_path(args.init, MODEL))
-    fields = {field: getattr(args, flag[2:].replace("-", "_"))
-              for flag, (field, _, _) in TRAIN_FLAGS.items()}
-    train_cfg = TrainConfig(seed=args.seed, **fields)
-    with progress_printer(total=train_cfg.max_iters, enabled=not args.no_progress) as on_step:
-        run_state, model_cfg = run_training(
-            data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, args),
-            train_cfg=train_cfg, resume=args.resume, init=init, on_step=on_step)
+    check_flags(args)
+    train_given, model_given = given_flags(args)
+    with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
+        if args.resume:
+            run_state, model_cfg = resume_training(
+                out_dir=args.out, data=args.data, given=train_given, given_model=model_given,
+                allow_new_data=args.allow_new_data, on_note=say, on_start=progress.start,
+                on_step=progress.on_step, should_stop=stop)
+        else:
+            train_cfg = TrainConfig(**train_given)
+            flags = {field: default for field, default, _ in MODEL_FLAGS.values()}
+            flags.update(bias=False, **model_given, block_size=train_cfg.block_size)
+            init = None if args.init is None else str(resolve_path(args.init, MODEL))
+            run_state, model_cfg = run_training(
+                data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, flags),
+                train_cfg=train_cfg, init=init, on_start=progress.start,
+                on_step=progress.on_step, should_stop=stop)
+    if stop.signal_name:
+        say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
+            f"{args.out}. Continue with: glassformer train --out {shlex.quote(args.out)} "
+            "--resume")
+        return SIGNAL_EXIT.get(stop.signal_name, 130)
     plot = plot_loss_curve(args.out)
     print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; checkpoint in "
           f"{args.out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)

@@ -15,6 +15,7 @@ Batches come from an explicit `np.random.Generator`: the same seed gives the sam
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -48,6 +49,15 @@ def read_text(path: str | os.PathLike) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise GlassformerError(f"data file {path} is not UTF-8 text: {err}") from None
+
+
+def file_fingerprint(path: str | os.PathLike) -> dict:
+    """{"path", "size", "sha256"} of a data file: what a run records to notice a changed file."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256")
+    return {"path": str(path.resolve()), "size": path.stat().st_size,
+            "sha256": digest.hexdigest()}
 
 
 def encode_to_npy(text_path: str | os.PathLike, npy_path: str | os.PathLike, *,

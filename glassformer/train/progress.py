@@ -7,24 +7,40 @@ import sys
 from tqdm import tqdm
 
 
-@contextlib.contextmanager
-def progress_printer(total: int, enabled: bool = True):
-    """Yields on_step(record): advances the bar, shows loss, val loss and it/s."""
-    bar = tqdm(total=total, disable=not enabled, file=sys.stderr, unit="it", dynamic_ncols=True)
-    shown = {}
+class TrainProgress:
+    """start(max_iters, start_iter) once the run's length is known (a resume learns it from the
+    checkpoint); then each log record advances the bar and shows loss, val loss and it/s."""
 
-    def on_step(record: dict) -> None:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar = None
+        self.shown: dict[str, str] = {}
+
+    def start(self, total: int, done: int) -> None:
+        self.bar = tqdm(total=total, initial=done, disable=not self.enabled, file=sys.stderr,
+                        unit="it", dynamic_ncols=True)
+
+    def on_step(self, record: dict) -> None:
         if "train_loss" in record:
-            shown["loss"] = f"{record['train_loss']:.4f}"
-            bar.update(record["iter"] + 1 - bar.n)
+            self.shown["loss"] = f"{record['train_loss']:.4f}"
+            self.bar.update(record["iter"] + 1 - self.bar.n)
         if "val_loss" in record:
-            shown["val"] = f"{record['val_loss']:.4f}"
-            if not enabled:
+            self.shown["val"] = f"{record['val_loss']:.4f}"
+            if not self.enabled:
                 print(f"iter {record['iter']}: train {record['eval_train_loss']:.4f}, "
                       f"val {record['val_loss']:.4f}", file=sys.stderr)
-        bar.set_postfix(shown, refresh=False)
+        self.bar.set_postfix(self.shown, refresh=False)
 
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@contextlib.contextmanager
+def progress_printer(enabled: bool = True):
+    """Yields a TrainProgress and closes its bar at the end."""
+    progress = TrainProgress(enabled)
     try:
-        yield on_step
+        yield progress
     finally:
-        bar.close()
+        progress.close()

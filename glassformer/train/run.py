@@ -1,39 +1,65 @@
-"""A whole training run from a text file: tokenizer, token file, model, loop, plot.
+"""A whole training run from a text file: checks, lock, tokenizer, token file, model, loop, plot.
 
 This is what `glassformer train` calls. With no data file it trains on glassformer's own source
 code (the .py files of the installed package), a corpus that is always there and is ours to use.
+
+    run_training     a new run: every setting is checked (types, ranges, a memory estimate)
+                     before anything is written, then the run folder is locked and filled
+    resume_training  continue the run in a folder as it was: the saved training config is the
+                     default for every setting; only SAFE_ON_RESUME may be changed (and the change
+                     is logged), anything else that differs is refused naming both values
+
+The run folder records its data file's path, size and sha256 (data.json); a resume refuses a
+changed or different file unless allow_new_data. Only one process writes a run folder at a time
+(train/lock.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.io.checkpoint import load_checkpoint, read_train_log
+from glassformer.io.checkpoint import append_train_log, load_checkpoint, read_train_log
 from glassformer.io.pretrained import load_pretrained
+from glassformer.io.safetensors import write_atomically
 from glassformer.models.registry import config_from_dict
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.load import load_tokenizer
-from glassformer.train.data import prepare_tokens, read_text, split_train_val
+from glassformer.train.checks import (check_model_flags, check_train_config,
+                                      check_training_memory, resumed_config,
+                                      train_config_from_dict)
+from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
+from glassformer.train.lock import hold_run_folder
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
 
 DEFAULT_CORPUS_NAME = "glassformer's own source code"
+DATA_RECORD = "data.json"          # {"path", "size", "sha256"} of the file the run trains on
+LEGACY_DATA_RECORD = "data_source.txt"  # older runs: the data path alone
 
 
-def default_corpus_path(out_dir: Path) -> Path:
-    """Write the package's own source, concatenated in a fixed order, to out_dir/corpus.txt."""
+def default_corpus_text() -> str:
+    """The package's own source, concatenated in a fixed order."""
     package = Path(__file__).resolve().parents[1]
-    files = sorted(package.rglob("*.py"))
-    text = "".join(f.read_text(encoding="utf-8") for f in files)
+    return "".join(f.read_text(encoding="utf-8") for f in sorted(package.rglob("*.py")))
+
+
+def write_default_corpus(out_dir: Path, text: str) -> Path:
+    """Write the default corpus to out_dir/default_corpus.txt (unless it is already there)."""
     path = out_dir / "default_corpus.txt"
-    out_dir.mkdir(parents=True, exist_ok=True)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def _run_folder(out_dir: str | os.PathLike) -> Path:
+    if not str(out_dir).strip():
+        raise GlassformerError("--out must name a run folder, got an empty string")
+    return Path(out_dir)
 
 
 def _fingerprint(tokenizer_layout: dict) -> str:
@@ -41,10 +67,16 @@ def _fingerprint(tokenizer_layout: dict) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def _tokens(data_path: Path, out_dir: Path, tokenizer, layout: dict):
+def _tokens(data_path: Path, out_dir: Path, tokenizer, layout: dict, block_size: int):
     tokens = prepare_tokens(data_path, out_dir / "tokens.npy", encode=tokenizer.encode,
                             vocab_size=tokenizer.vocab_size, fingerprint=_fingerprint(layout))
-    return split_train_val(tokens)
+    train_data, val_data = split_train_val(tokens)
+    for split, part in (("train", train_data), ("val", val_data)):
+        if len(part) < block_size + 1:
+            raise GlassformerError(
+                f"the {split} split of {data_path} has {len(part)} tokens, fewer than block size "
+                f"{block_size} + 1; use a smaller --block-size or more data")
+    return train_data, val_data
 
 
 def _tokenizer_layout(tokenizer, out_dir: Path) -> dict:
@@ -75,46 +107,133 @@ def _start_from(init: str | None, text: str, model_cfg_for):
     return model.cfg, params, model.tokenizer
 
 
+def _write_data_record(out: Path, record: dict) -> None:
+    text = json.dumps(record, indent=1).encode("utf-8")
+    write_atomically(out / DATA_RECORD, lambda f: f.write(text))
+
+
 def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int], object],
-                 train_cfg: TrainConfig, resume: bool = False, init: str | None = None,
-                 on_step=None) -> tuple[RunState, object]:
-    """Train (or resume) and return (final RunState, model config).
+                 train_cfg: TrainConfig, init: str | None = None, on_start=None, on_step=None,
+                 should_stop=None) -> tuple[RunState, object]:
+    """Start a new run and train it; returns (final RunState, model config).
 
     model_cfg_for(vocab_size) builds the model config once the char tokenizer is known.
     init: a glassformer run/checkpoint, a Hugging Face folder or a .gguf file whose weights and
     tokenizer start a new run (fine-tuning).
+    on_start(max_iters, start_iter) is called once training is about to begin; on_step(record)
+    after each logged record; should_stop() is asked once per iteration (train/signals.py).
     """
-    out = Path(out_dir)
-    if resume:
-        ckpt = load_checkpoint(out)
-        model_cfg = config_from_dict(ckpt.config)
-        tokenizer = load_tokenizer(ckpt.path)
-        layout = ckpt.tokenizer_json
-        run = resume_run(ckpt)
-        saved_cfg = TrainConfig(**ckpt.state["train_config"])
-        if saved_cfg.batch_size != train_cfg.batch_size or saved_cfg.seed != train_cfg.seed:
-            raise GlassformerError("--resume keeps the run's batch size and seed; got different "
-                                   f"ones ({train_cfg.batch_size}, {train_cfg.seed}) than saved "
-                                   f"({saved_cfg.batch_size}, {saved_cfg.seed})")
-        data_path = Path(data) if data else Path(
-            (out / "data_source.txt").read_text(encoding="utf-8").strip())
-    else:
+    out = _run_folder(out_dir)
+    check_train_config(train_cfg)
+    text = read_text(data) if data else default_corpus_text()
+    model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for)
+    if model_cfg.max_seq_len < train_cfg.block_size:
+        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
+                               f"context max_seq_len={model_cfg.max_seq_len}")
+    check_training_memory(model_cfg, train_cfg)
+    with hold_run_folder(out):  # note: nothing is written into `out` before this line
         if (out / "latest").exists():
             raise GlassformerError(f"{out} already holds a run; pass --resume to continue it or "
                                    "choose another --out")
-        data_path = Path(data) if data else default_corpus_path(out)
-        model_cfg, params, tokenizer = _start_from(init, read_text(data_path), model_cfg_for)
+        data_path = Path(data) if data else write_default_corpus(out, text)
         layout = _tokenizer_layout(tokenizer, out)
+        _write_data_record(out, file_fingerprint(data_path))
+        train_data, val_data = _tokens(data_path, out, tokenizer, layout, train_cfg.block_size)
         run = new_run(model_cfg, train_cfg, params)
-        (out / "data_source.txt").write_text(str(data_path.resolve()) + "\n", encoding="utf-8")
-    train_data, val_data = _tokens(data_path, out, tokenizer, layout)
-    for split, part in (("train", train_data), ("val", val_data)):
-        if len(part) < train_cfg.block_size + 1:
-            raise GlassformerError(
-                f"the {split} split of {data_path} has {len(part)} tokens, fewer than block size "
-                f"{train_cfg.block_size} + 1; use a smaller --block-size or more data")
-    run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
-                out_dir=out, tokenizer_json=layout, on_step=on_step)
+        if on_start:
+            on_start(train_cfg.max_iters, run.it)
+        run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
+                    out_dir=out, tokenizer_json=layout, on_step=on_step,
+                    should_stop=should_stop)
+    return run, model_cfg
+
+
+def _read_data_record(out: Path) -> dict:
+    """The run's data record; for runs older than data.json, the path alone."""
+    path = out / DATA_RECORD
+    if path.is_file():
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise GlassformerError(f"{path} is not valid JSON") from None
+        if not isinstance(record, dict) or not isinstance(record.get("path"), str):
+            raise GlassformerError(f"{path} does not name the run's data file")
+        return record
+    legacy = out / LEGACY_DATA_RECORD
+    if legacy.is_file():
+        return {"path": legacy.read_text(encoding="utf-8").strip()}
+    raise GlassformerError(f"{out} does not say which data file it was trained on ({DATA_RECORD} "
+                           "is missing); pass --data")
+
+
+def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[Path, str | None]:
+    """(data file to train on, a note when it is not the recorded one), after the checks."""
+    record = _read_data_record(out)
+    path = Path(data) if data else Path(record["path"])
+    if not path.is_file():
+        raise GlassformerError(f"data file {path} does not exist (the run in {out} trains on "
+                               f"{record['path']})")
+    now = file_fingerprint(path)
+    if now["path"] != record["path"] and not allow_new_data:
+        raise GlassformerError(f"the run in {out} trains on {record['path']}, got --data {path}; "
+                               "pass --allow-new-data to continue it on another file")
+    same = now["size"] == record.get("size") and now["sha256"] == record.get("sha256")
+    if not same and "sha256" in record and not allow_new_data:
+        raise GlassformerError(
+            f"data file {path} changed since the run started ({record['size']:,} -> "
+            f"{now['size']:,} bytes, sha256 {record['sha256'][:12]} -> {now['sha256'][:12]}); "
+            "pass --allow-new-data to train on it anyway")
+    if now == record:
+        return path, None
+    _write_data_record(out, now)
+    if "sha256" not in record and now["path"] == record["path"]:
+        return path, f"recorded the size and sha256 of {path}"
+    return path, f"training on {path} ({now['size']:,} bytes, sha256 {now['sha256'][:12]}) " \
+                 f"instead of {record['path']} (--allow-new-data)"
+
+
+def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
+                    given_model: dict | None = None, allow_new_data: bool = False,
+                    on_note=None, on_start=None, on_step=None,
+                    should_stop=None) -> tuple[RunState, object]:
+    """Continue the run in `out_dir` from its last checkpoint; returns (RunState, model config).
+
+    given: training settings given explicitly ({"max_iters": 4000}); the saved ones fill the
+    rest (see resumed_config). given_model: model settings given explicitly, which must match the
+    checkpoint's model. data: None trains on the recorded file. on_note(line) receives what the
+    resume changed (also appended to the train log).
+    """
+    out = _run_folder(out_dir)
+    if not out.is_dir():
+        raise GlassformerError(f"there is no run to resume: {out} does not exist")
+    with hold_run_folder(out):
+        ckpt = load_checkpoint(out)
+        model_cfg = config_from_dict(ckpt.config)
+        check_model_flags(ckpt.config, given_model or {})
+        saved = train_config_from_dict(ckpt.state["train_config"])
+        train_cfg, changed = resumed_config(saved, given or {})
+        check_train_config(train_cfg)
+        data_path, data_note = resume_data(out, data, allow_new_data)
+        run = resume_run(ckpt)
+        if changed or data_note:
+            entry = {"iter": run.it, "resumed_with": changed}
+            if data_note:
+                entry["data"] = file_fingerprint(data_path)
+            append_train_log(out, entry)
+        if on_note:
+            on_note(f"resuming {out} at iteration {run.it} of {saved.max_iters}")
+            for name, (old, new) in changed.items():
+                on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
+            if data_note:
+                on_note(data_note)
+        tokenizer = load_tokenizer(ckpt.path)
+        layout = ckpt.tokenizer_json
+        train_data, val_data = _tokens(data_path, out, tokenizer, layout, train_cfg.block_size)
+        if on_start:
+            on_start(train_cfg.max_iters, run.it)
+        run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
+                    out_dir=out, tokenizer_json=layout, on_step=on_step,
+                    should_stop=should_stop)
     return run, model_cfg
 
 

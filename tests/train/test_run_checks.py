@@ -1,0 +1,61 @@
+"""Bad settings for `glassformer train` are one line and exit 2, and nothing is written."""
+from pathlib import Path
+
+import pytest
+
+from glassformer.cli import main
+from glassformer.train.checks import training_memory_bytes
+from glassformer.train.loop import TrainConfig
+from glassformer.models.gpt2 import GPT2Config
+
+TINY = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--block-size", "8",
+        "--batch-size", "2", "--eval-iters", "1", "--max-iters", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--out", ""], "--out must name a run folder, got an empty string"),
+    (["--out", "  "], "--out must name a run folder"),
+    (["--lr", "nan"], "lr must be a finite number, got nan"),
+    (["--lr", "inf"], "lr must be a finite number, got inf"),
+    (["--min-lr", "-1"], "min_lr must be >= 0, got -1.0"),
+    (["--grad-clip", "-1"], "grad_clip must be >= 0, got -1.0"),
+    (["--weight-decay", "-0.1"], "weight_decay must be >= 0"),
+    (["--beta2", "1"], "beta2 must be in [0, 1), got 1.0"),
+    (["--workers", "0"], "--workers must be at least 1, got 0"),
+    (["--batch-size", "0"], "batch_size must be at least 1, got 0"),
+    (["--eval-interval", "0"], "eval_interval must be at least 1"),
+    (["--max-iters", "-1"], "max_iters must be >= 0"),
+    (["--d-model", "1000000"], "would need about"),
+    (["--n-layer", "3000", "--d-model", "2048"], "would need about"),
+    (["--block-size", "100000000"], "would need about"),
+    (["--n-head", "3"], "n_head=3 must divide d_model=16"),
+    (["--allow-new-data"], "--allow-new-data only applies to --resume"),
+    (["--resume", "--init", "gpt2"], "--init starts a new run and --resume continues one"),
+])
+def test_bad_setting_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, flags,
+                                                    message):
+    data = tmp_path / "data.txt"
+    data.write_text("hello world, a short text to train on. " * 20, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(Path(tmp_path).iterdir())
+    code = main(["train", "--data", str(data), "--out", "run", *TINY, *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+    assert sorted(Path(tmp_path).iterdir()) == before  # no run folder, nothing in the cwd
+
+
+def test_the_memory_estimate_names_parameters_and_need(tmp_path, capsys):
+    data = tmp_path / "data.txt"
+    data.write_text("abc " * 100, encoding="utf-8")
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "r"), *TINY,
+                 "--d-model", "1000000"]) == 2
+    err = capsys.readouterr().err
+    assert "parameters: n_layer=1, d_model=1000000" in err and "this machine has" in err
+
+
+def test_memory_estimate_counts_the_four_copies_of_the_params():
+    cfg = GPT2Config(vocab_size=10, max_seq_len=8, n_layer=1, n_head=2, d_model=16)
+    need, n_params = training_memory_bytes(cfg, TrainConfig(batch_size=1, block_size=8))
+    assert n_params == 10 * 16 + 8 * 16 + 12 * 16 * 16 + 4 * 16 + 16 * 4 + 5 * 16 + 2 * 16
+    assert need > 4 * 4 * n_params
