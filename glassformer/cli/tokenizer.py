@@ -17,7 +17,7 @@ from glassformer.cli.common import add_seed_argument
 from glassformer.errors import GlassformerError
 from glassformer.packaged import TOKENIZER, packaged_names
 from glassformer.tokenizers.bpe_train import train_bpe
-from glassformer.tokenizers.display import describe, format_rows, token_rows
+from glassformer.tokenizers.display import describe, format_rows, token_rows, typed_specials
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.pretokenize import NAMED_PRETOKENIZERS
 
@@ -44,8 +44,12 @@ def add_arguments(parser) -> None:
                         help="read the text from this UTF-8 file instead")
     encode.add_argument("--pattern", choices=list(NAMED_PRETOKENIZERS), default=None,
                         help="override a byte-level BPE's pre-tokenizer regex")
+    encode.add_argument("--allow-special", action="store_true",
+                        help="read special-token strings typed in the text (<|endoftext|>, [SEP]) "
+                             "as control tokens; by default they are plain text")
     encode.add_argument("--json", action="store_true",
-                        help="print one JSON object {ids, pieces, texts, bytes} instead of a table")
+                        help="print one JSON object {ids, pieces, texts, bytes, control} instead "
+                             "of a table")
 
     train = actions.add_parser("train", help="learn byte-level BPE merges from a UTF-8 text file",
                                description="learn byte-level BPE merges with the pair-count loop")
@@ -73,16 +77,23 @@ def run_encode(args) -> int:
         raise GlassformerError("give the text to tokenize either as an argument or with --file")
     text = args.text if args.file is None else Path(args.file).read_text(encoding="utf-8")
     tokenizer = load_tokenizer(args.tokenizer, pattern=args.pattern)
-    rows = token_rows(tokenizer, text)
+    rows = token_rows(tokenizer, text, "all" if args.allow_special else ())
     if args.json:
         print(json.dumps({"ids": [row.id for row in rows], "pieces": [row.piece for row in rows],
                           "texts": [row.text for row in rows],
-                          "bytes": [row.hex_bytes for row in rows]}, ensure_ascii=False))
+                          "bytes": [row.hex_bytes for row in rows],
+                          "control": [row.control for row in rows]}, ensure_ascii=False))
         return 0
     print(f"tokenizer: {args.tokenizer} ({describe(tokenizer)})")
     print(format_rows(rows))
     print(f"ids: {[row.id for row in rows]}")
-    print(f"{len(rows)} tokens for {len(text)} characters ({len(text.encode('utf-8'))} bytes)")
+    n_control = sum(row.control for row in rows)
+    print(f"{len(rows)} tokens ({n_control} control) for {len(text)} characters "
+          f"({len(text.encode('utf-8'))} bytes)")
+    typed = typed_specials(tokenizer, text)
+    if typed and not args.allow_special:
+        print(f"the text spells {', '.join(typed)}, read as plain text; --allow-special reads "
+              "special-token strings as control tokens")
     return 0
 
 

@@ -176,7 +176,8 @@ class ChatSession:
         tokenizer = self.model.tokenizer
         if tokenizer is None:
             raise GlassformerError("this model has no tokenizer, so it cannot chat")
-        return tokenizer.encode(render_chatml(messages, self.fmt, add_generation_prompt=True))
+        return tokenizer.encode(render_chatml(messages, self.fmt, add_generation_prompt=True),
+                                allowed_special="all")
 
     def stop_ids(self) -> list[int]:
         """The ids that end the assistant's turn."""

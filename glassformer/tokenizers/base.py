@@ -9,20 +9,30 @@ Special tokens (`<|endoftext|>`, `[CLS]`, ...) are strings that stand for one re
 `special_tokens` maps the string to its id. `save(path)` writes the tokenizer into a folder (or a
 `.json` file) and `load(path)` reads it back identically.
 
-The helpers: `check_ids` (decode's range check), `split_on_specials` (cut text around special
-tokens before the ordinary tokenizer sees it) and `json_path` (folder or file -> tokenizer.json).
+Special tokens are control tokens, so text never makes them by default: `encode(text)` reads
+`<|im_end|>` in `text` as the ten characters it is spelled with, exactly as tiktoken's
+`encode_ordinary` does. A caller that wrote the text itself opts in, as with tiktoken:
+`encode(text, allowed_special="all")` or `allowed_special={"<|endoftext|>"}`. Chat templates and
+the CLI insert control tokens by id (generate/templates.py), so user text can never close a turn
+or open a system one (a prompt injection).
+
+The helpers: `check_ids` (decode's range check), `allowed_specials` (the opt-in, checked),
+`split_on_specials` (cut text around the allowed special tokens before the ordinary tokenizer
+sees it) and `json_path` (folder or file -> tokenizer.json).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Union
 
 import regex
 
 from glassformer.errors import GlassformerError
 
 TOKENIZER_JSON = "tokenizer.json"   # the file name Hugging Face and glassformer both use
+# `allowed_special`: "all", or the special-token strings that text may spell (default: none).
+AllowedSpecial = Union[str, Iterable[str]]
 
 
 class Tokenizer(ABC):
@@ -39,8 +49,12 @@ class Tokenizer(ABC):
         """Special token string -> its id (a fresh dict; empty when there are none)."""
 
     @abstractmethod
-    def encode(self, text: str) -> list[int]:
-        """Text -> ids. Raises GlassformerError for text the vocabulary cannot represent."""
+    def encode(self, text: str, allowed_special: AllowedSpecial = ()) -> list[int]:
+        """Text -> ids. Raises GlassformerError for text the vocabulary cannot represent.
+
+        Special-token strings in `text` are plain text unless `allowed_special` names them
+        ("all" names every one); see the module docstring.
+        """
 
     @abstractmethod
     def decode(self, ids: Iterable[int]) -> str:
@@ -73,6 +87,28 @@ def check_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
                 f"id {token_id} at position {position} is outside the vocabulary "
                 f"(valid ids are 0..{vocab_size - 1})")
     return id_list
+
+
+def allowed_specials(allowed_special: AllowedSpecial, special_tokens: dict[str, int]) -> set[str]:
+    """The special-token strings `text` may spell: all of them for "all", else the ones named.
+
+    A name that is not a special token of this tokenizer is an error (a typo would otherwise
+    silently leave the token as text).
+
+    >>> sorted(allowed_specials("all", {"<|a|>": 5, "<|b|>": 6}))
+    ['<|a|>', '<|b|>']
+    """
+    if isinstance(allowed_special, str):
+        if allowed_special != "all":
+            raise GlassformerError(f'allowed_special is "all" or a set of special tokens, '
+                                   f"got the string {allowed_special!r}")
+        return set(special_tokens)
+    allowed = set(allowed_special)
+    unknown = sorted(allowed - set(special_tokens))
+    if unknown:
+        raise GlassformerError(f"allowed_special names {unknown[0]!r}, which is not a special "
+                               f"token of this tokenizer (it has {len(special_tokens)})")
+    return allowed
 
 
 def split_on_specials(text: str, special_tokens: Iterable[str]) -> list[tuple[str, bool]]:

@@ -2,7 +2,8 @@
 
 Encoding one text (Sennrich et al. 2016; byte-level as in GPT-2, Radford et al. 2019):
 
-    1. special tokens (`<|endoftext|>`) are cut out whole and map straight to their ids
+    1. special tokens the caller allowed (`allowed_special`, none by default: base.py) are cut
+       out whole and map straight to their ids; any other `<|endoftext|>` is plain text
     2. the pre-tokenizer regex cuts the rest into words: "Hello world" -> "Hello", " world"
     3. each word becomes its UTF-8 bytes, one single-byte token each: " world" -> 6 ids
     4. repeatedly merge the adjacent pair with the lowest merge rank (learned earliest) until no
@@ -27,8 +28,8 @@ from typing import Callable, Iterable
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers import hf_json
-from glassformer.tokenizers.base import (TOKENIZER_JSON, Tokenizer, check_ids, json_path,
-                                         split_on_specials)
+from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokenizer,
+                                         allowed_specials, check_ids, json_path, split_on_specials)
 from glassformer.tokenizers.bytelevel import (bytes_to_unicode, spell_bytes, unicode_to_bytes,
                                               unspell)
 from glassformer.tokenizers.pretokenize import PreTokenizer
@@ -156,10 +157,12 @@ class BPETokenizer(Tokenizer):
     def special_tokens(self) -> dict[str, int]:
         return dict(self.specials)
 
-    def encode(self, text: str) -> list[int]:
-        """Text -> ids, with special tokens in the text recognised (as HF tokenizers does)."""
+    def encode(self, text: str, allowed_special: AllowedSpecial = ()) -> list[int]:
+        """Text -> ids; special-token strings are plain text unless `allowed_special` names them
+        (tiktoken's convention: "all" gives HF tokenizers' and tiktoken's allowed_special="all")."""
+        allowed = allowed_specials(allowed_special, self.specials)
         ids: list[int] = []
-        for chunk, is_special in split_on_specials(text, self.specials):
+        for chunk, is_special in split_on_specials(text, allowed):
             ids.extend([self.specials[chunk]] if is_special else self.encode_ordinary(chunk))
         return ids
 

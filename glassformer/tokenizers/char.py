@@ -2,7 +2,7 @@
 
 The vocabulary is the sorted set of characters in the training text, so Tiny Shakespeare gives 65
 ids ('\\n' = 0, ' ' = 1, ...). Optional special tokens (say `<|endoftext|>`) take the ids after
-the characters and are matched whole in the text before it is split into characters.
+the characters; text spells them only when the caller allows it (`allowed_special`, base.py).
 
     tok = CharTokenizer.from_text("hello")   # chars 'e' 'h' 'l' 'o' -> ids 0 1 2 3
     tok.encode("hole")                      # [1, 3, 2, 0]
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError
-from glassformer.tokenizers.base import Tokenizer, check_ids, json_path, split_on_specials
+from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, allowed_specials, check_ids,
+                                         json_path, split_on_specials)
 
 LAYOUT_TYPE = "char"   # the "type" field that marks a glassformer char tokenizer.json
 
@@ -61,11 +62,13 @@ class CharTokenizer(Tokenizer):
     def special_tokens(self) -> dict[str, int]:
         return dict(self.specials)
 
-    def encode(self, text: str) -> list[int]:
-        """One id per character (special tokens matched whole first)."""
+    def encode(self, text: str, allowed_special: AllowedSpecial = ()) -> list[int]:
+        """One id per character; the special tokens `allowed_special` names are matched whole
+        first (by default none: `<|endoftext|>` in text is thirteen characters)."""
+        allowed = allowed_specials(allowed_special, self.specials)
         ids: list[int] = []
         offset = 0  # where the current chunk starts in `text`, for error messages
-        for chunk, is_special in split_on_specials(text, self.specials):
+        for chunk, is_special in split_on_specials(text, allowed):
             if is_special:
                 ids.append(self.specials[chunk])
             else:

@@ -12,6 +12,8 @@
 
 `piece` is the vocabulary's own spelling; for byte-level BPE `text` decodes the token's bytes (a
 character cut across tokens shows in each of them with its part) and `bytes` lists them in hex.
+A control token (a special token: `<|im_end|>`, `[CLS]`) is marked `control` after its text;
+typed in the text it is plain text unless allowed (`--allow-special`; tokenizers/base.py).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import json
 import unicodedata
 from typing import NamedTuple
 
-from glassformer.tokenizers.base import Tokenizer
+from glassformer.tokenizers.base import AllowedSpecial, Tokenizer
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.bytelevel import readable_pieces
 from glassformer.tokenizers.char import CharTokenizer
@@ -33,6 +35,7 @@ class TokenRow(NamedTuple):
     text: str           # what it stands for, readable ('汉' for both halves of a split character)
     part: str           # '' or 'k/n' when the token holds the k-th of n parts of `text`
     hex_bytes: str      # byte-level BPE only: the token's bytes in hex; '' otherwise
+    control: bool       # a special (control) token, which plain text never produces
 
 
 def describe(tokenizer: Tokenizer) -> str:
@@ -50,18 +53,28 @@ def describe(tokenizer: Tokenizer) -> str:
     return f"{kind}; {tokenizer.vocab_size} ids, {n_special} special token{'s' * (n_special != 1)}"
 
 
-def token_rows(tokenizer: Tokenizer, text: str) -> list[TokenRow]:
-    """Encode `text` and describe every resulting token."""
-    ids = tokenizer.encode(text)
+def token_rows(tokenizer: Tokenizer, text: str,
+               allowed_special: AllowedSpecial = ()) -> list[TokenRow]:
+    """Encode `text` (special tokens as `allowed_special` says) and describe every token."""
+    ids = tokenizer.encode(text, allowed_special)
     pieces = [tokenizer.id_to_piece(token_id) for token_id in ids]
+    control_ids = set(tokenizer.special_tokens.values())
     if not isinstance(tokenizer, BPETokenizer):
-        return [TokenRow(token_id, piece, piece, "", "") for token_id, piece in zip(ids, pieces)]
+        return [TokenRow(token_id, piece, piece, "", "", token_id in control_ids)
+                for token_id, piece in zip(ids, pieces)]
     raw = [tokenizer.token_bytes(token_id) for token_id in ids]
     rows = []
     for token_id, piece, data, shown in zip(ids, pieces, raw, readable_pieces(raw)):
         part = f"{shown.part}/{shown.parts}" if shown.parts > 1 else ""
-        rows.append(TokenRow(token_id, piece, shown.text, part, data.hex(" ")))
+        rows.append(TokenRow(token_id, piece, shown.text, part, data.hex(" "),
+                             token_id in control_ids))
     return rows
+
+
+def typed_specials(tokenizer: Tokenizer, text: str) -> list[str]:
+    """The special-token strings `text` spells, each once, in order of first appearance."""
+    found = [(text.find(token), token) for token in tokenizer.special_tokens if token in text]
+    return [token for _, token in sorted(found)]
 
 
 def visible(text: str) -> str:
@@ -81,7 +94,7 @@ def pad(text: str, width: int) -> str:
 def format_rows(rows: list[TokenRow]) -> str:
     """The rows as an aligned table, one token a line."""
     pieces = [row.piece for row in rows]
-    texts = [f"{visible(row.text)} {row.part}".rstrip() for row in rows]
+    texts = [f"{visible(row.text)} {row.part}{' control' * row.control}".rstrip() for row in rows]
     piece_width = max([display_width(piece) for piece in pieces] + [5])
     text_width = max([display_width(text) for text in texts] + [4])
     lines = [f"{'#':>4} {'id':>7}  {pad('piece', piece_width)}  {pad('text', text_width)}  bytes"]

@@ -8,7 +8,9 @@ the longest vocabulary entry that starts it, then the longest that continues it 
     a word longer than 100 characters, or with a remainder no entry matches -> "[UNK]" (whole word)
 
 A sequence is wrapped as [CLS] A [SEP] with token type ids 0, and a pair as
-[CLS] A [SEP] B [SEP] with type ids 0 for [CLS] A [SEP] and 1 for B [SEP]. Truncation cuts the
+[CLS] A [SEP] B [SEP] with type ids 0 for [CLS] A [SEP] and 1 for B [SEP]; [CLS] and [SEP] go in
+by id. "[SEP]" typed in the text is plain text ("[", "sep", "]") unless the caller allows it
+(`allowed_special`, base.py), as HF does with split_special_tokens=True. Truncation cuts the
 words' ids before the specials are added; padding appends [PAD] with attention mask 0.
 Reference matched: HF BertTokenizerFast (tokenizers' WordPiece, TemplateProcessing, LongestFirst).
 """
@@ -20,7 +22,8 @@ from typing import Iterable, NamedTuple
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers import hf_json
-from glassformer.tokenizers.base import TOKENIZER_JSON, Tokenizer, check_ids, split_on_specials
+from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokenizer,
+                                         allowed_specials, check_ids, split_on_specials)
 from glassformer.tokenizers.wordpiece_basic import basic_tokenize
 
 SPECIAL_NAMES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
@@ -112,10 +115,12 @@ class WordPieceTokenizer(Tokenizer):
     def special_tokens(self) -> dict[str, int]:
         return dict(self.specials)
 
-    def tokenize(self, text: str) -> list[str]:
-        """Text -> WordPiece tokens, without [CLS]/[SEP]; special tokens in the text stay whole."""
+    def tokenize(self, text: str, allowed_special: AllowedSpecial = ()) -> list[str]:
+        """Text -> WordPiece tokens, without [CLS]/[SEP]; the special tokens `allowed_special`
+        names stay whole, any other "[SEP]" in the text is plain text."""
         pieces: list[str] = []
-        for chunk, is_special in split_on_specials(text, self.specials):
+        allowed = allowed_specials(allowed_special, self.specials)
+        for chunk, is_special in split_on_specials(text, allowed):
             if is_special:
                 pieces.append(chunk)
                 continue
@@ -124,20 +129,23 @@ class WordPieceTokenizer(Tokenizer):
                                              prefix=self.prefix, max_chars=self.max_chars_per_word))
         return pieces
 
-    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
-        """Text -> ids, as [CLS] ... [SEP] unless add_special_tokens is False."""
-        return self.encode_plus(text, add_special_tokens=add_special_tokens).ids
+    def encode(self, text: str, allowed_special: AllowedSpecial = (), *,
+               add_special_tokens: bool = True) -> list[int]:
+        """Text -> ids, as [CLS] ... [SEP] (inserted by id) unless add_special_tokens is False."""
+        return self.encode_plus(text, add_special_tokens=add_special_tokens,
+                                allowed_special=allowed_special).ids
 
     def encode_plus(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True,
                     max_length: int | None = None, truncation: bool = False,
-                    padding: bool | str = False) -> Encoding:
+                    padding: bool | str = False, allowed_special: AllowedSpecial = ()) -> Encoding:
         """One text or a pair -> Encoding(ids, type_ids, attention_mask).
 
         truncation=True cuts to max_length (specials included); padding='max_length' (or True)
-        pads to max_length.
+        pads to max_length. allowed_special: see `tokenize`.
         """
-        ids_a = [self.vocab[piece] for piece in self.tokenize(text)]
-        ids_b = None if pair is None else [self.vocab[piece] for piece in self.tokenize(pair)]
+        ids_a = [self.vocab[piece] for piece in self.tokenize(text, allowed_special)]
+        ids_b = None if pair is None else [self.vocab[piece]
+                                           for piece in self.tokenize(pair, allowed_special)]
         if truncation:
             if max_length is None:
                 raise GlassformerError("truncation needs max_length")
@@ -158,13 +166,14 @@ class WordPieceTokenizer(Tokenizer):
 
     def encode_batch(self, texts: list[str], pairs: list[str] | None = None, *,
                      add_special_tokens: bool = True, max_length: int | None = None,
-                     truncation: bool = False, padding: bool | str = False) -> list[Encoding]:
+                     truncation: bool = False, padding: bool | str = False,
+                     allowed_special: AllowedSpecial = ()) -> list[Encoding]:
         """encode_plus over a batch; padding='longest' pads to the batch's longest encoding."""
         if pairs is not None and len(pairs) != len(texts):
             raise GlassformerError(f"got {len(texts)} texts but {len(pairs)} pairs")
         encodings = [self.encode_plus(text, None if pairs is None else pairs[k],
                                       add_special_tokens=add_special_tokens, max_length=max_length,
-                                      truncation=truncation,
+                                      truncation=truncation, allowed_special=allowed_special,
                                       padding=padding if padding != "longest" else False)
                      for k, text in enumerate(texts)]
         if padding == "longest":

@@ -4,6 +4,7 @@ import base64
 import pytest
 
 from glassformer import load_tokenizer
+from glassformer.errors import GlassformerError
 
 SPECIAL_LINES = ["<|endoftext|>", "end.<|endoftext|>Start", "a <|endoftext|> b<|endoftext|>"]
 
@@ -15,9 +16,16 @@ def test_corpus_is_big_and_varied(parity_corpus):
 
 
 def test_ids_match_tiktoken(gpt2, tiktoken_gpt2, parity_corpus):
-    mismatches = [line for line in parity_corpus
+    mismatches = [line for line in parity_corpus + SPECIAL_LINES
                   if gpt2.encode(line) != tiktoken_gpt2.encode_ordinary(line)]
     assert mismatches == []
+
+
+def test_a_corpus_mentioning_endoftext_matches_encode_ordinary(gpt2, tiktoken_gpt2, parity_corpus):
+    text = "<|endoftext|>".join(parity_corpus[:400]) + " <|endoftext|>\n<|endoftext"
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode_ordinary(text)
+    assert 50256 not in ids
 
 
 def test_ids_match_hf_tokenizers(gpt2, hf_gpt2, parity_corpus):
@@ -26,17 +34,26 @@ def test_ids_match_hf_tokenizers(gpt2, hf_gpt2, parity_corpus):
     assert mismatches == []
 
 
-def test_special_tokens_match_both_references(gpt2, tiktoken_gpt2, hf_gpt2):
+def test_allowed_special_tokens_match_both_references(gpt2, tiktoken_gpt2, hf_gpt2):
     for line in SPECIAL_LINES:
-        ids = gpt2.encode(line)
+        ids = gpt2.encode(line, allowed_special="all")
         assert ids == tiktoken_gpt2.encode(line, allowed_special="all")
         assert ids == hf_gpt2.encode(line).ids
-        assert gpt2.encode_ordinary(line) == tiktoken_gpt2.encode_ordinary(line)
+        assert gpt2.encode(line, allowed_special={"<|endoftext|>"}) == ids
+        assert gpt2.encode(line) == gpt2.encode_ordinary(line) == \
+            tiktoken_gpt2.encode_ordinary(line)
+
+
+def test_allowed_special_names_only_special_tokens(gpt2):
+    with pytest.raises(GlassformerError, match="not a special token"):
+        gpt2.encode("hi", allowed_special={"<|im_end|>"})
+    with pytest.raises(GlassformerError, match='"all" or a set'):
+        gpt2.encode("hi", allowed_special="<|endoftext|>")
 
 
 def test_decode_round_trips_and_matches_references(gpt2, tiktoken_gpt2, hf_gpt2, parity_corpus):
     for line in parity_corpus + SPECIAL_LINES:
-        ids = gpt2.encode(line)
+        ids = gpt2.encode(line, allowed_special="all")
         assert gpt2.decode(ids) == line
         assert tiktoken_gpt2.decode(ids) == line
     # A cut character: both decoders replace the orphan bytes with U+FFFD.
@@ -58,7 +75,7 @@ def test_tiktoken_file_loads_with_the_same_ids(tmp_path, gpt2_ranks, tiktoken_gp
     tok = load_tokenizer(path, special_tokens={"<|endoftext|>": 50256})
     assert tok.vocab_size == 50257
     sample = parity_corpus[::4] + SPECIAL_LINES
-    assert [tok.encode(line) for line in sample] == \
+    assert [tok.encode(line, allowed_special="all") for line in sample] == \
         [tiktoken_gpt2.encode(line, allowed_special="all") for line in sample]
 
 

@@ -32,8 +32,17 @@ def test_special_tokens_follow_the_characters_and_are_matched_whole():
     tok = CharTokenizer.from_text("ab", special_tokens=["<|endoftext|>"])
     assert tok.special_tokens == {"<|endoftext|>": 2}
     assert tok.vocab_size == 3
-    assert tok.encode("ab<|endoftext|>ba") == [0, 1, 2, 1, 0]
+    assert tok.encode("ab<|endoftext|>ba", allowed_special="all") == [0, 1, 2, 1, 0]
     assert tok.decode([0, 2, 1]) == "a<|endoftext|>b"
+
+
+def test_special_tokens_in_text_are_characters_unless_allowed():
+    tok = CharTokenizer.from_text("<|endoftext|>ab", special_tokens=["<|endoftext|>"])
+    ids = tok.encode("a<|endoftext|>")
+    assert len(ids) == 14 and tok.special_tokens["<|endoftext|>"] not in ids
+    assert tok.decode(ids) == "a<|endoftext|>"
+    assert tok.encode("a<|endoftext|>", allowed_special={"<|endoftext|>"}) == \
+        [tok.encode("a")[0], tok.special_tokens["<|endoftext|>"]]
 
 
 def test_unknown_character_error_names_it_and_its_position():
@@ -45,7 +54,7 @@ def test_unknown_character_error_names_it_and_its_position():
 def test_unknown_character_position_counts_special_tokens():
     tok = CharTokenizer.from_text("ab", special_tokens=["<s>"])
     with pytest.raises(GlassformerError, match="at position 5"):
-        tok.encode("a<s>b\t")
+        tok.encode("a<s>b\t", allowed_special="all")
 
 
 @pytest.mark.parametrize("bad_id", [3, -1, 10**9])
@@ -65,7 +74,7 @@ def test_save_load_identity(tmp_path):
     assert again.chars == tok.chars
     assert again.special_tokens == tok.special_tokens
     text = "not to be<|endoftext|>🙂"
-    assert again.encode(text) == tok.encode(text)
+    assert again.encode(text, allowed_special="all") == tok.encode(text, allowed_special="all")
 
 
 def test_load_rejects_other_layouts(tmp_path):

@@ -45,7 +45,8 @@ def test_gpt2_pattern_matches_transformers_gguf_tokenizer(smollm2_gguf, hf_smoll
     tok = load_tokenizer(smollm2_gguf, pattern="gpt2")
     lines = parity_corpus + CHAT_LINES
     expected = hf_smollm2(lines)["input_ids"]
-    mismatches = [line for line, ids in zip(lines, expected) if tok.encode(line) != ids]
+    mismatches = [line for line, ids in zip(lines, expected)
+                  if tok.encode(line, allowed_special="all") != ids]
     assert mismatches == []
 
 
@@ -54,8 +55,17 @@ def test_smollm_pattern_matches_published_pretokenizer(smollm2, hf_smollm2_publi
     assert smollm2.pretokenizer.name == "smollm"
     lines = parity_corpus + CHAT_LINES
     expected = hf_smollm2_published(lines)["input_ids"]
-    mismatches = [line for line, ids in zip(lines, expected) if smollm2.encode(line) != ids]
+    mismatches = [line for line, ids in zip(lines, expected)
+                  if smollm2.encode(line, allowed_special="all") != ids]
     assert mismatches == []
+
+
+@pytest.mark.slow
+def test_special_tokens_typed_in_text_match_split_special_tokens(smollm2, hf_smollm2_published):
+    expected = hf_smollm2_published(CHAT_LINES, split_special_tokens=True)["input_ids"]
+    assert [smollm2.encode(line) for line in CHAT_LINES] == expected
+    control = set(smollm2.special_tokens.values())
+    assert not control & {token_id for line in CHAT_LINES for token_id in smollm2.encode(line)}
 
 
 @pytest.mark.slow

@@ -70,3 +70,15 @@ def test_seed_is_taken_before_or_after_the_action():
                        (["tokenizer", "encode", "--seed", "4"], 4),
                        (["tokenizer", "encode"], 0)):
         assert parser.parse_args([*argv, "--tokenizer", "gpt2", "x"]).seed == seed
+
+
+def test_encode_marks_control_tokens_and_reads_typed_ones_as_text(gpt2_dir, capsys):
+    text = "hi <|endoftext|>"
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2", "--json", text]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert 50256 not in shown["ids"] and not any(shown["control"])
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2", "--allow-special", text]) == 0
+    out = capsys.readouterr().out
+    assert '"<|endoftext|>"  control' in out and "(1 control)" in out
+    assert main(["tokenizer", "encode", "--tokenizer", "gpt2", text]) == 0
+    assert "read as plain text; --allow-special" in capsys.readouterr().out

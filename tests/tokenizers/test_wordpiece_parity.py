@@ -90,6 +90,14 @@ def test_decode_matches(bert, hf_bert, parity_corpus):
             hf_bert.decode(ids, skip_special_tokens=True)
 
 
-def test_special_tokens_in_text_stay_whole(bert, hf_bert):
+def test_special_tokens_in_text_stay_whole_when_allowed(bert, hf_bert):
     text = "[CLS] question? [SEP] answer [MASK] here[SEP]"
-    assert bert.encode(text) == hf_bert(text)["input_ids"]
+    assert bert.encode(text, allowed_special="all") == hf_bert(text)["input_ids"]
+
+
+def test_special_tokens_in_text_are_text_by_default(bert, hf_bert):
+    text = "[CLS] question? [SEP] answer [MASK] here[SEP]"
+    ids = bert.encode(text)
+    assert ids == hf_bert(text, split_special_tokens=True)["input_ids"]
+    inner = set(ids[1:-1])   # [CLS] and [SEP] at the ends are inserted by id
+    assert not inner & set(bert.special_tokens.values())
