@@ -2,34 +2,54 @@
 from __future__ import annotations
 
 import json
+import sys
+
+from tqdm import tqdm
 
 from glassformer.cli.common import model_help
 from glassformer.io.named_models import load_model
-from glassformer.train.data import read_text
-from glassformer.train.evaluate import evaluate_text
+from glassformer.train.data import VAL_FRACTION, read_text
+from glassformer.train.evaluate import SPLITS, evaluate_text
 
 NAME = "eval"
 HELP = "report loss and perplexity of a model on a text file"
+SPLIT_WORDS = {"all": "the whole file",
+               "train": f"its train split (the first {1 - VAL_FRACTION:.0%} of the tokens)",
+               "val": f"its val split (the last {VAL_FRACTION:.0%} of the tokens, as training "
+                      "holds out)"}
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help=model_help("model to score"))
     parser.add_argument("--data", required=True, help="UTF-8 text file to score")
+    parser.add_argument("--split", choices=SPLITS, default="all",
+                        help="score the whole file (all, the default), or the part training "
+                             f"uses as train or val (the last {VAL_FRACTION:.0%} of the tokens)")
     parser.add_argument("--block-size", type=int, default=None,
                         help="tokens per window (default: the model's context)")
     parser.add_argument("--batch-size", type=int, default=8,
                         help="windows per forward pass (default: 8)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object {loss, perplexity, tokens} instead of a line")
+                        help="print one JSON object {loss, perplexity, tokens, split} instead of "
+                             "a line")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (there is none anyway when stderr is not a terminal)")
 
 
 def run(args) -> int:
     model = load_model(args.model)
-    result = evaluate_text(model, read_text(args.data), block_size=args.block_size,
-                           batch_size=args.batch_size)
+    show = not args.no_progress and sys.stderr.isatty()
+    with tqdm(disable=not show, file=sys.stderr, unit="window", desc="eval") as bar:
+
+        def on_batch(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        result = evaluate_text(model, read_text(args.data), block_size=args.block_size,
+                               batch_size=args.batch_size, split=args.split, on_batch=on_batch)
     if args.json:
         print(json.dumps(result._asdict()))
     else:
-        print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f} "
-              f"over {result.tokens} tokens")
+        print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f} over "
+              f"{result.tokens} tokens of {args.data}: {SPLIT_WORDS[result.split]}")
     return 0

@@ -9,35 +9,64 @@ token except the first of each window is scored once, and
 
 Non-overlapping windows are the standard, cheap estimate (a sliding window would give each token
 more context and a slightly lower loss).
+
+split: "all" scores the whole text; "train" / "val" score the part of it training uses for that
+split (the first 90% / the last 10% of the ids, train/data.py's split_train_val), so `eval
+--split val` on a run's own data file reproduces what its val loss estimates.
 """
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.ops.cross_entropy import cross_entropy_forward
+from glassformer.train.data import split_train_val
+
+SPLITS = ("all", "train", "val")
 
 
 class EvalResult(NamedTuple):
     loss: float          # mean cross-entropy, nats per token
     perplexity: float    # exp(loss)
     tokens: int          # tokens scored
+    split: str           # "all" (the whole text), "train" or "val"
+
+
+def count_windows(n_ids: int, block_size: int) -> int:
+    """How many windows of block_size + 1 ids (overlapping by one) fit in n_ids."""
+    return max(0, (n_ids - 1) // block_size)
+
+
+def select_split(ids: np.ndarray, split: str) -> np.ndarray:
+    """The ids `split` names: all of them, or training's train / val part."""
+    if split not in SPLITS:
+        raise GlassformerError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "all":
+        return ids
+    train, val = split_train_val(ids)
+    return train if split == "train" else val
 
 
 def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
-                 batch_size: int = 8) -> EvalResult:
-    """Mean next-token loss of `model` over `ids` (1-D), in windows of block_size + 1."""
+                 batch_size: int = 8, split: str = "all",
+                 on_batch: Callable[[int, int], None] | None = None) -> EvalResult:
+    """Mean next-token loss of `model` over `ids` (1-D, or the `split` of them), in windows of
+    block_size + 1. on_batch(windows done, windows in all) is called after each forward pass."""
+    if batch_size < 1 or (block_size is not None and block_size < 1):
+        raise GlassformerError(f"batch size and block size must be at least 1, got "
+                               f"{batch_size} and {block_size}")
     t = block_size or model.context_len
     if t > model.context_len:
         raise GlassformerError(f"block size {t} is longer than the model's context "
                                f"max_seq_len={model.context_len}")
-    ids = np.asarray(ids, dtype=np.int64)
-    n_windows = (len(ids) - 1) // t
+    ids = select_split(np.asarray(ids, dtype=np.int64), split)
+    n_windows = count_windows(len(ids), t)
     if n_windows < 1:
-        raise GlassformerError(f"the text has {len(ids)} tokens; at least {t + 1} are needed "
+        what = "the text" if split == "all" else f"the {split} split of the text"
+        raise GlassformerError(f"{what} has {len(ids)} tokens; at least {t + 1} are needed "
                                f"for one window of block size {t}")
     windows = ids[:n_windows * t + 1]
     inputs = windows[:-1].reshape(n_windows, t)                 # (N, T)
@@ -48,8 +77,10 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
         logits, _ = model.forward(x)                            # (b, T, V)
         loss, _ = cross_entropy_forward(logits, y)
         total += float(loss) * y.size
+        if on_batch:
+            on_batch(start + len(x), n_windows)
     mean = total / targets.size
-    return EvalResult(loss=mean, perplexity=math.exp(mean), tokens=int(targets.size))
+    return EvalResult(loss=mean, perplexity=math.exp(mean), tokens=int(targets.size), split=split)
 
 
 def evaluate_text(model, text: str, **kwargs) -> EvalResult:

@@ -1,6 +1,14 @@
 """`glassformer generate`, `eval` and `convert` on a tiny trained run (a run folder is a model)."""
+import fcntl
 import json
 import math
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +94,54 @@ def test_convert_writes_a_folder_transformers_loads(run_dir, tmp_path):
     with torch.no_grad():
         theirs = hf(torch.from_numpy(ids)).logits.numpy()
     np.testing.assert_allclose(load_pretrained(out)(ids), theirs, atol=1e-5)
+
+
+def test_eval_says_what_it_scored_and_is_quiet_when_piped(run_dir, capsys):
+    out, corpus = run_dir
+    assert main(["eval", "--model", str(out), "--data", str(corpus)]) == 0
+    captured = capsys.readouterr()
+    assert "of " + str(corpus) + ": the whole file" in captured.out
+    assert captured.err == ""  # stderr is not a terminal here: no progress bar
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--split", "val"]) == 0
+    assert "its val split (the last 10% of the tokens" in capsys.readouterr().out
+
+
+def test_eval_val_split_scores_the_last_tenth(run_dir, capsys):
+    out, corpus = run_dir
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json", "--split",
+                 "val"]) == 0
+    val = json.loads(capsys.readouterr().out)
+    assert whole["split"] == "all" and val["split"] == "val"
+    n_ids = len(load_pretrained(out).tokenizer.encode(corpus.read_text(encoding="utf-8")))
+    n_val = n_ids - int(n_ids * 0.9)
+    assert val["tokens"] == (n_val - 1) // 16 * 16
+
+
+def test_eval_batch_size_zero_is_one_line(run_dir, capsys):
+    out, corpus = run_dir
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--batch-size", "0"]) == 2
+    assert "batch size and block size must be at least 1" in capsys.readouterr().err
+
+
+def test_eval_shows_a_progress_bar_on_a_terminal(run_dir):
+    """stderr on a pseudo-terminal (with a size: tqdm draws nothing 0 columns wide)."""
+    out, corpus = run_dir
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "glassformer", "eval", "--model", str(out),
+                             "--data", str(corpus), "--batch-size", "64"],
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert proc.wait(timeout=60) == 0
+    assert b"eval: 100%" in shown and b"window" in shown
