@@ -102,3 +102,32 @@ def format_rows(rows: list[TokenRow]) -> str:
         lines.append(f"{position:>4} {row.id:>7}  {pad(piece, piece_width)}  "
                      f"{pad(text, text_width)}  {row.hex_bytes}".rstrip())
     return "\n".join(lines)
+
+
+def is_whole_text(data: bytes) -> bool:
+    """Whether `data` is whole UTF-8 characters (no character cut at either end)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def readable_bytes(data: bytes) -> str:
+    """A token's bytes: quoted text if they are whole UTF-8 characters, else hex ('e6 b1')."""
+    return visible(data.decode("utf-8")) if is_whole_text(data) else data.hex(" ")
+
+
+def readable_merge(left: bytes, right: bytes) -> str:
+    """One merge as `tokenizer train` prints it; hex parts also show the character they make.
+
+    >>> readable_merge(b" ", b"the"), readable_merge(b"\\xe6", b"\\xb1")
+    ('" " + "the"', 'e6 + b1')
+    >>> readable_merge(b"\\xe6\\xb1", b"\\x89")
+    'e6 b1 + 89 = "汉"'
+    """
+    shown = f"{readable_bytes(left)} + {readable_bytes(right)}"
+    parts_whole = is_whole_text(left) and is_whole_text(right)
+    if not parts_whole and is_whole_text(left + right):
+        shown += f" = {readable_bytes(left + right)}"
+    return shown

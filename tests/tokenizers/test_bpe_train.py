@@ -109,3 +109,75 @@ def test_saved_tokenizer_json_loads_in_hf_tokenizers(tmp_path, tiny_shakespeare,
     reference = hf_tokenizers.Tokenizer.from_file(str(tok.save(tmp_path)))
     text = tiny_shakespeare[20_000:24_000] + "<|endoftext|>汉字  1234 🙂\n\n  x"
     assert reference.encode(text).ids == tok.encode(text, allowed_special="all")
+
+
+def recounting_merges(text: str, n_merges: int) -> list[tuple[bytes, bytes]]:
+    """The textbook loop the incremental counts must reproduce: recount every pair each merge."""
+    from collections import Counter
+
+    from glassformer.tokenizers.pretokenize import PreTokenizer
+
+    word_counts = Counter(PreTokenizer.named("gpt2").split(text))
+    words = [[bytes([byte]) for byte in word.encode("utf-8")] for word in word_counts]
+    freqs = list(word_counts.values())
+    merges = []
+    for _ in range(n_merges):
+        counts: Counter = Counter()
+        for parts, freq in zip(words, freqs):
+            for pair in zip(parts, parts[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        best = min(counts, key=lambda pair: (-counts[pair], pair))  # most frequent, then bytes
+        merges.append(best)
+        for index, parts in enumerate(words):
+            merged, i = [], 0
+            while i < len(parts):
+                if parts[i:i + 2] == list(best):
+                    merged.append(best[0] + best[1])
+                    i += 2
+                else:
+                    merged.append(parts[i])
+                    i += 1
+            words[index] = merged
+    return merges
+
+
+@pytest.mark.parametrize("source", ["shakespeare", "tang", "runs"])
+def test_incremental_counts_give_the_recounting_loops_merges(source, tiny_shakespeare, tang_poems):
+    texts = {"shakespeare": tiny_shakespeare[:6_000], "tang": tang_poems[:3_000],
+             "runs": "aaaaaaa aaaa aaaaaaaaaaaaa bab abab ababab aaab " * 3}
+    text = texts[source]
+    assert train_bpe(text, vocab_size=256 + 120).merges == recounting_merges(text, 120)
+
+
+def test_an_empty_text_is_an_error():
+    with pytest.raises(GlassformerError, match="empty"):
+        train_bpe("", vocab_size=300)
+
+
+def test_progress_callback_runs_once_per_merge():
+    calls = []
+    tok = train_bpe(HAND_TEXT, vocab_size=1000, on_merge=lambda: calls.append(1))
+    assert len(calls) == len(tok.merges) == len(HAND_MERGES)
+
+
+def test_cli_prints_merges_readably_and_refuses_an_empty_file(tmp_path, capsys):
+    from glassformer.cli import main
+
+    data = tmp_path / "poem.txt"
+    data.write_text("汉字汉字 汉字\n" * 20, encoding="utf-8")
+    assert main(["tokenizer", "train", "--data", str(data), "--vocab-size", "270",
+                 "--out", str(tmp_path / "tok")]) == 0
+    out = capsys.readouterr().out
+    assert "first merges: " in out and "\ufffd" not in out
+    # ties go to the lowest bytes, so the characters' inner bytes merge first; hex until whole
+    assert ('first merges: 89 + e5; 89 e5 + ad; 89 e5 ad + 97; b1 + 89 e5 ad 97; '
+            'e6 + b1 89 e5 ad 97 = "汉字"; " " + "汉字"; "汉字" + "汉字"') in out
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    assert main(["tokenizer", "train", "--data", str(empty), "--vocab-size", "300",
+                 "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "is empty" in err and err.count("\n") == 1
+    assert not (tmp_path / "none").exists()
