@@ -78,36 +78,37 @@ def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
     n = len(parts)
     after = list(range(1, n)) + [-1]
     before = list(range(-1, n - 1))
+    # note: local names for the calls made per merge; a 1M-letter word makes millions of them
+    lookup, pop, push = merge_table.get, heapq.heappop, heapq.heappush
     heap = []
     for i in range(n - 1):
-        entry = merge_table.get((parts[i], parts[i + 1]))
+        entry = lookup((parts[i], parts[i + 1]))
         if entry is not None:
             heap.append(entry[0] * n + i)
     heapq.heapify(heap)
     while heap:
-        rank, i = divmod(heapq.heappop(heap), n)
+        key = pop(heap)
+        i = key % n
         right = after[i]
-        if parts[i] is None or right < 0:
+        if right < 0 or parts[i] is None:
             continue  # stale: part i was merged into its left neighbour, or is now the last
-        rank_now, merged = merge_table.get((parts[i], parts[right]), NO_MERGE)
-        if rank_now != rank:
+        rank, merged = lookup((parts[i], parts[right]), NO_MERGE)
+        if rank * n + i != key:
             continue  # stale: part i or its right neighbour changed since the key was pushed
         parts[i] = merged
         parts[right] = None
         right = after[i] = after[right]
-        if right >= 0:
+        if right >= 0:  # the new pair on the right: (merged, next part)
             before[right] = i
-            push_key(heap, merge_table.get((merged, parts[right])), n, i)
+            entry = lookup((merged, parts[right]))
+            if entry is not None:
+                push(heap, entry[0] * n + i)
         left = before[i]
-        if left >= 0:
-            push_key(heap, merge_table.get((parts[left], merged)), n, left)
+        if left >= 0:   # the new pair on the left: (previous part, merged)
+            entry = lookup((parts[left], merged))
+            if entry is not None:
+                push(heap, entry[0] * n + left)
     return [part for part in parts if part is not None]
-
-
-def push_key(heap: list[int], entry: tuple[int, int] | None, n: int, left: int) -> None:
-    """Push the key rank * n + left of a merge table entry; nothing if the pair has no merge."""
-    if entry is not None:
-        heapq.heappush(heap, entry[0] * n + left)
 
 
 def encode_words(words: list[str], encode_word: Callable[[str], list[int]],
