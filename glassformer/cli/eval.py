@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
                         help="print one JSON object {loss, perplexity, tokens, split} instead of "
                              "a line")
     parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bar (there is none anyway when stderr is not a terminal)")
+                        help="no progress bar (there is none when stderr is not a terminal)")
 
 
 def run(args) -> int:

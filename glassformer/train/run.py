@@ -166,8 +166,8 @@ def _read_data_record(out: Path) -> dict:
                            "is missing); pass --data")
 
 
-def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[Path, str | None]:
-    """(data file to train on, a note when it is not the recorded one), after the checks."""
+def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[dict, str | None]:
+    """(fingerprint of the data file to train on, a note when it is not the recorded one)."""
     record = _read_data_record(out)
     path = Path(data) if data else Path(record["path"])
     if not path.is_file():
@@ -184,12 +184,12 @@ def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[Path
             f"{now['size']:,} bytes, sha256 {record['sha256'][:12]} -> {now['sha256'][:12]}); "
             "pass --allow-new-data to train on it anyway")
     if now == record:
-        return path, None
+        return now, None
     _write_data_record(out, now)
     if "sha256" not in record and now["path"] == record["path"]:
-        return path, f"recorded the size and sha256 of {path}"
-    return path, f"training on {path} ({now['size']:,} bytes, sha256 {now['sha256'][:12]}) " \
-                 f"instead of {record['path']} (--allow-new-data)"
+        return now, f"recorded the size and sha256 of {path}"
+    return now, (f"training on {path} ({now['size']:,} bytes, sha256 {now['sha256'][:12]}) "
+                 f"instead of {record['path']} (--allow-new-data)")
 
 
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
@@ -213,12 +213,13 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         saved = train_config_from_dict(ckpt.state["train_config"])
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
-        data_path, data_note = resume_data(out, data, allow_new_data)
+        data_record, data_note = resume_data(out, data, allow_new_data)
+        data_path = Path(data_record["path"])
         run = resume_run(ckpt)
         if changed or data_note:
             entry = {"iter": run.it, "resumed_with": changed}
             if data_note:
-                entry["data"] = file_fingerprint(data_path)
+                entry["data"] = data_record
             append_train_log(out, entry)
         if on_note:
             on_note(f"resuming {out} at iteration {run.it} of {saved.max_iters}")

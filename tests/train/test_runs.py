@@ -162,8 +162,9 @@ def test_sigint_checkpoints_the_iteration_and_resume_is_exact(corpus, tmp_path):
     assert at % 1000 != 0 and sorted(train_losses(stopped)) == list(range(at))
     assert f"stopped by SIGINT at iteration {at}" in err and "--resume" in err
     assert main(["train", "--out", str(stopped), "--resume", "--max-iters", str(at + 3)]) == 0
-    assert main(["train", "--data", str(corpus), *TINY_MODEL, "--block-size", "16", "--batch-size", "4", "--out", str(straight),
-                 "--max-iters", str(at + 3), "--eval-interval", "1000"]) == 0
+    assert main(["train", "--data", str(corpus), *TINY_MODEL, "--block-size", "16",
+                 "--batch-size", "4", "--out", str(straight), "--max-iters", str(at + 3),
+                 "--eval-interval", "1000"]) == 0
     assert train_losses(stopped) == train_losses(straight)
 
 
