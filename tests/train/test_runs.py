@@ -124,19 +124,22 @@ def test_a_changed_data_file_is_refused_unless_allowed(corpus, tmp_path, capsys)
 
 def test_a_second_trainer_on_the_same_folder_exits_naming_the_first(corpus, tmp_path):
     out = tmp_path / "run"
-    first = trainer(corpus, out, "--max-iters", "100000", "--eval-interval", "50")
+    first = trainer(corpus, out, "--max-iters", "200", "--eval-interval", "100")
     wait_for(lambda: (out / "train_log.jsonl").is_file())
-    second = trainer(corpus, out, "--max-iters", "5")
-    resume = trainer(corpus, out, "--resume", "--max-iters", "5")
-    for proc in (second, resume):
-        _, err = proc.communicate(timeout=SECOND_TRAINER_EXITS_S)
-        assert proc.returncode == 2
-        assert err.count("\n") == 1 and f"(pid {first.pid})" in err
-    first.send_signal(signal.SIGINT)
-    first.communicate(timeout=60)
-    assert first.returncode == 130
-    ckpt = load_checkpoint(out)
-    assert sorted(train_losses(out)) == list(range(ckpt.state["iter"]))  # no iteration twice
+    first.send_signal(signal.SIGSTOP)  # paused, still holding the folder: no race with its end
+    try:
+        second = trainer(corpus, out, "--max-iters", "5")
+        resume = trainer(corpus, out, "--resume", "--max-iters", "5")
+        for proc in (second, resume):
+            _, err = proc.communicate(timeout=SECOND_TRAINER_EXITS_S)
+            assert proc.returncode == 2
+            assert err.count("\n") == 1 and f"(pid {first.pid})" in err
+    finally:
+        first.send_signal(signal.SIGCONT)
+    first.communicate(timeout=120)
+    assert first.returncode == 0
+    assert sorted(train_losses(out)) == list(range(200))  # each iteration once: the first run
+    assert load_checkpoint(out).state["iter"] == 200
     assert load_pretrained(out).arch == "gpt2"
 
 
