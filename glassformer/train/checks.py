@@ -53,11 +53,13 @@ def train_config_from_dict(data: dict) -> TrainConfig:
 
 
 def _human_bytes(n: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1024.0 or unit == "PB":
-            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
-        n /= 1024.0
-    return f"{n:.1f} PB"
+    """1536 -> '1.5 KiB'; anything past PiB stays in PiB."""
+    unit = "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024.0:
+            break
+        n, unit = n / 1024.0, bigger
+    return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
 
 
 def training_memory_bytes(model_cfg, train_cfg: TrainConfig) -> tuple[int, int]:
