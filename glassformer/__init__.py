@@ -2,3 +2,4 @@
 from glassformer.tokenizers.load import load_tokenizer  # noqa: F401  (glassformer.load_tokenizer)
 from glassformer.io.pretrained import load_pretrained  # noqa: F401  (glassformer.load_pretrained)
 from glassformer.viewer.inspect import inspect  # noqa: F401  (glassformer.inspect)
+from glassformer.generate.templates import render_chat  # noqa: F401  (glassformer.render_chat)

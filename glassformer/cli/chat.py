@@ -36,6 +36,9 @@ def reply(session, text: str, args) -> None:
 
 def run(args) -> int:
     session = open_chat(args.model, system=args.system)
+    if session.template.fallback:
+        print("note: this model's files hold no chat template; chatting in ChatML, which it may "
+              "not have been trained on", file=sys.stderr)
     if args.message is not None:
         reply(session, args.message, args)
         return 0

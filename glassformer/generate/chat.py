@@ -10,13 +10,11 @@ Qwen2) uses ChatML:
     <|im_start|>assistant
     ...the model writes here, and ends its turn with <|im_end|>
 
-The model files store the format as a Jinja template (GGUF: `tokenizer.chat_template`; HF folders:
-`chat_template` in tokenizer_config.json). We do not run Jinja (no runtime dependency, and no
-code from a checkpoint is executed): when the template is ChatML-shaped (it writes
-`<|im_start|>` and `<|im_end|>`) we render ChatML in plain Python, adding the default system
-prompt the template inserts when the conversation has none (found as the literal text after
-`<|im_start|>system` in the template). Other template shapes are refused with a clear error.
-The tests check our rendering against jinja2 running the real template.
+The model files store the format as a Jinja template, which comes with the tokenizer
+(`tokenizer.config`: GGUF metadata, chat_template.jinja or tokenizer_config.json) and is rendered
+in Jinja2's sandbox as transformers renders it (generate/templates.py). The template's own control
+tokens become control ids; anything the user types stays text, so typing `<|im_end|>` cannot
+close the turn. A model without a template but with ChatML's tokens gets ChatML (the CLI says so).
 
 The session keeps its KV cache between turns, as llama.cpp's server does. Each turn renders the
 whole conversation and tokenizes it, then keeps the cache for the longest common prefix of the new
@@ -36,12 +34,10 @@ end-of-text tokens, which are not printed or kept in the history.
 """
 from __future__ import annotations
 
-import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import numpy as np
 
@@ -49,82 +45,25 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
 from glassformer.generate.stream import StreamStep, end_of_text_ids, stream_text
-from glassformer.io.gguf import chat_template, gguf_model, open_gguf
+from glassformer.generate.templates import ChatTemplate, chat_prompt_ids, chat_template_of
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
 
-IM_START, IM_END = "<|im_start|>", "<|im_end|>"
-ROLES = ("system", "user", "assistant")
-# A ChatML template's literal default system prompt: '<|im_start|>system\n' TEXT '<|im_end|>'
-# ("\n" may be a real newline or the two characters backslash-n inside the Jinja string).
-DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\n|\\n)(.*?)<\|im_end\|>", re.DOTALL)
-
-
-class ChatFormat(NamedTuple):
-    """What we need from a chat template: ChatML, plus its default system prompt (or None)."""
-    default_system: str | None
-
-
-def chat_format(template: str | None) -> ChatFormat:
-    """Read a Jinja chat template; GlassformerError unless it is ChatML-shaped."""
-    if not template:
-        raise GlassformerError("this model has no chat template, so it was not trained to chat; "
-                               "use `glassformer generate` to continue a text instead")
-    if IM_START not in template or IM_END not in template:
-        raise GlassformerError("only ChatML chat templates (<|im_start|> ... <|im_end|>) are "
-                               f"supported; this template starts {template[:80]!r}")
-    match = DEFAULT_SYSTEM.search(template)
-    default = None if match is None else match.group(1).replace("\\n", "\n")
-    return ChatFormat(default_system=default)
-
-
-def render_chatml(messages: list[dict], fmt: ChatFormat, *,
-                  add_generation_prompt: bool = True) -> str:
-    """messages [{"role": ..., "content": ...}] -> the ChatML text the model reads."""
-    parts = []
-    if fmt.default_system is not None and (not messages or messages[0]["role"] != "system"):
-        parts.append(f"{IM_START}system\n{fmt.default_system}{IM_END}\n")
-    for message in messages:
-        if message.get("role") not in ROLES:
-            raise GlassformerError(f"message role must be one of {ROLES}, got "
-                                   f"{message.get('role')!r}")
-        parts.append(f"{IM_START}{message['role']}\n{message['content']}{IM_END}\n")
-    if add_generation_prompt:
-        parts.append(f"{IM_START}assistant\n")
-    return "".join(parts)
+IM_END = "<|im_end|>"
 
 
 def open_chat(name_or_path: str | Path, *, system: str | None = None) -> "ChatSession":
-    """Load a chat model (a .gguf file, an HF folder, or a named model such as smollm2) and its
-    chat template; the template is checked before the weights are read.
+    """Load a chat model (a .gguf file, an HF folder, a run, or a named model such as smollm2)
+    with the chat template its tokenizer carries (ChatML when it has none: template.fallback).
 
     system: a system prompt replacing the template's default one.
     """
-    path = resolve_path(name_or_path, MODEL)
-    if path.is_file() and path.suffix == ".gguf":
-        reader = open_gguf(path)  # one read of the file serves the template and the weights
-        fmt = chat_format(chat_template(reader, path))
-        model = gguf_model(reader, path)
-    else:
-        fmt = chat_format(folder_chat_template(path))
-        model = load_pretrained(path)
+    model = load_pretrained(resolve_path(name_or_path, MODEL))
+    if model.tokenizer is None:
+        raise GlassformerError("this model has no tokenizer, so it cannot chat")
+    template = chat_template_of(model.tokenizer)
     messages = [] if system is None else [{"role": "system", "content": system}]
-    return ChatSession(model, fmt, messages)
-
-
-def folder_chat_template(folder: Path) -> str | None:
-    """The chat_template of an HF folder's tokenizer_config.json (or a chat_template.jinja)."""
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    config = folder / "tokenizer_config.json"
-    if config.is_file():
-        template = json.loads(config.read_text(encoding="utf-8")).get("chat_template")
-        if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}]
-            named = {entry.get("name"): entry.get("template") for entry in template}
-            template = named.get("default")
-        return template
-    return None
+    return ChatSession(model, template, messages)
 
 
 @dataclass
@@ -165,7 +104,7 @@ class ChatSession:
     """A conversation with one model: the messages so far, the KV cache of the ids already read,
     and a record per turn."""
     model: object                      # a glassformer Model with a tokenizer
-    fmt: ChatFormat
+    template: ChatTemplate             # the conversation format (generate/templates.py)
     messages: list[dict] = field(default_factory=list)
     kv_cache: KVCache | None = None    # keys and values of cached_ids[:kv_cache.length]
     cached_ids: list[int] = field(default_factory=list)
@@ -176,8 +115,7 @@ class ChatSession:
         tokenizer = self.model.tokenizer
         if tokenizer is None:
             raise GlassformerError("this model has no tokenizer, so it cannot chat")
-        return tokenizer.encode(render_chatml(messages, self.fmt, add_generation_prompt=True),
-                                allowed_special="all")
+        return chat_prompt_ids(tokenizer, self.template, messages, add_generation_prompt=True)
 
     def stop_ids(self) -> list[int]:
         """The ids that end the assistant's turn."""

@@ -87,7 +87,7 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True):
 
 
 def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
-    """The `Model` of an open GGUF file (see load_gguf); chat reads the same reader's template."""
+    """The `Model` of an open GGUF file (see load_gguf)."""
     cfg = llama_config(reader, path)
     params = read_params(reader, cfg, path)
     tokenizer = None
@@ -116,11 +116,6 @@ def metadata(reader, key: str, path: Path, default=None):
             raise CheckpointError(f"{path} has no {key} metadata")
         return default
     return field.contents()
-
-
-def chat_template(reader, path: Path) -> str | None:
-    """The Jinja chat template stored in the file (tokenizer.chat_template), or None."""
-    return metadata(reader, "tokenizer.chat_template", path, default="") or None
 
 
 def llama_config(reader, path: Path):

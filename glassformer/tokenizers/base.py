@@ -29,6 +29,7 @@ from typing import Iterable, Union
 import regex
 
 from glassformer.errors import GlassformerError
+from glassformer.tokenizers.tokenizer_config import TokenizerConfig, write_tokenizer_config
 
 TOKENIZER_JSON = "tokenizer.json"   # the file name Hugging Face and glassformer both use
 # `allowed_special`: "all", or the special-token strings that text may spell (default: none).
@@ -37,6 +38,10 @@ AllowedSpecial = Union[str, Iterable[str]]
 
 class Tokenizer(ABC):
     """encode/decode between text and ids, plus vocabulary size, special tokens and save/load."""
+
+    # The chat template and named tokens (bos_token, ...) of the files the tokenizer came from
+    # (tokenizer_config.py); load_tokenizer sets it, `save` writes it back.
+    config: TokenizerConfig = TokenizerConfig()
 
     @property
     @abstractmethod
@@ -72,6 +77,12 @@ class Tokenizer(ABC):
     @abstractmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         """Read back what `save` wrote."""
+
+    def save_config(self, folder: str | Path) -> None:
+        """Write tokenizer_config.json and chat_template.jinja into `folder`, when there is a
+        template or a named token to keep (a chat model's export then still chats)."""
+        if not self.config.is_empty():
+            write_tokenizer_config(folder, self.config, self.special_tokens)
 
 
 def check_ids(ids: Iterable[int], vocab_size: int) -> list[int]:

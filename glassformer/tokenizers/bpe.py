@@ -227,7 +227,8 @@ class BPETokenizer(Tokenizer):
         """Write vocab.json, merges.txt and tokenizer.json into the folder `path`; returns the last.
 
         vocab.json + merges.txt are GPT-2's layout; tokenizer.json also records the pre-tokenizer
-        and special tokens, and loads in HF `tokenizers` (Tokenizer.from_file).
+        and special tokens, and loads in HF `tokenizers` (Tokenizer.from_file); a chat template
+        and named tokens go to tokenizer_config.json + chat_template.jinja (`save_config`).
         """
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
@@ -239,6 +240,7 @@ class BPETokenizer(Tokenizer):
                                     self.pretokenizer.split_digits, self.specials)
         target = folder / TOKENIZER_JSON
         target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        self.save_config(folder)
         return target
 
     @classmethod

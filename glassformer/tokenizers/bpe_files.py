@@ -8,7 +8,9 @@
     model.gguf                llama.cpp: tokenizer.ggml.tokens / .merges / .token_type metadata
 
 Which tokens are special: in GGUF, those typed CONTROL (3) or USER_DEFINED (4); a .tiktoken file
-marks none, so the caller names them.
+marks none, so the caller names them. A GGUF file also stores the chat template
+(tokenizer.chat_template) and the named tokens by id (tokenizer.ggml.bos_token_id, ...), which
+become `tokenizer.config` (tokenizer_config.py).
 """
 from __future__ import annotations
 
@@ -18,12 +20,16 @@ from pathlib import Path
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.pretokenize import PreTokenizer
+from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 # GGUF token types (llama.cpp's llama_token_type) that are matched whole in the text.
 GGUF_CONTROL, GGUF_USER_DEFINED = 3, 4
 # tokenizer.ggml.pre values -> our pre-tokenizer names
 GGUF_PRE = {"default": "gpt2", "gpt2": "gpt2", "smollm": "smollm", "llama3": "llama3",
             "llama-v3": "llama3", "llama-bpe": "llama3"}
+# tokenizer.ggml.<key>_token_id -> the named token a chat template reads (gguf spells "seperator")
+GGUF_NAMED = {"bos": "bos_token", "eos": "eos_token", "unknown": "unk_token",
+              "seperator": "sep_token", "padding": "pad_token"}
 
 
 def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
@@ -97,4 +103,17 @@ def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
     specials = {token: token_id for token_id, (token, kind) in enumerate(zip(tokens, types))
                 if kind in (GGUF_CONTROL, GGUF_USER_DEFINED)}
     chosen = PreTokenizer.named(pretokenizer or GGUF_PRE[pre])
-    return BPETokenizer.from_spelled(vocab, merges, chosen, specials, source=str(path))
+    tokenizer = BPETokenizer.from_spelled(vocab, merges, chosen, specials, source=str(path))
+    tokenizer.config = gguf_tokenizer_config(reader, tokens)
+    return tokenizer
+
+
+def gguf_tokenizer_config(reader, tokens: list[str]) -> TokenizerConfig:
+    """The chat template and named tokens (bos_token, ...) of a GGUF file's metadata."""
+    template = reader.fields.get("tokenizer.chat_template")
+    named = {}
+    for key, name in GGUF_NAMED.items():
+        field = reader.fields.get(f"tokenizer.ggml.{key}_token_id")
+        if field is not None and 0 <= int(field.contents()) < len(tokens):
+            named[name] = tokens[int(field.contents())]
+    return TokenizerConfig(None if template is None else str(template.contents()) or None, named)

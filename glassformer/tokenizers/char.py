@@ -98,6 +98,7 @@ class CharTokenizer(Tokenizer):
         target.parent.mkdir(parents=True, exist_ok=True)
         layout = {"type": LAYOUT_TYPE, "chars": self.chars, "special_tokens": list(self.specials)}
         target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        self.save_config(target.parent)
         return target
 
     @classmethod

@@ -9,6 +9,8 @@
     gpt2 / minilm / smollm2            the files installed by the test-extra packages (packaged.py)
 
 An unrecognised layout is an error that lists what was looked for and what was found.
+A folder's chat template and named tokens (tokenizer_config.json, chat_template.jinja) come with
+the tokenizer as `tokenizer.config` (tokenizer_config.py); a GGUF file's come from its metadata.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from glassformer.tokenizers.base import TOKENIZER_JSON, Tokenizer
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.pretokenize import PreTokenizer
+from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 
 # (vocab file, merges file) pairs that make a byte-level BPE folder, in the order tried.
@@ -36,18 +39,21 @@ def load_tokenizer(path: str | Path, *, pattern: str | None = None,
     file stores none and defaults to 'gpt2'. special_tokens: for .tiktoken files, which store none.
     """
     path = resolve_path(path, TOKENIZER)
-    if path.is_dir():
-        return load_folder(path, pattern)
     if path.suffix == ".tiktoken":
         return bpe_files.load_tiktoken_file(path, pattern or "gpt2", special_tokens)
     if path.suffix == ".gguf":
         return bpe_files.load_gguf(path, pattern)
-    if path.suffix == ".json" and path.name not in ("vocab.json", "encoder.json"):
-        return load_tokenizer_json(path, pattern)
-    if path.name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt"):
-        return load_folder(path.parent, pattern)
-    raise GlassformerError(f"unknown tokenizer file {path}: expected a folder, tokenizer.json, "
+    if path.is_dir():
+        tokenizer = load_folder(path, pattern)
+    elif path.suffix == ".json" and path.name not in ("vocab.json", "encoder.json"):
+        tokenizer = load_tokenizer_json(path, pattern)
+    elif path.name in ("vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "vocab.txt"):
+        tokenizer = load_folder(path.parent, pattern)
+    else:
+        raise GlassformerError(f"unknown tokenizer file {path}: expected a folder, tokenizer.json, "
                            "vocab.json/merges.txt, vocab.txt, a .tiktoken or a .gguf file")
+    tokenizer.config = read_tokenizer_config(path if path.is_dir() else path.parent)
+    return tokenizer
 
 
 def load_folder(folder: Path, pattern: str | None) -> Tokenizer:

@@ -233,6 +233,7 @@ class WordPieceTokenizer(Tokenizer):
             **self.basic_options)
         target = folder / TOKENIZER_JSON
         target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        self.save_config(folder)
         return target
 
     @classmethod

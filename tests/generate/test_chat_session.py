@@ -6,14 +6,19 @@ import pytest
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.generate.chat import ChatFormat, ChatSession, common_prefix, oldest_exchange
+from glassformer.generate.chat import ChatSession, common_prefix, oldest_exchange
 from glassformer.generate.generate import generate
+from glassformer.generate.templates import ChatTemplate
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
 
 SPECIALS = {"<|im_start|>": 128, "<|im_end|>": 129, "<|endoftext|>": 130}
-FMT = ChatFormat(default_system="You are a test.")
+FMT = ChatTemplate(   # ChatML with a default system prompt, as SmolLM2's template writes it
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a test.<|im_end|>\n' }}{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}", {})
 GREEDY = dict(temperature=0.0, max_new_tokens=12)
 
 

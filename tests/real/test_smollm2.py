@@ -47,11 +47,11 @@ def test_chat_command_answers(capsys):
 
 
 def test_chat_session_is_multi_turn(smollm2):
-    from glassformer.generate.chat import ChatSession, chat_format, render_chatml
-    from chat_templates import SMOLLM2_TEMPLATE  # tests/real is on sys.path
+    from glassformer.generate.chat import ChatSession
+    from glassformer.generate.templates import chat_prompt_ids, chat_template_of
 
-    fmt = chat_format(SMOLLM2_TEMPLATE)
-    session = ChatSession(smollm2, fmt)
+    template = chat_template_of(smollm2.tokenizer)
+    session = ChatSession(smollm2, template)
     first = "".join(step.text for step in session.send(
         "Name a colour.", temperature=0.0, max_new_tokens=6))
     second = "".join(step.text for step in session.send(
@@ -59,8 +59,7 @@ def test_chat_session_is_multi_turn(smollm2):
     assert [m["role"] for m in session.messages] == ["user", "assistant"] * 2
     assert session.messages[1]["content"] == first and session.messages[3]["content"] == second
     # The second reply continues the whole conversation, first exchange included.
-    prompt = smollm2.tokenizer.encode(render_chatml(session.messages[:3], fmt),
-                                      allowed_special="all")
+    prompt = chat_prompt_ids(smollm2.tokenizer, template, session.messages[:3])
     end_ids = set(smollm2.tokenizer.special_tokens.values())
     expected = []
     for step in generate(smollm2, np.array([prompt]), max_new_tokens=6, temperature=0.0):
