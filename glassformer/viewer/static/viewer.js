@@ -78,11 +78,14 @@ function attention(layer, head) {
   for (let i = 0; i < T; i++) rows.push(Array.from(w.subarray((index * T + i) * S, (index * T + i + 1) * S)));
   return rows;
 }
+function visible(text) {             /* newlines and tabs drawn as signs, so every cell is one line */
+  return text.replace(/\n/g, "↵").replace(/\t/g, "→");
+}
 function label(position) {
   const tok = D.tokens[position];
-  if (tok.whole) return tok.text;
+  if (tok.whole) return visible(tok.text);
   const g = groupOf[position];
-  const text = D.groups[g[0]].text.trim() || tok.text;
+  const text = visible(D.groups[g[0]].text.trim() || tok.text);
   return text + "(" + g[1] + "/" + g[2] + ")";
 }
 function lensAt(layer, position) {
@@ -254,7 +257,7 @@ function lensSection() {
       const c = GF.blue(p);
       cells.push(GF.el("td", { class: row.rank[i] === 0 ? "final" : "", title: tip, "data-layer": l, "data-pos": i,
         style: "background:" + GF.rgb(c) + ";color:" + (p > 0.55 ? "#fff" : "#1d2330"),
-        text: top[0].text + " " + Math.round(100 * p) + "%" }));
+        text: visible(top[0].text) + " " + Math.round(100 * p) + "%" }));
     }
     body.push(GF.el("tr", {}, cells));
   }
