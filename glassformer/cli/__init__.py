@@ -12,13 +12,14 @@ or a name from glassformer/packaged.py such as smollm2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from glassformer.allocator import keep_freed_memory
 from glassformer.cli import (attention, chat, convert, embed, explain, generate, gradcheck,
                              show, tokenizer, train)
 from glassformer.cli import eval as eval_command  # note: `as`, not to hide the builtin eval
-from glassformer.cli.common import add_seed_argument
+from glassformer.cli.common import add_seed_argument, blas_sized_to_free_cores
 from glassformer.errors import GlassformerError
 
 # The command modules, in the order `--help` lists them.
@@ -44,7 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     keep_freed_memory()  # reuse freed activation buffers instead of page-faulting new ones
     try:
-        return int(args.run(args) or 0)
+        with blas_sized_to_free_cores():
+            status = int(args.run(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is met inside the try
+        return status
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except (GlassformerError, ValueError, OSError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"glassformer {args.command}: error: {message}", file=sys.stderr)
@@ -52,3 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"glassformer {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def quiet_broken_pipe() -> int:
+    """Stdout's reader has gone (`glassformer gradcheck | head -1`): end quietly, as Unix tools do.
+
+    Exit status 141 is 128 + SIGPIPE, what a shell shows for a tool the signal ended.
+    note: stdout is pointed at /dev/null first, or Python's own flush at exit meets the closed
+    pipe again and prints "Exception ignored ... BrokenPipeError".
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141

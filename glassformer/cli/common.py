@@ -5,6 +5,7 @@
     add_sampling_arguments  --max-new-tokens --temperature --top-k --top-p --no-cache
     sampling_kwargs         those flags (and --seed) as keyword arguments of generate()
     print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
+    blas_sized_to_free_cores  every command runs with BLAS threads = the cores free at its start
 
 Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
 glassformer/packaged.py, so every command that takes a model takes the same things.
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import AbstractContextManager
 
+from glassformer.blas import blas_threads, free_cores
 from glassformer.packaged import MODEL, PACKAGED, packaged_names
 
 SEED_HELP = "seed for every random choice this command makes"
@@ -76,3 +79,12 @@ def report_speed(n_tokens: int, seconds: float) -> None:
     """One line on stderr, so stdout holds only the text."""
     rate = n_tokens / seconds if seconds > 0 else float("inf")
     print(f"[{n_tokens} tokens in {seconds:.2f} s, {rate:.1f} tokens/s]", file=sys.stderr)
+
+
+def blas_sized_to_free_cores() -> AbstractContextManager:
+    """BLAS threads for one command: the cores free when it starts (glassformer/blas.py's rule).
+
+    With the other core busy (a training run in another terminal), sampling keeps one thread
+    instead of two threads that wait on each other; on an idle machine every core is used.
+    """
+    return blas_threads(free_cores())
