@@ -7,6 +7,7 @@ import numpy as np
 
 from glassformer.cli.common import model_help
 from glassformer.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
+from glassformer.errors import GlassformerError
 from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, resolve_path
 
@@ -42,6 +43,10 @@ def format_table(texts: list[str], embeddings: np.ndarray, similarity: np.ndarra
 
 
 def run(args) -> int:
+    if args.dims <= 0:
+        raise GlassformerError(f"--dims must be at least 1, got {args.dims}")
+    if args.max_length is not None and args.max_length <= 0:
+        raise GlassformerError(f"--max-length must be at least 1, got {args.max_length}")
     path = resolve_path(args.model, MODEL)  # the folder also holds sentence_bert_config.json
     model = load_model(path)
     max_length = args.max_length or max_length_of(path, MAX_LENGTH)

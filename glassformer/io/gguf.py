@@ -40,10 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer.errors import CheckpointError
+from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
 from glassformer.models.registry import family
+from glassformer.tokenizers.gguf_check import check_gguf
 from glassformer.tokenizers.load import load_tokenizer
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
@@ -103,9 +104,13 @@ def open_gguf(path: Path):
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}")
     try:
+        check_gguf(path)  # a truncated or corrupt file, named as such, before gguf maps it
+    except GlassformerError as err:
+        raise CheckpointError(str(err)) from None
+    try:
         return GGUFReader(str(path))
     except (ValueError, OSError, KeyError, IndexError) as err:
-        raise CheckpointError(f"{path} is not a readable GGUF file: {err}") from None
+        raise CheckpointError(f"{path} is a corrupt GGUF file: {err}") from None
 
 
 def metadata(reader, key: str, path: Path, default=None):

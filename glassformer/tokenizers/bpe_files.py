@@ -19,6 +19,7 @@ from pathlib import Path
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.gguf_check import check_gguf
 from glassformer.tokenizers.pretokenize import PreTokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
@@ -76,10 +77,11 @@ def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
     """The byte-level BPE embedded in a GGUF file's tokenizer.ggml.* metadata."""
     from gguf import GGUFReader  # imported here: reading GGUF is the only use of the package
 
+    check_gguf(path)  # a truncated or corrupt file, named as such, before gguf maps it
     try:
         reader = GGUFReader(str(path))
-    except (ValueError, OSError) as err:
-        raise GlassformerError(f"{path} is not a readable GGUF file: {err}") from None
+    except (ValueError, OSError, IndexError, KeyError) as err:
+        raise GlassformerError(f"{path} is a corrupt GGUF file: {err}") from None
     model = gguf_field(reader, "tokenizer.ggml.model", path)
     if model != "gpt2":
         raise GlassformerError(f"{path}: tokenizer.ggml.model is {model!r}; only byte-level BPE "

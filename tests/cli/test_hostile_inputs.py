@@ -1,0 +1,92 @@
+"""Hostile inputs outside training: one clear line on stderr, exit 2, nothing written.
+
+A truncated or corrupt GGUF says which and where (tokenizer and model loading); a closed stdout
+pipe ends quietly; `embed --dims` <= 0 is refused before the model loads. (An empty tokenizer
+corpus: tests/tokenizers/test_bpe_train.py.)
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from glassformer.cli import main
+from glassformer.errors import GlassformerError
+from glassformer.packaged import MODEL, packaged_path
+
+CUT_IN_METADATA = 100_000      # inside tokenizer.ggml.tokens of SmolLM2's GGUF
+CUT_IN_DATA = 5_000_000        # inside token_embd.weight's data
+DAMAGED_LENGTH_AT = 5_000      # the length of a token string: set to 2**64 - 1
+
+
+@pytest.fixture(scope="module")
+def gguf_bytes() -> bytes:
+    try:
+        path = packaged_path("smollm2", MODEL)
+    except GlassformerError as err:
+        pytest.skip(str(err))
+    return Path(path).read_bytes()
+
+
+def one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize("cut, where", [(CUT_IN_METADATA, "metadata key 24 (tokenizer.ggml.tokens)"),
+                                        (CUT_IN_DATA, "the data of tensor token_embd.weight"),
+                                        (10, "the header")])
+def test_truncated_gguf_says_truncated_and_where(tmp_path, capsys, gguf_bytes, cut, where):
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(gguf_bytes[:cut])
+    assert main(["tokenizer", "encode", "--tokenizer", str(path), "hi"]) == 2
+    err = one_error_line(capsys)
+    assert "is a truncated GGUF" in err and where in err and f"ends at {cut}" in err
+    assert main(["generate", "--model", str(path), "--max-new-tokens", "1", "hi"]) == 2
+    err = one_error_line(capsys)
+    assert "is a truncated GGUF" in err and where in err
+
+
+def test_corrupt_gguf_says_corrupt_and_where(tmp_path, capsys, gguf_bytes):
+    damaged = bytearray(gguf_bytes[:CUT_IN_DATA])
+    damaged[DAMAGED_LENGTH_AT:DAMAGED_LENGTH_AT + 8] = b"\xff" * 8
+    path = tmp_path / "corrupt.gguf"
+    path.write_bytes(bytes(damaged))
+    for argv in (["tokenizer", "encode", "--tokenizer", str(path), "hi"],
+                 ["generate", "--model", str(path), "--max-new-tokens", "1", "hi"]):
+        assert main(argv) == 2
+        err = one_error_line(capsys)
+        assert "is a corrupt GGUF: metadata key 24 (tokenizer.ggml.tokens)" in err
+
+
+def test_a_file_that_is_not_gguf_is_named(tmp_path, capsys):
+    path = tmp_path / "text.gguf"
+    path.write_text("hello, this is not a model at all", encoding="utf-8")
+    assert main(["tokenizer", "encode", "--tokenizer", str(path), "hi"]) == 2
+    assert "is not a GGUF file" in one_error_line(capsys)
+    path.write_bytes(b"")
+    assert main(["tokenizer", "encode", "--tokenizer", str(path), "hi"]) == 2
+    assert "is empty" in one_error_line(capsys)
+
+
+def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
+    text = tmp_path / "long.txt"
+    text.write_text("every token is a row of the table " * 5_000, encoding="utf-8")
+    child = subprocess.Popen([sys.executable, "-m", "glassformer", "tokenizer", "encode",
+                              "--tokenizer", "gpt2", "--file", str(text)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout.readline()  # like `| head -1`: one line, then the reader goes away
+    child.stdout.close()
+    status = child.wait(timeout=120)
+    assert status in (0, 141)
+    assert child.stderr.read() == b""
+
+
+@pytest.mark.parametrize("flag, value", [("--dims", "-3"), ("--dims", "0"),
+                                         ("--max-length", "-1")])
+def test_embed_refuses_sizes_below_one_before_loading(capsys, flag, value):
+    # the model named does not exist: the check must come before any loading
+    assert main(["embed", "--model", "/nonexistent/model", flag, value, "a text"]) == 2
+    assert f"{flag} must be at least 1, got {value}" in one_error_line(capsys)
