@@ -123,9 +123,10 @@ def walk_layout(walk: Walk) -> None:
     from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT  # only GGUF files need gguf
 
     path = walk.path
-    magic, version, n_tensors, n_keys = HEADER.unpack(walk.take(HEADER.size, "the header"))
-    if magic != b"GGUF":
+    magic = bytes(walk.data[:4])
+    if magic != b"GGUF"[:len(magic)]:
         raise GlassformerError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
+    _, version, n_tensors, n_keys = HEADER.unpack(walk.take(HEADER.size, "the header"))
     if version not in (2, 3):
         raise walk.fail("a corrupt", "the header", f"gives version {version} (2 and 3 exist)")
     alignment = GGUF_DEFAULT_ALIGNMENT

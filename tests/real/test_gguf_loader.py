@@ -128,7 +128,7 @@ def test_wrong_shape_names_tensor_and_both_shapes(tmp_path):
 def test_not_a_gguf_file(tmp_path):
     path = tmp_path / "fake.gguf"
     path.write_bytes(b"this is not a GGUF file at all" * 10)
-    with pytest.raises(CheckpointError, match="not a readable GGUF file"):
+    with pytest.raises(CheckpointError, match="is not a GGUF file"):
         load_pretrained(path, tokenizer=False)
 
 

@@ -156,7 +156,7 @@ def test_not_a_gguf_file(tmp_path):
     pytest.importorskip("gguf")
     path = tmp_path / "fake.gguf"
     path.write_bytes(b"this is not gguf")
-    with pytest.raises(GlassformerError, match="not a readable GGUF file"):
+    with pytest.raises(GlassformerError, match="is not a GGUF file"):
         load_tokenizer(path)
 
 
