@@ -27,6 +27,8 @@ def add_arguments(parser) -> None:
                         help="heads to include, e.g. 0-3 (default: all)")
     parser.add_argument("--top-k", type=int, default=5,
                         help="guesses per cell in the logit lens (default: 5)")
+    parser.add_argument("--pad-to", type=int, default=None, metavar="N",
+                        help="encoders (BERT): append padding up to N tokens, to see it ignored")
     parser.add_argument("--lang", choices=["en", "zh"], default=None,
                         help="page language, switchable on the page (default: from the locale)")
     parser.add_argument("text", help="the text to run the model on")
@@ -38,6 +40,6 @@ def run(args) -> int:
     model = load_model(args.model)
     path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
                 lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
-                png_dir=args.png)
+                png_dir=args.png, pad_to=args.pad_to)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0

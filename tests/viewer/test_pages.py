@@ -83,3 +83,27 @@ def test_model_page_contract_clicks_and_canvases(tmp_path, open_page, drawn):
     page.screenshot(path=tmp_path / "tiny.png", full_page=True)
     assert (tmp_path / "tiny.png").stat().st_size > 10_000
     watched.checked()
+
+
+def test_encoder_page_greys_padding_and_attends_both_ways(tmp_path, open_page, drawn):
+    from glassformer.models.bert import BertConfig
+    from glassformer.models.bert import init_params as bert_init
+    from glassformer.tokenizers.wordpiece import WordPieceTokenizer
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "river", "is", "clear", "水", "很", "清"]
+    tokenizer = WordPieceTokenizer({word: i for i, word in enumerate(words)})
+    cfg = BertConfig(vocab_size=len(words), n_layer=2, n_head=2, d_model=16, max_seq_len=16)
+    model = Model(cfg, bert_init(cfg, np.random.default_rng(0)), tokenizer)
+    text = "The river is clear 水很清"
+    path = show(model, text, tmp_path / "bert.html", name="bert", pad_to=12)
+    watched = open_page(path)
+    page = watched.page
+    assert page.locator(".tok.pad").count() == 12 - 9          # [CLS] 7 words [SEP], then padding
+    shown = np.array(page.evaluate("window.glassformerViewer.attention(1, 0)"))
+    assert shown.shape == (12, 12)
+    assert np.abs(shown[:, 9:]).max() == 0.0                    # nobody reads the padding
+    assert np.triu(shown[:9, :9], 1).max() > 0.01               # bidirectional: reads ahead
+    assert page.evaluate("window.glassformerViewer.logitLens(0, 0)") is None
+    groups = page.evaluate("window.glassformerViewer.groups()")
+    assert "".join(group["text"] for group in groups) == text
+    assert drawn(page, "#heatmap-canvas")
+    watched.checked()

@@ -159,7 +159,7 @@ function headView() {
   state.shown.forEach(function (h) {
     const index = D.heads.indexOf(h);
     for (let i = 0; i < T; i++) {
-      if (state.token !== null && state.token !== i) continue;
+      if ((state.token !== null && state.token !== i) || padRows[i]) continue;  /* padding reads nothing anyone uses */
       for (let j = 0; j < S; j++) {
         const w = weights[(index * T + i) * S + j];
         if (w < 0.02) continue;
