@@ -1,7 +1,7 @@
 """See inside a model: `inspect(model, text_or_ids)` and one offline HTML page per model and text.
 
-    inspect.py     Inspection: tokens, attentions (as transformers' output_attentions), hidden
-                   states, the residual stream, the logit lens; all read from the forward's ctx
+    inspection.py  inspect() -> Inspection: tokens, attentions (as transformers'
+                   output_attentions), hidden states, residual stream, logit lens, from the ctx
     tokens.py      tokens as characters or ⟨hex⟩ bytes, and groups that join back to the text
     pack.py        attention as uint8 per row, lower triangle, base64
     page_data.py   what a model page holds;  seed_page.py: the seed walkthrough page's data
@@ -10,4 +10,4 @@
 
 docs/viewer.md describes the page and its `window.glassformerViewer` contract.
 """
-from glassformer.viewer.inspect import Inspection, LogitLens, inspect  # noqa: F401
+from glassformer.viewer.inspection import Inspection, LogitLens, inspect  # noqa: F401

@@ -20,7 +20,7 @@ from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.ops.softmax import masked_logits
-from glassformer.viewer.inspect import Inspection
+from glassformer.viewer.inspection import Inspection
 from glassformer.viewer.pack import pack_layer
 from glassformer.viewer.tokens import describe_tokens, token_groups
 

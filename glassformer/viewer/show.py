@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
-from glassformer.viewer.inspect import inspect
+from glassformer.viewer.inspection import inspect
 from glassformer.viewer.page import write_page
 from glassformer.viewer.page_data import model_page_data, parse_selection
 

@@ -103,3 +103,21 @@ def test_pages_name_no_url():
     assert not URL.search(page)
     for asset in STATIC.iterdir():
         assert not URL.search(asset.read_text(encoding="utf-8")), asset.name
+
+
+def test_png_figures_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from glassformer.models.gpt2 import GPT2Config, init_params
+    from glassformer.models.model import Model
+    from glassformer.tokenizers.char import CharTokenizer
+    from glassformer.viewer.show import show
+    tokenizer = CharTokenizer(list("ab 水"))
+    cfg = GPT2Config(vocab_size=tokenizer.vocab_size, n_layer=2, n_head=2, d_model=8,
+                     max_seq_len=8)
+    model = Model(cfg, init_params(cfg, np.random.default_rng(0)), tokenizer)
+    show(model, "ab 水", tmp_path / "page.html", name="tiny", layers="1", heads="0",
+         png_dir=tmp_path)
+    names = sorted(path.name for path in tmp_path.glob("*.png"))
+    assert names == ["attention_L1_H0.png", "logit_lens.png", "model_view.png",
+                     "residual_norms.png"]
+    assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in names)
