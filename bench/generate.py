@@ -6,8 +6,14 @@ weights, all in this process. Also the prefill time of a 512-token prompt, and p
 side in a child process that runs only that side.
 
     python bench/generate.py [--new-tokens 128] [--skip-nocache]
+    python bench/generate.py --under-load [--new-tokens 32]
 
 Last line: one JSON object with glassformer_tok_s, glassformer_nocache_tok_s, transformers_tok_s.
+
+--under-load (issue 21) measures only glassformer's cached generation, quiet and then with a busy
+loop (`while True: pass`) in a second process, both with BLAS at its default thread count and with
+the CLI's rule (glassformer/blas.py: threads = the cores free at the start); it reports each
+busy/quiet ratio (goal: busy with the rule keeps at least a third of the best quiet tokens/s).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.allocator import keep_freed_memory
+from glassformer.blas import blas_threads, find_blas, free_cores
 from glassformer.generate.generate import generate
 from glassformer.models import gpt2
 from glassformer.models.model import Model
@@ -104,16 +111,59 @@ def child(side: str, new_tokens: int) -> None:
     print(json.dumps({"side": side, "peak_rss_mib": peak_rss_mib()}))
 
 
+def tok_s_both_ways(model, prompt, new_tokens) -> dict[str, float]:
+    """Tokens/s with BLAS's default thread count and with the CLI's free-core rule."""
+    default_s, _ = time_ours(model, prompt, new_tokens, True)
+    threads = free_cores()
+    with blas_threads(threads):
+        rule_s, _ = time_ours(model, prompt, new_tokens, True)
+    return {"default": new_tokens / default_s, "rule": new_tokens / rule_s, "threads": threads}
+
+
+def under_load(new_tokens: int) -> dict:
+    """Quiet, then with a busy loop in a second process: tokens/s and the busy/quiet ratios."""
+    model = our_model()
+    prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, 32))
+    time_ours(model, prompt, 4, True)  # warm up
+    quiet = tok_s_both_ways(model, prompt, new_tokens)
+    busy_loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)  # let the scheduler see it
+        busy = tok_s_both_ways(model, prompt, new_tokens)
+    finally:
+        busy_loop.kill()
+        busy_loop.wait()
+    default_threads = [lib["num_threads"] for lib in find_blas().info()]
+    return {"cores": len(os.sched_getaffinity(0)), "default_blas_threads": default_threads,
+            "quiet_default_tok_s": round(quiet["default"], 2),
+            "quiet_rule_tok_s": round(quiet["rule"], 2), "quiet_rule_threads": quiet["threads"],
+            "busy_default_tok_s": round(busy["default"], 2),
+            "busy_rule_tok_s": round(busy["rule"], 2), "busy_rule_threads": busy["threads"],
+            "busy_over_quiet_default": round(busy["default"] / quiet["default"], 3),
+            "busy_over_quiet_rule": round(busy["rule"] / quiet["rule"], 3),
+            # the goal's figure: busy with the rule against the best quiet speed of the two
+            "busy_rule_over_quiet_best": round(busy["rule"] / max(quiet["default"],
+                                                                   quiet["rule"]), 3)}
+
+
 def main() -> None:
     keep_freed_memory()  # as the glassformer CLI does; torch's allocator benefits the same way
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
     parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")
     parser.add_argument("--skip-nocache", action="store_true", help="skip the slow no-cache run")
+    parser.add_argument("--under-load", action="store_true",
+                        help="only glassformer, quiet and beside a busy loop (see above)")
     parser.add_argument("--child", choices=["glassformer", "transformers"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.new_tokens)
+        return
+    if args.under_load:
+        result = under_load(args.new_tokens)
+        for key, value in result.items():
+            print(f"{key:32s} {value}")
+        print(json.dumps(result))
         return
     import torch
     torch.set_num_threads(len(os.sched_getaffinity(0)))
