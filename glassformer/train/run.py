@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.io.checkpoint import append_train_log, load_checkpoint, read_train_log
+from glassformer.io.checkpoint import (append_train_log, load_checkpoint, read_train_log,
+                                       resolve_checkpoint)
 from glassformer.io.pretrained import load_pretrained
 from glassformer.io.safetensors import write_atomically
 from glassformer.models.registry import config_from_dict
@@ -190,6 +191,18 @@ def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[dict
         return now, f"recorded the size and sha256 of {path}"
     return now, (f"training on {path} ({now['size']:,} bytes, sha256 {now['sha256'][:12]}) "
                  f"instead of {record['path']} (--allow-new-data)")
+
+
+def saved_train_config(out_dir: str | os.PathLike) -> TrainConfig:
+    """The training settings the run in `out_dir` was last saved with, read from its latest
+    state.json alone (no tensors, no verification: resume_training verifies everything). For a
+    launcher that must know them before training, e.g. how many processes a resume runs on."""
+    folder = resolve_checkpoint(out_dir)
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise GlassformerError(f"{folder / 'state.json'} is not valid JSON") from None
+    return train_config_from_dict(state.get("train_config", {}))
 
 
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,

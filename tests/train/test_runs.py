@@ -12,6 +12,7 @@ import pytest
 from glassformer.cli import main
 from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.io.pretrained import load_pretrained
+from glassformer.train.run import saved_train_config
 
 SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tinyshakespeare.txt"
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--eval-iters", "2",
@@ -67,6 +68,7 @@ def test_resume_with_only_max_iters_keeps_every_setting(corpus, tmp_path):
     saved = load_checkpoint(split).state["train_config"]
     assert saved == load_checkpoint(straight).state["train_config"]
     assert saved["lr"] == 0.003 and saved["batch_size"] == 3 and saved["seed"] == 7
+    assert saved_train_config(split).workers == 1 and saved_train_config(split).lr == 0.003
 
 
 @pytest.mark.parametrize("flag,value,message", [
