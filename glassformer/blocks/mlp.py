@@ -28,10 +28,11 @@ class MLPCtx(NamedTuple):
     down: LinearCtx           # (B, T, F) -> (B, T, C)
 
 
-def _activation_forward(kind: str, h: np.ndarray):
+def _activation_forward(kind: str, h: np.ndarray, inference: bool):
     if kind == "relu":
         return relu_forward(h)
-    return gelu_forward(h, approximate="tanh" if kind == "gelu_tanh" else "none")
+    return gelu_forward(h, approximate="tanh" if kind == "gelu_tanh" else "none",
+                        keep_slope=not inference)
 
 
 def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
@@ -40,8 +41,11 @@ def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
     return gelu_backward(dout, ctx)
 
 
-def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, MLPCtx]:
-    """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)]."""
+def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: bool = False
+                ) -> tuple[np.ndarray, MLPCtx]:
+    """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)].
+
+    inference: no backward will follow (cached generation), so GELU keeps no slope."""
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     up, up_ctx = linear_forward(x, params["w_up"], params.get("b_up"))    # (B, T, C) -> (B, T, F)
     gate_ctx = None
@@ -49,7 +53,7 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarr
         gate, gate_ctx = linear_forward(x, params["w_gate"])             # (B, T, C) -> (B, T, F)
         hidden, act_ctx = swiglu_forward(gate, up)                       # (B, T, F)
     else:
-        hidden, act_ctx = _activation_forward(cfg.mlp, up)               # (B, T, F)
+        hidden, act_ctx = _activation_forward(cfg.mlp, up, inference)    # (B, T, F)
     y, down_ctx = linear_forward(hidden, params["w_down"], params.get("b_down"))  # -> (B, T, C)
     return y, MLPCtx(cfg.mlp, up_ctx, gate_ctx, act_ctx, down_ctx)
 

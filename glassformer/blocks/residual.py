@@ -121,7 +121,8 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     # MLP sub-block
     norm2 = sub_params(params, "norm2.")
     m, norm_ctx = _residual_in(norm2, h, cfg)
-    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg)
+    # a forward with a KV cache is generation: no backward follows (attention refuses one too)
+    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg, inference=kv_cache is not None)
     out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 

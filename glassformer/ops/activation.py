@@ -49,8 +49,9 @@ class GeluCtx(NamedTuple):
 
     slope:  d out / d x = g + x g'(x) at every element (x's shape and dtype), with g and g' as
             in the module docstring for the chosen `approximate`. Backward is dout * slope.
+            None when the forward was asked not to keep it (inference: no backward follows).
     """
-    slope: np.ndarray
+    slope: np.ndarray | None
 
 
 class ReluCtx(NamedTuple):
@@ -87,10 +88,12 @@ def _normal_cdf(x: np.ndarray) -> np.ndarray:
     return cdf.astype(x.dtype, copy=False)
 
 
-def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarray, GeluCtx]:
+def gelu_forward(x: np.ndarray, *, approximate: str = "none", keep_slope: bool = True
+                 ) -> tuple[np.ndarray, GeluCtx]:
     """GELU(x) = x * Phi(x), or GPT-2's tanh approximation. (...) -> (...), x's dtype.
 
-    ctx keeps the slope g + x g'(x) for backward (see the module docstring).
+    ctx keeps the slope g + x g'(x) for backward (see the module docstring); keep_slope=False
+    skips it (about half the passes over x) when no backward will run, as in cached generation.
 
     >>> out, ctx = gelu_forward(np.array([-1.0, 0.0, 1.0]))
     >>> np.round(out, 6).tolist(), np.round(ctx.slope, 6).tolist()
@@ -99,6 +102,9 @@ def gelu_forward(x: np.ndarray, *, approximate: str = "none") -> tuple[np.ndarra
     check_float("x", x)
     if approximate not in _GELU_MODES:
         raise GlassformerError(f"expected approximate to be 'none' or 'tanh', got {approximate!r}")
+    if not keep_slope:
+        gate = _normal_cdf(x) if approximate == "none" else _sigmoid_two_u(x, x * x)
+        return np.multiply(x, gate, out=gate), GeluCtx(slope=None)
     if approximate == "none":
         gate = _normal_cdf(x)                                  # Phi(x)
         slope = x * x
@@ -148,6 +154,9 @@ def _tanh_gate_slope(x: np.ndarray, gate: np.ndarray, square: np.ndarray) -> np.
 
 def gelu_backward(dout: np.ndarray, ctx: GeluCtx) -> np.ndarray:
     """dx = dout * (g + x g'(x)), the slope kept by the forward. (...) -> (...)."""
+    if ctx.slope is None:
+        raise GlassformerError("this GELU forward ran with keep_slope=False (inference): it "
+                               "kept nothing to run backward with")
     return dout * ctx.slope
 
 

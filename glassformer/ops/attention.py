@@ -16,6 +16,9 @@ An optional float `bias`, broadcastable to (..., T, S), is added to the scaled s
 mask: ALiBi (ops/position.py: alibi_bias) or another relative-position bias. Such biases are
 constants, so backward returns no gradient for them (d scores flows to Q and K only).
 
+Causal attention over many queries (a long prompt) runs block by block, each block of queries
+against only the keys it may see (`_causal_by_blocks`): about half the work, the same numbers.
+
 A query with no allowed key outputs zeros and gets zero gradients (torch returns NaN there).
 Leading dims of k and v may be 1 where q's are larger: grouped-query attention uses this to share
 one K/V head across several query heads by broadcasting, with no copy; backward sums them back.
@@ -60,6 +63,10 @@ class AttentionCtx(NamedTuple):
     allowed: np.ndarray | None
     softmax: SoftmaxCtx
     bias: np.ndarray | None = None
+
+
+# Causal attention over more queries than this runs block by block (_causal_by_blocks).
+CAUSAL_BLOCK = 128
 
 
 class AttentionGrads(NamedTuple):
@@ -176,14 +183,64 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     t, s = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     allowed = combine_masks(mask, causal, t, s)
-    scores = attention_scores(q, k, scale)                    # (..., T, S)
-    if bias is not None:
-        scores = scores + bias                     # (..., T, S) + broadcast bias -> (..., T, S)
-    weights, softmax_ctx = softmax_forward(scores, mask=allowed)
-    out = weights @ v                         # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    if causal and t > CAUSAL_BLOCK:
+        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias)
+        softmax_ctx = SoftmaxCtx(probs=weights)
+    else:
+        scores = attention_scores(q, k, scale)                # (..., T, S)
+        if bias is not None:
+            scores = scores + bias                 # (..., T, S) + broadcast bias -> (..., T, S)
+        weights, softmax_ctx = softmax_forward(scores, mask=allowed)
+        out = weights @ v                     # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
     ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx,
                        bias=bias)
     return out, ctx
+
+
+def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
+                      allowed: np.ndarray, bias: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Causal attention one block of CAUSAL_BLOCK queries at a time, each against only the keys
+    it may see: (weights (..., T, S), out (..., T, Dv)), the same numbers as the whole product.
+
+        keys:       0 ........................ S
+        block 0     ####                             # computed, the rest of the row stays 0
+        block 1     ########
+        block 2     ############
+        block 3     ################
+
+    A causal row never sees later keys, so their scores are never formed: the products and the
+    softmax passes cover about half of the (T, S) square instead of all of it.
+    note: a loop over query blocks (T / CAUSAL_BLOCK of them), not over tokens; each block is
+    still one batched product over every head.
+    """
+    t, s = q.shape[-2], k.shape[-2]
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    weights = np.zeros(lead + (t, s), q.dtype)     # the blocks never written hold exact zeros
+    out = np.empty(lead + (t, v.shape[-1]), q.dtype)
+    k_t = transposed_operand(k, t)                 # (..., S, D) -> (..., D, S), contiguous
+    for start in range(0, t, CAUSAL_BLOCK):
+        stop = min(start + CAUSAL_BLOCK, t)
+        keys = stop + (s - t)                      # the last query of the block sees keys < this
+        if keys <= 0:                              # S < T: these queries see no key at all
+            out[..., start:stop, :] = 0.0
+            continue
+        scores = q[..., start:stop, :] @ k_t[..., :keys]    # (..., bT, D) @ (..., D, bS)
+        scores *= scale
+        if bias is not None:
+            scores += _block_of(bias, start, stop, keys)
+        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, keys))
+        weights[..., start:stop, :keys] = block
+        out[..., start:stop, :] = block @ v[..., :keys, :]  # (..., bT, bS) @ (..., bS, Dv)
+    return weights, out
+
+
+def _block_of(a: np.ndarray, start: int, stop: int, keys: int) -> np.ndarray:
+    """Rows start:stop and columns :keys of an array broadcastable to (..., T, S); an axis of
+    size 1 (broadcast) is kept whole."""
+    rows = slice(None) if a.shape[-2] == 1 else slice(start, stop)
+    cols = slice(None) if a.shape[-1] == 1 else slice(0, keys)
+    return a[..., rows, cols]
 
 
 def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGrads:

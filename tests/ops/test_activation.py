@@ -133,3 +133,14 @@ def test_float32_parity_with_torch_and_float64(name):
     out_t.backward(torch.tensor(dout))
     np.testing.assert_allclose(out, out_t.detach().numpy(), rtol=TORCH_RTOL, atol=TORCH_ATOL)
     np.testing.assert_allclose(dx, x_t.grad.numpy(), rtol=TORCH_RTOL, atol=TORCH_ATOL)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_without_slope_gives_the_same_output_and_refuses_backward(approximate):
+    x = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)
+    out, _ = gelu_forward(x, approximate=approximate)
+    fast, ctx = gelu_forward(x, approximate=approximate, keep_slope=False)
+    np.testing.assert_array_equal(fast, out)
+    assert fast.dtype == np.float32 and ctx.slope is None
+    with pytest.raises(GlassformerError, match="keep_slope=False"):
+        gelu_backward(np.ones_like(x), ctx)

@@ -148,3 +148,32 @@ def test_error_mixed_dtypes():
     q, k, v = _qkv()
     with pytest.raises(GlassformerError, match="one dtype"):
         attention_forward(q.astype(np.float64), k, v)
+
+
+@pytest.mark.parametrize("t, s, grouped, with_mask, with_bias", [
+    (300, 300, False, False, False),   # a prompt: 3 blocks, the last one partial
+    (260, 400, True, True, False),     # queries after 140 cached keys, GQA, padding
+    (257, 257, False, False, True),    # an ALiBi-style bias, one query in the last block
+    (300, 200, False, False, False),   # fewer keys than queries: the first rows see nothing
+])
+def test_causal_blocks_equal_the_whole_product(t, s, grouped, with_mask, with_bias):
+    """Long causal attention runs block by block; weights, output and gradients are the whole
+    product's (computed here through the same mask given explicitly, which takes that path)."""
+    from glassformer.ops.attention import CAUSAL_BLOCK, causal_mask
+
+    assert t > CAUSAL_BLOCK
+    rng = np.random.default_rng(0)
+    lead_q, lead_k = ((1, 2, 3), (1, 2, 1)) if grouped else ((2, 3), (2, 3))
+    q = rng.standard_normal(lead_q + (t, 8))
+    k = rng.standard_normal(lead_k + (s, 8))
+    v = rng.standard_normal(lead_k + (s, 5))
+    mask = rng.random(lead_k[:1] + (1,) * (len(lead_k) - 1) + (1, s)) > 0.2 if with_mask else None
+    bias = rng.standard_normal(lead_q[-1:] + (t, s)) if with_bias else None
+    out, ctx = attention_forward(q, k, v, mask=mask, causal=True, bias=bias)
+    rule = causal_mask(t, s) if mask is None else np.logical_and(mask, causal_mask(t, s))
+    ref_out, ref_ctx = attention_forward(q, k, v, mask=rule, causal=False, bias=bias)
+    np.testing.assert_allclose(out, ref_out, atol=1e-12)
+    np.testing.assert_allclose(ctx.softmax.probs, ref_ctx.softmax.probs, atol=1e-12)
+    dout = rng.standard_normal(out.shape)
+    for grad, ref in zip(attention_backward(dout, ctx), attention_backward(dout, ref_ctx)):
+        np.testing.assert_allclose(grad, ref, atol=1e-10)
