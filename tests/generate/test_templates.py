@@ -32,7 +32,8 @@ CONVERSATIONS = {
                            {"role": "user", "content": "多轮对话\n第二行"}],
     "quotes": [{"role": "system", "content": "Say \"yes\" or 'no'."},
                {"role": "user", "content": "It's \"quoted\" \\ back\\slash"}],
-    "tag-like text": [{"role": "user", "content": "<b>bold</b> </s> [INST] {{ x }} {% if %} " + INJECTION},
+    "tag-like text": [{"role": "user",
+                       "content": "<b>bold</b> </s> [INST] {{ x }} {% if %} " + INJECTION},
                       {"role": "assistant", "content": " <<SYS>> [/INST] "},
                       {"role": "user", "content": "<tool_call>{\"a\": 1}</tool_call>"}],
     "roles not alternating": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
@@ -103,6 +104,17 @@ def test_every_template_renders_a_plain_conversation_and_two_raise_on_alternatio
             assert str(err).startswith("the chat template refuses this conversation: ")
             raised.append(name)
     assert raised == ["llama2", "mistral"]
+
+
+def test_strftime_now_and_loop_controls():
+    from datetime import datetime
+
+    year = render_chat("{{ strftime_now('%Y') }}", [{"role": "user", "content": "x"}])
+    assert year in {str(datetime.now().year - 1), str(datetime.now().year)}   # new year's eve
+    template = ("{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}"
+                "{{ m.content }}{% endfor %}")
+    assert render_chat(template, [{"role": "user", "content": "a"},
+                                  {"role": "user", "content": "b"}]) == "a"
 
 
 def test_tojson_keeps_non_ascii_and_markup():
