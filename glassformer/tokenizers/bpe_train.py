@@ -59,22 +59,30 @@ class Corpus(NamedTuple):
     weights: list[int]   # how often the word holding this place occurs in the text
 
 
-def build_corpus(word_counts: Counter) -> Corpus:
-    """Lay the distinct words end to end as byte ids, linked within each word."""
+def build_corpus(word_counts: Counter) -> tuple[Corpus, dict[Pair, int], dict[Pair, array]]:
+    """Lay the distinct words end to end as byte ids, linked within each word; count the pairs.
+
+    Built with NumPy (no Python loop over bytes), then handed to the merge loop as a list and
+    arrays, whose items read as plain ints.
+    """
     encoded = [word.encode("utf-8") for word in word_counts]
     lengths = np.array([len(data) for data in encoded], dtype=np.int64)     # (W,)
     total = int(lengths.sum())
     if total > MAX_SYMBOLS:
         raise GlassformerError(f"the distinct words hold {total} bytes; training takes at most "
                                f"{MAX_SYMBOLS} (32-bit places)")
+    joined = b"".join(encoded)
+    del encoded
+    symbols = np.frombuffer(joined, dtype=np.uint8)                         # (N,)
     ends = np.cumsum(lengths)                                               # (W,) one past each
     after = np.arange(1, total + 1, dtype=np.int32)                         # (N,)
     after[ends - 1] = -1
     before = np.arange(-1, total - 1, dtype=np.int32)                       # (N,)
     before[ends - lengths] = -1
     weights = np.repeat(np.array(list(word_counts.values()), dtype=np.int64), lengths)  # (N,)
-    return Corpus(list(b"".join(encoded)), int32_array(after), int32_array(before),
-                  weights.tolist())
+    pair_counts, places = count_pairs(symbols, after, weights)
+    corpus = Corpus(list(joined), int32_array(after), int32_array(before), weights.tolist())
+    return corpus, pair_counts, places
 
 
 def int32_array(values: np.ndarray) -> array:
@@ -84,21 +92,20 @@ def int32_array(values: np.ndarray) -> array:
     return result
 
 
-def count_pairs(corpus: Corpus) -> tuple[dict[Pair, int], dict[Pair, array]]:
+def count_pairs(symbols: np.ndarray, after: np.ndarray, weights: np.ndarray
+                ) -> tuple[dict[Pair, int], dict[Pair, array]]:
     """Weighted count of every adjacent byte pair, and the places where each one starts.
 
-    Done once, vectorised: a pair of bytes (a, b) is the code a * 256 + b.
+    Done once, vectorised: a pair of bytes (a, b) is the 16-bit code a * 256 + b.
     """
-    symbols = np.array(corpus.symbols, dtype=np.int64)                      # (N,)
-    after = np.frombuffer(corpus.after, dtype=np.int32)                     # (N,)
-    starts = np.flatnonzero(after >= 0)                                     # (P,) pair places
-    codes = (symbols[starts] * 256 + symbols[starts + 1]).astype(np.uint16)  # (P,)
-    weights = np.array(corpus.weights, dtype=np.int64)[starts]              # (P,)
-    totals = np.bincount(codes, weights=weights, minlength=256 * 256)       # (65536,)
+    starts = np.flatnonzero(after >= 0).astype(np.int32)                    # (P,) pair places
+    codes = symbols[starts].astype(np.uint16) * 256 + symbols[starts + 1]   # (P,)
+    totals = np.bincount(codes, weights=weights[starts], minlength=256 * 256)  # (65536,)
     # stable (a radix sort on 16 bits): each pair's places stay in increasing order
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     sorted_places = starts[order]
+    del order, starts
     bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
     pair_counts: dict[Pair, int] = {}
     places: dict[Pair, array] = {}
@@ -199,11 +206,10 @@ def train_bpe(text: str, vocab_size: int, *, pattern: str = "gpt2",
     if not text:
         raise GlassformerError("the training text is empty: there is nothing to learn merges from")
     pretokenizer = PreTokenizer.named(pattern)
-    corpus = build_corpus(Counter(pretokenizer.split(text)))
+    corpus, pair_counts, places = build_corpus(Counter(pretokenizer.split(text)))
     token_bytes = [bytes([byte]) for byte in range(256)]            # id -> bytes
     vocab = {data: token_id for token_id, data in enumerate(token_bytes)}
     merges: list[tuple[bytes, bytes]] = []
-    pair_counts, places = count_pairs(corpus)
     heap = [(-count, token_bytes[a], token_bytes[b], (a, b)) for (a, b), count in pair_counts.items()]
     heapq.heapify(heap)
     while len(vocab) < vocab_size - len(specials) and heap:
