@@ -1,16 +1,33 @@
-"""`glassformer chat`: talk with a chat model (its own chat template), streaming each reply."""
+"""`glassformer chat`: talk with a chat model (its own chat template), streaming each reply.
+
+At a terminal: line editing and history (the standard library's readline, where it exists),
+Ctrl-C stops the reply being written and keeps the conversation (a second Ctrl-C at the prompt,
+Ctrl-D or /exit ends it), and the commands of COMMANDS. A line starting with "/" is a command,
+never a message: an unknown one is refused ("//text" sends "/text"). With stdin from a pipe it
+reads one message per line and prints only the replies on stdout.
+"""
 from __future__ import annotations
 
+import json
 import sys
+import time
+from pathlib import Path
 
-from glassformer.cli.common import (add_sampling_arguments, model_help, print_stream,
-                                    report_speed, sampling_kwargs)
-from glassformer.generate.chat import open_chat
+from glassformer.cli.common import add_sampling_arguments, model_help, sampling_kwargs
+from glassformer.errors import GlassformerError
+from glassformer.generate.chat import ChatSession, open_chat
 
 NAME = "chat"
 HELP = "chat with a model that has a chat template (e.g. --model smollm2); multi-turn on stdin"
+PROMPT = "you> "
+COMMANDS = {
+    "/help": "list these commands",
+    "/reset": "start the conversation over (the system prompt stays)",
+    "/system TEXT": "set the system prompt (the conversation stays); /system alone shows it",
+    "/save FILE": "write the conversation to FILE as chat JSONL, one message per line",
+    "/exit": "end the chat (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)",
+}
 EXIT_WORDS = ("/exit", "/quit")
-RESET_WORD = "/reset"
 
 
 def add_arguments(parser) -> None:
@@ -21,40 +38,166 @@ def add_arguments(parser) -> None:
     parser.add_argument("--system", default=None,
                         help="system prompt (default: the one the chat template adds, if any)")
     parser.add_argument("--stats", action="store_true",
-                        help="print tokens/s on stderr after each reply")
+                        help="after each reply, print on stderr the prompt tokens read again "
+                             "and reused from the KV cache, and prefill and decode tokens/s")
     # SmolLM2-Instruct's model card recommends temperature 0.2 and top-p 0.9.
     add_sampling_arguments(parser, max_new_tokens=256, temperature=0.2, top_p=0.9)
 
 
-def reply(session, text: str, args) -> None:
-    n_tokens, seconds = print_stream(session.send(text, **sampling_kwargs(args)))
+def note(text: str) -> None:
+    """One line for the person at the terminal, on stderr (stdout holds only replies)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def load(args) -> ChatSession:
+    """open_chat, with a loading line at a terminal (a large model takes seconds)."""
+    talking = sys.stderr.isatty()
+    if talking:
+        print(f"loading {args.model} ...", end="", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    session = open_chat(args.model, system=args.system)
+    if talking:
+        note(f" ready in {time.perf_counter() - start:.1f} s")
+    if session.template.fallback:
+        note("note: this model's files hold no chat template; chatting in ChatML, which it may "
+             "not have been trained on")
+    return session
+
+
+def reply(session: ChatSession, text: str, args) -> None:
+    """Stream one reply to stdout; Ctrl-C stops it, keeping what was written."""
+    stream = session.send(text, **sampling_kwargs(args))
+    turn = session.turns[-1]
+    if turn.dropped_messages:
+        note(f"[the conversation outgrew the context of {session.model.context_len} tokens: "
+             f"the {turn.dropped_messages} oldest messages were dropped]")
+    try:
+        for step in stream:
+            sys.stdout.write(step.text)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        stream.close()  # the reply so far joins the conversation
+        sys.stdout.write("\n")
+        note("[stopped]")
+        return
     sys.stdout.write("\n")
     sys.stdout.flush()
     if args.stats:
-        report_speed(n_tokens, seconds)
+        note(turn_stats(session.turns[-1]))
+
+
+def turn_stats(turn) -> str:
+    """[prefill: N tokens read (M reused), X tok/s | decode: K tokens, Y tok/s]"""
+    prefill_rate = turn.prefilled_tokens / max(turn.prefill_seconds, 1e-9)
+    decoded = max(turn.new_tokens - 1, 0)  # the first token comes with the prefill
+    decode_rate = decoded / turn.decode_seconds if turn.decode_seconds > 0 else 0.0
+    return (f"[prefill: {turn.prefilled_tokens} tokens ({turn.reused_tokens} reused from the "
+            f"cache) in {turn.prefill_seconds:.2f} s, {prefill_rate:.1f} tokens/s | decode: "
+            f"{decoded} tokens in {turn.decode_seconds:.2f} s, {decode_rate:.1f} tokens/s]")
+
+
+def system_prompt(session: ChatSession) -> str | None:
+    messages = session.messages
+    return messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+
+
+def command(session: ChatSession, line: str) -> bool:
+    """Run one /command; False when the chat should end."""
+    name, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if name in EXIT_WORDS:
+        return False
+    if name == "/help":
+        width = max(len(usage) for usage in COMMANDS)
+        for usage, what in COMMANDS.items():
+            note(f"  {usage:<{width}}  {what}")
+        note("  a line starting with // sends the rest as a message: //help sends /help")
+    elif name == "/reset":
+        session.reset(system=system_prompt(session))
+        note("[conversation reset]")
+    elif name == "/system" and not rest:
+        note(f"[system prompt: {system_prompt(session)!r}]")
+    elif name == "/system":
+        kept = session.messages[1:] if system_prompt(session) is not None else session.messages
+        session.messages = [{"role": "system", "content": rest}] + kept
+        note("[system prompt set]")
+    elif name == "/save" and rest:
+        save_chat(session.messages, Path(rest))
+        note(f"[{len(session.messages)} messages written to {rest}]")
+    elif name == "/save":
+        note("[/save needs a file name: /save FILE]")
+    else:
+        note(f"[unknown command {line!r}; /help lists the commands]")
+    return True
+
+
+def save_chat(messages: list[dict], path: Path) -> None:
+    """Chat JSONL: one {"role": ..., "content": ...} object per line, UTF-8 as written."""
+    lines = [json.dumps({"role": m["role"], "content": m["content"]}, ensure_ascii=False)
+             for m in messages]
+    try:
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    except OSError as err:
+        raise GlassformerError(f"cannot write {path}: {err.strerror}") from None
+
+
+def read_line(interactive: bool) -> str | None:
+    """The next line typed (None at end of input); Ctrl-C raises KeyboardInterrupt."""
+    if not interactive:
+        line = sys.stdin.readline()
+        return line if line else None
+    try:
+        return input(PROMPT)  # with readline loaded: arrow keys edit, up/down walk the history
+    except EOFError:
+        sys.stdout.write("\n")
+        return None
+
+
+def line_editing() -> None:
+    """Load readline where it exists: importing it gives input() editing and history."""
+    try:
+        import readline  # noqa: F401
+    except ImportError:
+        pass
+
+
+def chat_loop(session: ChatSession, args) -> int:
+    interactive = sys.stdin.isatty()
+    if interactive:
+        line_editing()
+        note(f"chatting with {args.model}: /help lists the commands, Ctrl-C stops a reply, "
+             "Ctrl-D or /exit ends")
+    warned = False  # one Ctrl-C at the prompt warns, a second one in a row ends the chat
+    while True:
+        try:
+            line = read_line(interactive)
+        except KeyboardInterrupt:
+            if warned:
+                sys.stdout.write("\n")
+                return 0
+            warned = True
+            sys.stdout.write("\n")
+            note("[Ctrl-C again, Ctrl-D or /exit ends the chat]")
+            continue
+        warned = False
+        if line is None:
+            return 0
+        text = line.strip()
+        try:
+            if text.startswith("/") and not text.startswith("//"):
+                if not command(session, text):
+                    return 0
+            elif text:
+                reply(session, text[1:] if text.startswith("//") else text, args)
+        except GlassformerError as err:
+            if not interactive:
+                raise
+            note(f"error: {err}")  # at a terminal the conversation goes on
 
 
 def run(args) -> int:
-    session = open_chat(args.model, system=args.system)
-    if session.template.fallback:
-        print("note: this model's files hold no chat template; chatting in ChatML, which it may "
-              "not have been trained on", file=sys.stderr)
+    session = load(args)
     if args.message is not None:
         reply(session, args.message, args)
         return 0
-    interactive = sys.stdin.isatty()
-    if interactive:
-        print(f"chatting with {args.model}: {RESET_WORD} starts over, "
-              f"{' or '.join(EXIT_WORDS)} (or Ctrl-D) ends", file=sys.stderr)
-    while True:
-        if interactive:
-            print("you> ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line or line.strip() in EXIT_WORDS:
-            return 0
-        text = line.strip()
-        if text == RESET_WORD:
-            session.messages = session.messages[:1] if args.system else []
-            continue
-        if text:
-            reply(session, text, args)
+    return chat_loop(session, args)
