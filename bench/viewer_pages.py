@@ -56,6 +56,8 @@ def screenshots(page_path: Path, seed_path: Path, folder: Path) -> None:
         for view in VIEWS:
             if view == "tokens":
                 page.click(".tok[data-pos='9']")     # a byte-level part of 法: shows its hex
+            page.locator(f"#{view}").scroll_into_view_if_needed()
+            page.wait_for_timeout(300)              # the model view draws what scrolled in
             shot(page, f"#{view}", folder / f"view_{view}.png")
         page.click("#lang-zh")
         shot(page, "#lens", folder / "view_lens_zh.png")

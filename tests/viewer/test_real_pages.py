@@ -49,10 +49,11 @@ def test_smollm2_page_in_chromium(tmp_path, open_page, drawn):
     seen = inspect(model, PROMPT)
     for ours, ref in zip(seen.attentions, theirs):
         assert np.abs(ours - ref).max() <= INSPECT_ATOL
-    page_path = show(model, PROMPT, tmp_path / "smollm2.html", name="smollm2",
-                     layers=",".join(str(layer) for layer, _ in CHECKED))
+    page_path = show(model, PROMPT, tmp_path / "smollm2.html", name="smollm2")
     watched = open_page(page_path)
     page = watched.page
+    decoded = page.evaluate("window.glassformerViewer.decodedLayers()")
+    assert 0 in decoded and len(decoded) < 30                  # layers decode when first drawn
     for layer, head in CHECKED:
         shown = np.array(page.evaluate(f"window.glassformerViewer.attention({layer}, {head})"))
         assert np.abs(shown - theirs[layer][0, head]).max() <= PAGE_ATOL
@@ -64,6 +65,11 @@ def test_smollm2_page_in_chromium(tmp_path, open_page, drawn):
     assert "⟨" in "".join(token["text"] for token in tokens) and len(tokens) == len(ids)
     top = page.evaluate(f"window.glassformerViewer.logitLens(29, {len(ids) - 1})")
     assert top[0]["id"] == int(seen.out[0, -1].argmax())
+    assert 27 not in page.evaluate("window.glassformerViewer.decodedLayers()")
+    thumbnail = "#model-grid canvas[data-layer='27'][data-head='8']"
+    page.locator(thumbnail).scroll_into_view_if_needed()
+    page.wait_for_function("window.glassformerViewer.decodedLayers().includes(27)")
+    assert drawn(page, thumbnail)
     page.click("#lang-zh")
     assert drawn(page, "#heatmap-canvas") and drawn(page, "#head-canvas")
     watched.checked()

@@ -189,7 +189,8 @@ function headView() {
   return GF.el("section", { id: "head-view" }, [GF.el("h2", { text: t("headView") + " · " + t("layer") + " " + state.layer }),
     GF.el("p", { class: "note", text: t("headNote") }), canvas]);
 }
-function small(layer, head, px) {
+function drawSmall(canvas) {          /* one layer x head thumbnail, drawn when it scrolls into view */
+  const layer = Number(canvas.dataset.layer), head = Number(canvas.dataset.head);
   const index = D.heads.indexOf(head), w = layerWeights(layer);
   const off = GF.el("canvas", { width: S, height: T });
   const octx = off.getContext("2d"), image = octx.createImageData(S, T);
@@ -201,15 +202,27 @@ function small(layer, head, px) {
     }
   }
   octx.putImageData(image, 0, 0);
-  const canvas = GF.el("canvas", { width: px, height: px, "data-layer": layer, "data-head": head,
-    title: t("layer") + " " + layer + " · " + t("head") + " " + head });
   const ctx = canvas.getContext("2d");
   ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, px, px);
+  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+}
+let thumbnails = null;                /* the IntersectionObserver of the current model view */
+function small(layer, head, px) {
+  const canvas = GF.el("canvas", { width: px, height: px, "data-layer": layer, "data-head": head,
+    title: t("layer") + " " + layer + " · " + t("head") + " " + head });
   canvas.addEventListener("click", function () { state.layer = layer; state.head = head; render(); document.getElementById("heatmap").scrollIntoView(); });
+  thumbnails.observe(canvas);
   return canvas;
 }
 function modelView() {
+  /* note: a layer is decoded only when a view first needs it; the thumbnails ask when they
+     scroll into view, so a long page does not decode all its layers at load */
+  if (thumbnails) thumbnails.disconnect();
+  thumbnails = new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (entry.isIntersecting) { drawSmall(entry.target); thumbnails.unobserve(entry.target); }
+    });
+  });
   const px = Math.max(36, Math.min(80, Math.floor(900 / D.heads.length)));
   const grid = GF.el("div", { class: "grid", id: "model-grid", style: "grid-template-columns: 48px repeat(" + D.heads.length + ", " + px + "px)" });
   grid.appendChild(GF.el("span"));
@@ -310,6 +323,7 @@ window.glassformerViewer = {
   heads: function () { return D.heads.slice(); },
   attention: attention,
   logitLens: lensAt,
+  decodedLayers: function () { return Array.from(decoded.keys()).sort(function (a, b) { return a - b; }); },
   setLang: setLang,
   lang: function () { return GF.lang; },
 };
