@@ -1,5 +1,5 @@
 """glassformer.inspect: attentions equal transformers' output_attentions (eager attention) for
-random-init GPT-2, LLaMA with grouped KV heads and BERT with padding; hidden states equal
+random-init GPT-2, LLaMA and Qwen2 with grouped KV heads and BERT with padding; hidden states equal
 output_hidden_states; the logit lens ends at the model's own prediction."""
 import numpy as np
 import pytest
@@ -23,11 +23,13 @@ def hf_model(kind: str):
     if kind == "gpt2":
         cfg = transformers.GPT2Config(n_positions=64, n_embd=32, n_layer=2, n_head=4, **common)
         return transformers.GPT2LMHeadModel(cfg).eval()
+    decoder = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                   **common)
     if kind == "llama":
-        cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2,
-                                       max_position_embeddings=64, **common)
-        return transformers.LlamaForCausalLM(cfg).eval()
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(**decoder)).eval()
+    if kind == "qwen2":  # q/k/v biases
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**decoder)).eval()
     cfg = transformers.BertConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                   num_attention_heads=4, max_position_embeddings=64, **common)
     return transformers.BertModel(cfg).eval()
@@ -42,7 +44,7 @@ def ids_and_mask(kind: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "bert"])
 def test_attentions_and_hidden_states_equal_transformers(kind, tmp_path):
     reference = hf_model(kind)
     reference.save_pretrained(tmp_path)

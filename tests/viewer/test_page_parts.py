@@ -121,3 +121,17 @@ def test_png_figures_are_written(tmp_path):
     assert names == ["attention_L1_H0.png", "logit_lens.png", "model_view.png",
                      "residual_norms.png"]
     assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in names)
+
+
+def test_a_page_past_the_size_budget_says_so(tmp_path, monkeypatch):
+    from glassformer.models.gpt2 import GPT2Config, init_params
+    from glassformer.models.model import Model
+    from glassformer.viewer import page_data
+    from glassformer.viewer.show import show
+    from glassformer.tokenizers.char import CharTokenizer
+    tokenizer = CharTokenizer(list("abcdefgh"))
+    cfg = GPT2Config(vocab_size=8, n_layer=2, n_head=2, d_model=8, max_seq_len=8)
+    model = Model(cfg, init_params(cfg, np.random.default_rng(0)), tokenizer)
+    monkeypatch.setattr(page_data, "ATTENTION_BUDGET_BYTES", 100)
+    with pytest.raises(GlassformerError, match="past the page budget.*--layers and --heads"):
+        show(model, "abcdefgh", tmp_path / "page.html", name="tiny")
