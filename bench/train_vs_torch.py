@@ -2,22 +2,20 @@
 
 nanoGPT's Shakespeare-char CPU recipe (L=4, H=4, C=128, T=64, B=12, AdamW lr 1e-3, betas
 0.9/0.99, wd 0.1, clip 1.0, no biases, no dropout). The torch model (torchref/gpt.py) starts from a
-copy of our weights and sees the same batches. Both run in this process, alternating blocks of
-iterations so machine noise hits both alike; each figure is the median ms per iteration. Peak RSS
-is measured in two child processes that each run one side only.
-
-Both sides use every core, each its own way, as `glassformer train` and nanoGPT do: torch splits
-each op over its intra-op threads; glassformer trains one batch shard per core, shard 0 here and
-the others in worker processes (train/parallel.py, `--workers`). The one-worker figure
-(`--workers 1`: plain single-process NumPy, BLAS on every core) is printed too. glassformer's peak
-RSS is the sum over its processes (pages they share count in each).
+copy of our weights and sees the same batches. Both sides use every core, each its own way, as `glassformer train` and nanoGPT do: torch splits
+each op over its intra-op threads; glassformer trains one batch shard per core, one MPI rank each
+(train/distributed.py, `--workers`). The bench starts itself under mpiexec with that many ranks;
+rank 0 also runs the torch side, alternating blocks of iterations, while the other ranks wait
+asleep (not spinning on a core torch needs). The one-rank figure (`--workers 1`: plain
+single-process NumPy, BLAS on every core) is printed too. Peak RSS is measured in separate runs
+that each run one side only; glassformer's is the sum over its ranks.
 
     python -m bench.train_vs_torch [--iters 100] [--data ../shared/data/tinyshakespeare.txt]
 
 (from the repository root, as a module: the torch side imports torchref/, which sits there.)
 
 Last line: one JSON object with glassformer_ms_per_iter, torch_ms_per_iter, ratio, peak RSS,
-workers, and the same figures for one worker.
+workers, and the same figures for one rank.
 """
 from __future__ import annotations
 
@@ -28,18 +26,18 @@ import statistics
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from glassformer.allocator import keep_freed_memory
 from glassformer.blas import blas_threads
+from glassformer.cli.launch import ROOT_VARIABLES, mpiexec_path
 from glassformer.models import gpt2
+from glassformer.train.distributed import (data_parallel_step, default_workers, mpi_comm,
+                                           threads_per_rank, usable_cores)
 from glassformer.train.optim import adamw_init
-from glassformer.train.parallel import (parallel_train_step, parallel_workers, resolve_workers,
-                                        share_run_arrays, usable_cores)
-from glassformer.train.workers import peak_rss_mib as worker_peak_rss_mib
+from glassformer.train.step import train_step
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,28 +65,22 @@ def batches(ids: np.ndarray, n: int, seed: int = 0):
         yield ids[rows], ids[rows + 1]
 
 
-def glassformer_stepper(cfg, params, workers: int):
-    """One training step as `glassformer train` runs it, with `workers` shards.
+def glassformer_stepper(cfg, params, comm=None):
+    """One training step as `glassformer train` runs it: over the ranks of `comm`, or (None)
+    in this process alone."""
+    state = {"opt": adamw_init(params)}
+    hyper = dict(grad_clip=RECIPE["grad_clip"], lr=RECIPE["lr"], beta1=RECIPE["beta1"],
+                 beta2=RECIPE["beta2"], weight_decay=RECIPE["weight_decay"])
 
-    Returns (step(x, y, procs), start_workers()): shards 1.. run in the worker processes
-    `start_workers()` starts (a context manager yielding `procs`).
-    """
-    opt = adamw_init(params)
-    if workers > 1:
-        params, opt = share_run_arrays(params, opt)
-    state = {"opt": opt}
-
-    def step(x, y, procs=None):
-        loss, state["opt"] = parallel_train_step(
-            gpt2, params, cfg, [(x, y)], state["opt"], rng=None, workers=workers, procs=procs,
-            grad_clip=RECIPE["grad_clip"], lr=RECIPE["lr"], beta1=RECIPE["beta1"],
-            beta2=RECIPE["beta2"], weight_decay=RECIPE["weight_decay"])
+    def step(x, y):
+        if comm is None:
+            loss, state["opt"] = train_step(gpt2, params, cfg, [(x, y)], state["opt"], rng=None,
+                                            **hyper)
+        else:
+            loss, state["opt"] = data_parallel_step(comm, gpt2, params, cfg, [(x, y)],
+                                                    state["opt"], rng=None, **hyper)
         return loss
-
-    def start_workers():
-        return parallel_workers(gpt2, cfg, params, state["opt"], workers=workers,
-                                batch_size=RECIPE["batch"], block_size=RECIPE["block"])
-    return step, start_workers
+    return step
 
 
 def torch_stepper(cfg, params):
@@ -137,25 +129,74 @@ def timed(step, data) -> list[float]:
 
 
 def one_core(step, data) -> list[float]:
-    """`timed` for the one-worker side: plain NumPy, its BLAS on every core (workers idle)."""
+    """`timed` for the one-rank side: plain NumPy, its BLAS on every core (other ranks idle)."""
     with blas_threads(usable_cores()):
         return timed(step, data)
 
 
-def child(side: str, iters: int, data_path: Path) -> None:
-    """Run one side only and print its peak RSS (MiB) and ms/iter as JSON."""
+def wait_asleep(comm) -> None:
+    """Block until rank 0 reaches its matching `release`, sleeping rather than spinning (MPI's
+    blocking calls poll, which would take a core from torch)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(0.0005)
+
+
+def release(comm) -> None:
+    comm.Ibarrier().Wait()
+
+
+def compare(comm, args) -> None:
+    """The side-by-side run on every rank; rank 0 prints its medians as JSON."""
+    ids, vocab = load_ids(args.data)
+    cfg, params = model_and_params(vocab)
+    data = list(batches(ids, args.iters + 10))
+    ours = glassformer_stepper(cfg, params, comm)
+    rank0 = comm.Get_rank() == 0
+    if rank0:
+        torch_step = torch_stepper(cfg, {k: v.copy() for k, v in params.items()})
+        one_step = glassformer_stepper(cfg, {k: v.copy() for k, v in params.items()})
+    ours_ms, one_ms, torch_ms = [], [], []
+    with blas_threads(threads_per_rank(comm)):
+        for start in range(0, len(data), args.block):
+            chunk = data[start:start + args.block]
+            ms = timed(ours, chunk)
+            if not rank0:
+                wait_asleep(comm)
+                continue
+            others = one_core(one_step, chunk), timed(torch_step, chunk)
+            release(comm)
+            if start >= 10:  # the first block warms up
+                ours_ms, one_ms, torch_ms = ours_ms + ms, one_ms + others[0], torch_ms + others[1]
+    if rank0:
+        print(json.dumps({"ours": statistics.median(ours_ms), "one": statistics.median(one_ms),
+                          "torch": statistics.median(torch_ms)}))
+
+
+def child(comm, side: str, iters: int, data_path: Path) -> None:
+    """Run one side only and print its peak RSS (MiB; glassformer: summed over ranks)."""
     ids, vocab = load_ids(data_path)
     cfg, params = model_and_params(vocab)
-    workers_rss = 0.0
     if side == "glassformer":
-        step, start_workers = glassformer_stepper(cfg, params, resolve_workers(0, RECIPE["batch"]))
-        with start_workers() as procs:
-            ms = timed(partial(step, procs=procs), batches(ids, iters))
-            workers_rss = worker_peak_rss_mib(procs)
-    else:
-        ms = timed(torch_stepper(cfg, params), batches(ids, iters))
-    rss_mib = peak_rss_mib() + workers_rss
-    print(json.dumps({"side": side, "peak_rss_mib": rss_mib, "ms": statistics.median(ms)}))
+        with blas_threads(threads_per_rank(comm)):
+            timed(glassformer_stepper(cfg, params, comm), batches(ids, iters))
+        total = sum(comm.allgather(peak_rss_mib()))
+        if comm.Get_rank() == 0:
+            print(json.dumps({"side": side, "peak_rss_mib": total}))
+        return
+    timed(torch_stepper(cfg, params), batches(ids, iters))
+    print(json.dumps({"side": side, "peak_rss_mib": peak_rss_mib()}))
+
+
+def under_mpiexec(workers: int, flags: list[str]) -> str:
+    """Run this bench as `workers` ranks; returns rank 0's last stdout line."""
+    command = [mpiexec_path(), "-n", str(workers), "--bind-to", "none", sys.executable, "-m",
+               "bench.train_vs_torch", *flags]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **ROOT_VARIABLES})
+    if done.returncode != 0:
+        sys.exit(f"mpiexec failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout.strip().splitlines()[-1]
 
 
 def main() -> None:
@@ -166,43 +207,33 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="corpus (char-level)")
     parser.add_argument("--child", choices=["glassformer", "torch"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(args.child, args.iters, args.data)
+    comm = mpi_comm()
+    if comm is not None:  # one of the ranks this bench started
+        if args.child:
+            child(comm, args.child, args.iters, args.data)
+        else:
+            compare(comm, args)
         return
-    ids, vocab = load_ids(args.data)
-    cfg, params = model_and_params(vocab)
-    workers = resolve_workers(0, RECIPE["batch"])
-    torch_step = torch_stepper(cfg, {k: v.copy() for k, v in params.items()})
-    one_core_params = {k: v.copy() for k, v in params.items()}
-    ours_ms, one_ms, torch_ms = [], [], []
-    data = list(batches(ids, args.iters + 10))
-    ours_step, start_workers = glassformer_stepper(cfg, params, workers)
-    one_step, _ = glassformer_stepper(cfg, one_core_params, 1)
-    # One set of worker processes for the whole run, as `glassformer train` has: they wait on
-    # their pipes (no CPU) while the other sides run. Starting them afresh for every block
-    # made each block's first step ~20 ms slower (new processes, cold memory), which no
-    # training run pays.
-    with start_workers() as procs:  # holds BLAS at one thread per process
-        ours = partial(ours_step, procs=procs)
-        timed(ours, data[:5]), one_core(one_step, data[:5]), timed(torch_step, data[:5])
-        for start in range(10, len(data), args.block):
-            chunk = data[start:start + args.block]
-            ours_ms += timed(ours, chunk)
-            one_ms += one_core(one_step, chunk)
-            torch_ms += timed(torch_step, chunk)
-    rss = {}
-    for side in ("glassformer", "torch"):
-        done = subprocess.run([sys.executable, "-m", "bench.train_vs_torch", "--child", side,
-                               "--iters", "20", "--data", str(args.data)], cwd=ROOT,
-                              capture_output=True, text=True, check=True)
-        rss[side] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"]
-    ours, one, theirs = (statistics.median(ms) for ms in (ours_ms, one_ms, torch_ms))
+    if args.child == "torch":
+        child(None, "torch", args.iters, args.data)
+        return
+    workers = default_workers(RECIPE["batch"])
+    flags = ["--iters", str(args.iters), "--block", str(args.block), "--data", str(args.data)]
+    ms = json.loads(under_mpiexec(workers, flags))
+    rss = {"glassformer": json.loads(under_mpiexec(workers, ["--child", "glassformer", "--iters",
+                                                             "20", "--data", str(args.data)]))}
+    done = subprocess.run([sys.executable, "-m", "bench.train_vs_torch", "--child", "torch",
+                           "--iters", "20", "--data", str(args.data)], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    rss["torch"] = json.loads(done.stdout.strip().splitlines()[-1])
+    rss = {side: record["peak_rss_mib"] for side, record in rss.items()}
+    ours, one, theirs = ms["ours"], ms["one"], ms["torch"]
     print(f"glassformer  {ours:8.2f} ms/iter   peak RSS {rss['glassformer']:7.1f} MiB   "
-          f"({workers} workers)")
-    print(f"  1 worker   {one:8.2f} ms/iter")
+          f"({workers} MPI ranks)")
+    print(f"  1 rank     {one:8.2f} ms/iter")
     print(f"torch        {theirs:8.2f} ms/iter   peak RSS {rss['torch']:7.1f} MiB")
     print(f"ratio (glassformer / torch ms per iter): {ours / theirs:.3f}  "
-          f"(1 worker: {one / theirs:.3f})")
+          f"(1 rank: {one / theirs:.3f})")
     print(json.dumps({"glassformer_ms_per_iter": round(ours, 3), "torch_ms_per_iter": round(theirs, 3),
                       "ratio": round(ours / theirs, 4), "workers": workers,
                       "one_worker_ms_per_iter": round(one, 3),

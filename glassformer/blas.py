@@ -2,7 +2,7 @@
 
 By default OpenBLAS splits every product over all cores. That is right when one product is all the
 work there is, and wrong when the program already keeps every core busy itself: data-parallel
-training (train/parallel.py) runs one batch shard per core, one process each, and a shard's
+training (train/distributed.py) runs one batch shard per core, one MPI rank each, and a shard's
 products must then run on the thread that calls them, or the processes' BLAS threads fight over
 the same cores.
 

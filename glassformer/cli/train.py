@@ -5,11 +5,16 @@ import shlex
 import sys
 from functools import partial
 
+from glassformer.blas import blas_threads
 from glassformer.cli.common import model_help
+from glassformer.cli.launch import as_rank, launch_ranks, saved_train_config
 from glassformer.errors import GlassformerError
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
+                                           follow_rank_zero, mpi_comm, mpi_installed,
+                                           threads_per_rank, training_steps)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.progress import progress_printer
 from glassformer.train.run import plot_loss_curve, resume_training, run_training
@@ -82,6 +87,9 @@ def add_arguments(parser) -> None:
     for flag, (field, kind, text) in TRAIN_FLAGS.items():
         shown = "" if field == "workers" else f" (default: {getattr(defaults, field)})"
         parser.add_argument(flag, type=kind, default=None, help=text + shown)
+    parser.add_argument("--hostfile", default=None,
+                        help="Open MPI hostfile: run the --workers ranks on these machines "
+                             "(docs/distributed.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -128,13 +136,46 @@ def say(line: str) -> None:
 
 def run(args) -> int:
     check_flags(args)
+    # issue 15: --workers N > 1 starts N ranks through mpiexec; under mpiexec this is one of them
+    comm = mpi_comm()
+    if comm is not None:
+        return as_rank(comm, partial(train_as_rank, args, comm))
+    saved = saved_train_config(args.out) if args.resume else {}  # a resume keeps its ranks
+    batch_size = args.batch_size or saved.get("batch_size") or TrainConfig().batch_size
+    workers = args.workers or saved.get("workers") or default_workers(batch_size)
+    check_shards(batch_size, workers)
+    if workers > 1 and mpi_installed():
+        return launch_ranks(args, workers, args.hostfile)
+    if workers > 1:
+        say(f"note: mpi4py is not installed here, so --workers {workers} trains in one process "
+            "(docs/distributed.md)")
+    return train_here(args)
+
+
+def train_as_rank(args, comm) -> int:
+    """One rank of a data-parallel run: rank 0 trains as `train_here`, the others follow it."""
+    if args.workers is not None and args.workers != comm.Get_size():
+        raise GlassformerError(f"--workers {args.workers}, but mpiexec started "
+                               f"{comm.Get_size()} ranks")
+    with blas_threads(threads_per_rank(comm)):
+        if comm.Get_rank() == 0:
+            return train_here(args, comm)
+        with stop_on_signals() as stop:
+            follow_rank_zero(comm, agreed_stop(comm, stop))
+        return 0
+
+
+def train_here(args, comm=None) -> int:
+    """Train in this process: alone (comm None), or as rank 0 of a data-parallel run."""
+    steps = training_steps(comm)
     train_given, model_given = given_flags(args)
     with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
+        should_stop = stop if comm is None else agreed_stop(comm, stop)
         if args.resume:
             run_state, model_cfg = resume_training(
                 out_dir=args.out, data=args.data, given=train_given, given_model=model_given,
                 allow_new_data=args.allow_new_data, on_note=say, on_start=progress.start,
-                on_step=progress.on_step, should_stop=stop)
+                on_step=progress.on_step, should_stop=should_stop, steps=steps)
         else:
             train_cfg = TrainConfig(**train_given)
             flags = {field: default for field, default, _ in MODEL_FLAGS.values()}
@@ -143,7 +184,7 @@ def run(args) -> int:
             run_state, model_cfg = run_training(
                 data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, flags),
                 train_cfg=train_cfg, init=init, on_start=progress.start,
-                on_step=progress.on_step, should_stop=stop)
+                on_step=progress.on_step, should_stop=should_stop, steps=steps)
     if stop.signal_name:
         say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
             f"{args.out}. Continue with: glassformer train --out {shlex.quote(args.out)} "

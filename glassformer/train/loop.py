@@ -31,9 +31,8 @@ from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_j
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.data import get_batch
-from glassformer.train.parallel import (parallel_batch_loss, parallel_train_step,
-                                        parallel_workers, resolve_workers, share_run_arrays)
 from glassformer.train.schedule import lr_at
+from glassformer.train.step import IN_PROCESS, Steps
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class TrainConfig:
     eval_interval: int = 250      # evaluate and checkpoint every this many iterations
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
-    workers: int = 0              # data-parallel batch shards, one per core (0: every usable core)
+    workers: int = 1              # ranks the run trains on (recorded; train/distributed.py)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -62,8 +61,8 @@ class TrainConfig:
                 raise GlassformerError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_iters < 0:
             raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
-        if self.workers < 0:
-            raise GlassformerError(f"workers must be >= 0 (0: one per core), got {self.workers}")
+        if self.workers < 0:  # 0: "one per core" in runs saved before MPI
+            raise GlassformerError(f"workers must be >= 1, got {self.workers}")
 
 
 @dataclass
@@ -108,87 +107,83 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
                     optimizer=run.opt._asdict(), state=state, tokenizer_json=tokenizer_json)
 
 
-def estimate_loss(family, params: dict, cfg, data: np.ndarray, *, iters: int, batch_size: int,
-                  block_size: int, rng: np.random.Generator, split: str, workers: int = 1,
-                  procs=None) -> float:
+def estimate_loss(steps: Steps, family, params: dict, cfg, data: np.ndarray, *, iters: int,
+                  batch_size: int, block_size: int, rng: np.random.Generator,
+                  split: str) -> float:
     """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
     losses = []
     for _ in range(iters):
         x, y = get_batch(data, batch_size, block_size, rng, split=split)
-        losses.append(parallel_batch_loss(family, params, cfg, x, y, workers=workers,
-                                          procs=procs))
+        losses.append(steps.eval_loss(family, params, cfg, x, y))
     return float(np.mean(losses))
 
 
-def _optimizer_step(family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
-                    lr: float, workers: int, procs) -> float:
-    """grad_accum micro-batches (each over `workers` shards), clip, AdamW. Returns the mean
-    micro-batch loss."""
+def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
+              val_data) -> dict:
+    """{"eval_train_loss", "val_loss"} at run.it, from batches seeded by (seed, it)."""
+    evals = {}
+    for split, data in (("train", train_data), ("val", val_data)):
+        eval_rng = np.random.default_rng([train_cfg.seed, run.it])
+        evals[split] = estimate_loss(steps, family, run.params, model_cfg, data,
+                                     iters=train_cfg.eval_iters,
+                                     batch_size=train_cfg.batch_size,
+                                     block_size=train_cfg.block_size, rng=eval_rng, split=split)
+    return {"eval_train_loss": evals["train"], "val_loss": evals["val"]}
+
+
+def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,
+                    train_data, lr: float) -> float:
+    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
     micro_batches = [get_batch(train_data, train_cfg.batch_size, train_cfg.block_size,
                                run.batch_rng, split="train") for _ in range(train_cfg.grad_accum)]
-    loss, run.opt = parallel_train_step(family, run.params, model_cfg, micro_batches, run.opt,
-                                        rng=run.dropout_rng, workers=workers, procs=procs,
-                                        grad_clip=train_cfg.grad_clip, lr=lr,
-                                        beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                        weight_decay=train_cfg.weight_decay)
+    loss, run.opt = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
+                                     rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
+                                     beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                                     weight_decay=train_cfg.weight_decay)
     return loss
 
 
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
           on_step: Callable[[dict], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> RunState:
+          should_stop: Callable[[], bool] | None = None,
+          steps: Steps = IN_PROCESS) -> RunState:
     """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
     should_stop() is asked once per iteration; when it says True (Ctrl-C, SIGTERM: see
     train/signals.py) the run checkpoints the iteration it is at and returns early.
+    steps: how a step and an eval loss are computed (train/step.py); a data-parallel run passes
+    train/distributed.py's, and then only the process with steps.writes_files writes anything.
     """
+    # every rank of a data-parallel run starts from rank 0's run and data (one process: as is)
+    model_cfg, train_cfg, run, train_data, val_data = steps.start(model_cfg, train_cfg, run,
+                                                                  train_data, val_data)
     family = family_of(model_cfg.to_dict()["arch"])
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
                                f"context max_seq_len={model_cfg.max_seq_len}")
-    trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past the checkpoint
-    workers = resolve_workers(train_cfg.workers, train_cfg.batch_size)
-    if workers > 1:  # params and AdamW moments the worker processes update along with us
-        run.params, run.opt = share_run_arrays(run.params, run.opt)
-    with parallel_workers(family, model_cfg, run.params, run.opt, workers=workers,
-                          batch_size=train_cfg.batch_size,
-                          block_size=train_cfg.block_size) as procs:
-        return _train_loop(family, model_cfg, train_cfg, run, train_data=train_data,
-                           val_data=val_data, out_dir=out_dir, tokenizer_json=tokenizer_json,
-                           on_step=on_step, workers=workers, procs=procs,
-                           should_stop=should_stop)
-
-
-def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data,
-                val_data, out_dir, tokenizer_json, on_step, workers: int, procs,
-                should_stop=None) -> RunState:
-    """`train`'s loop, with its data-parallel workers set up."""
+    writes = steps.writes_files
+    if writes:
+        trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past its save
     resumed_at = run.it if run.it > 0 else None
     while True:
         it = run.it
         record = {"iter": it}
         is_eval = it % train_cfg.eval_interval == 0 or it == train_cfg.max_iters
         if is_eval and it != resumed_at:
-            evals = {}
-            for split, data in (("train", train_data), ("val", val_data)):
-                eval_rng = np.random.default_rng([train_cfg.seed, it])
-                evals[split] = estimate_loss(family, run.params, model_cfg, data,
-                                             iters=train_cfg.eval_iters,
-                                             batch_size=train_cfg.batch_size,
-                                             block_size=train_cfg.block_size, rng=eval_rng,
-                                             split=split, workers=workers, procs=procs)
-            run.best_val = min(run.best_val, evals["val"])
-            record.update(eval_train_loss=evals["train"], val_loss=evals["val"])
-            _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
+            record.update(_evaluate(steps, family, model_cfg, train_cfg, run, train_data,
+                                    val_data))
+            run.best_val = min(run.best_val, record["val_loss"])
+            if writes:
+                _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         # issue 21 (stop on request): checkpoint this iteration unless it was just saved or
         # resumed from, then return as at the end
         stopping = should_stop is not None and should_stop()
-        if stopping and not is_eval and it != resumed_at:
+        if stopping and not is_eval and it != resumed_at and writes:
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         if it >= train_cfg.max_iters or stopping:
-            if len(record) > 1:
+            if len(record) > 1 and writes:
                 append_train_log(out_dir, record)
                 if on_step:
                     on_step(record)
@@ -196,12 +191,13 @@ def _train_loop(family, model_cfg, train_cfg: TrainConfig, run: RunState, *, tra
         lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                    warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(family, model_cfg, train_cfg, run, train_data, lr, workers, procs)
+        loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")
         record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
         run.it = it + 1
-        append_train_log(out_dir, record)
-        if on_step:
-            on_step(record)
+        if writes:
+            append_train_log(out_dir, record)
+            if on_step:
+                on_step(record)

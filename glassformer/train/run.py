@@ -37,6 +37,7 @@ from glassformer.train.checks import (check_model_flags, check_train_config,
 from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
 from glassformer.train.lock import hold_run_folder
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
+from glassformer.train.step import IN_PROCESS, Steps
 
 DEFAULT_CORPUS_NAME = "glassformer's own source code"
 DATA_RECORD = "data.json"          # {"path", "size", "sha256"} of the file the run trains on
@@ -115,7 +116,7 @@ def _write_data_record(out: Path, record: dict) -> None:
 
 def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int], object],
                  train_cfg: TrainConfig, init: str | None = None, on_start=None, on_step=None,
-                 should_stop=None) -> tuple[RunState, object]:
+                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Start a new run and train it; returns (final RunState, model config).
 
     model_cfg_for(vocab_size) builds the model config once the char tokenizer is known.
@@ -123,6 +124,8 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
     tokenizer start a new run (fine-tuning).
     on_start(max_iters, start_iter) is called once training is about to begin; on_step(record)
     after each logged record; should_stop() is asked once per iteration (train/signals.py).
+    steps: how steps are computed (train/step.py; rank 0 of a data-parallel run passes
+    train/distributed.py's).
     """
     out = _run_folder(out_dir)
     check_train_config(train_cfg)
@@ -145,7 +148,7 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
                     out_dir=out, tokenizer_json=layout, on_step=on_step,
-                    should_stop=should_stop)
+                    should_stop=should_stop, steps=steps)
     return run, model_cfg
 
 
@@ -208,7 +211,7 @@ def saved_train_config(out_dir: str | os.PathLike) -> TrainConfig:
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
                     given_model: dict | None = None, allow_new_data: bool = False,
                     on_note=None, on_start=None, on_step=None,
-                    should_stop=None) -> tuple[RunState, object]:
+                    should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Continue the run in `out_dir` from its last checkpoint; returns (RunState, model config).
 
     given: training settings given explicitly ({"max_iters": 4000}); the saved ones fill the
@@ -247,7 +250,7 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
                     out_dir=out, tokenizer_json=layout, on_step=on_step,
-                    should_stop=should_stop)
+                    should_stop=should_stop, steps=steps)
     return run, model_cfg
 
 

