@@ -51,11 +51,13 @@ GF.showTip = function (event, text) {
 GF.hideTip = function () { GF.tooltip().style.display = "none"; };
 
 /* A heatmap of matrix rows x cols (nested arrays; null = masked) on a canvas, cell px square.
-   colour(v) -> [r, g, b]; greyRows/greyCols mark padding; describe(i, j, v) -> hover text. */
+   colour(v) -> [r, g, b]; greyRows/greyCols mark padding; describe(i, j, v) -> hover text;
+   rowLabels/colLabels (optional) are written left of the rows and above the columns. */
 GF.heatmap = function (matrix, opts) {
   const rows = matrix.length, cols = rows ? matrix[0].length : 0;
   const cell = opts.cell || Math.max(3, Math.min(28, Math.floor(560 / Math.max(rows, cols, 1))));
-  const canvas = GF.el("canvas", { width: cols * cell, height: rows * cell });
+  const left = opts.rowLabels ? 96 : 0, top = opts.colLabels ? 72 : 0;
+  const canvas = GF.el("canvas", { width: left + cols * cell, height: top + rows * cell });
   const ctx = canvas.getContext("2d");
   for (let i = 0; i < rows; i++) {
     for (let j = 0; j < cols; j++) {
@@ -63,15 +65,31 @@ GF.heatmap = function (matrix, opts) {
       const grey = (opts.greyRows && opts.greyRows[i]) || (opts.greyCols && opts.greyCols[j]);
       ctx.fillStyle = v === null ? "#eeeeee" : GF.rgb(opts.colour(v));
       if (grey) ctx.fillStyle = "#c8c8c8";
-      ctx.fillRect(j * cell, i * cell, cell, cell);
+      ctx.fillRect(left + j * cell, top + i * cell, cell, cell);
     }
+  }
+  const size = Math.max(8, Math.min(13, cell - 1));
+  ctx.font = size + "px system-ui, " + getComputedStyle(document.body).getPropertyValue("--cjk");
+  ctx.fillStyle = "#1d2330";
+  ctx.textBaseline = "middle";
+  if (opts.rowLabels && size <= cell + 1) {
+    ctx.textAlign = "right";
+    opts.rowLabels.forEach(function (text, i) { ctx.fillText(text, left - 4, top + (i + 0.5) * cell, left - 6); });
+  }
+  if (opts.colLabels && size <= cell + 1) {
+    ctx.textAlign = "left";
+    opts.colLabels.forEach(function (text, j) {
+      ctx.save(); ctx.translate(left + (j + 0.5) * cell, top - 4); ctx.rotate(-Math.PI / 2);
+      ctx.fillText(text, 0, 0, top - 6); ctx.restore();
+    });
   }
   if (opts.describe) {
     canvas.addEventListener("mousemove", function (event) {
       const box = canvas.getBoundingClientRect();
-      const i = Math.floor((event.clientY - box.top) / cell);
-      const j = Math.floor((event.clientX - box.left) / cell);
+      const i = Math.floor((event.clientY - box.top - top) / cell);
+      const j = Math.floor((event.clientX - box.left - left) / cell);
       if (i >= 0 && i < rows && j >= 0 && j < cols) GF.showTip(event, opts.describe(i, j, matrix[i][j]));
+      else GF.hideTip();
     });
     canvas.addEventListener("mouseleave", GF.hideTip);
   }

@@ -236,7 +236,8 @@ function modelView() {
 function heatmapSection() {
   const matrix = attention(state.layer, state.head);
   const canvas = GF.heatmap(matrix, { colour: function (v) { return GF.blue(Math.sqrt(v)); },
-    greyRows: padRows, greyCols: padRows,
+    greyRows: padRows, greyCols: padRows, rowLabels: D.tokens.map(function (tok, i) { return label(i); }),
+    colLabels: D.tokens.map(function (tok, i) { return label(i); }),
     describe: function (i, j, v) { return t("query") + " " + i + " " + JSON.stringify(label(i)) + " → " + t("key") + " " + j + " " + JSON.stringify(label(j)) + "\n" + t("weight") + " " + GF.fmt(v); } });
   canvas.id = "heatmap-canvas";
   return GF.el("section", { id: "heatmap" }, [GF.el("h2", { text: t("heatmap") + " · " + t("layer") + " " + state.layer + " · " + t("head") + " " + state.head }),
