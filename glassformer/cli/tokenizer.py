@@ -108,7 +108,11 @@ def run_train(args) -> int:
     data = Path(args.data)
     if not data.is_file():
         raise GlassformerError(f"--data {data}: no such file")
-    text = data.read_text(encoding="utf-8")
+    try:
+        text = data.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise GlassformerError(f"--data {data} is not UTF-8 text: {err.reason} at byte "
+                               f"{err.start}") from None
     if not text:
         raise GlassformerError(f"--data {data} is empty: there is nothing to learn merges from")
     n_merges = args.vocab_size - 256 - len(args.special)

@@ -169,7 +169,9 @@ def test_cli_prints_merges_readably_and_refuses_an_empty_file(tmp_path, capsys):
     data.write_text("汉字汉字 汉字\n" * 20, encoding="utf-8")
     assert main(["tokenizer", "train", "--data", str(data), "--vocab-size", "270",
                  "--out", str(tmp_path / "tok")]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert captured.err == ""   # no progress bar when stderr is not a terminal
+    out = captured.out
     assert "first merges: " in out and "\ufffd" not in out
     # ties go to the lowest bytes, so the characters' inner bytes merge first; hex until whole
     assert ('first merges: 89 + e5; 89 e5 + ad; 89 e5 ad + 97; b1 + 89 e5 ad 97; '
@@ -181,3 +183,35 @@ def test_cli_prints_merges_readably_and_refuses_an_empty_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is empty" in err and err.count("\n") == 1
     assert not (tmp_path / "none").exists()
+
+
+def test_cli_shows_a_progress_bar_on_a_terminal(tmp_path):
+    pty = pytest.importorskip("pty")
+    import fcntl
+    import os
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    data = tmp_path / "text.txt"
+    data.write_text(HAND_TEXT * 10, encoding="utf-8")
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    child = subprocess.Popen([sys.executable, "-m", "glassformer", "tokenizer", "train", "--data",
+                              str(data), "--vocab-size", "266", "--out", str(tmp_path / "tok")],
+                             stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert child.wait(timeout=60) == 0
+    text = shown.decode("utf-8", errors="replace")
+    assert "merges: 100%" in text and "10/10" in text
