@@ -1,9 +1,10 @@
-"""Long pre-tokens (a pasted hash or base64 blob is one word to the regex): the heap merge loop.
+"""Long pre-tokens (a pasted hash or base64 blob is one word to the regex): the bucket merge loop.
 
-apply_merges is O(n log n) in the length of a word (heap over a linked list); these check that it
+apply_merges is O(n log n) in the length of a word (rank buckets over a linked list); these check it
 gives the ids of the old rescanning loop and of both references on words long enough that a
-quadratic loop would not finish (200k characters), and on every edge a heap could get wrong:
-ties between equal ranks (runs of one letter), stale entries, words of 0, 1 and 2 parts.
+quadratic loop would not finish (200k characters), and on every edge buckets could get wrong:
+ties between equal ranks (runs of one letter), stale entries, words of 0, 1 and 2 parts, and a
+merge list that gives one token two merges (a new pair can then rank before the bucket merging).
 """
 import random
 import string
@@ -45,6 +46,35 @@ def test_hand_worked_ties_and_edges():
     assert apply_merges([0, 0, 0, 0, 0], table) == [11, 0]
     assert apply_merges([0, 0, 1, 2], table) == [10, 12]   # b+c (rank 2) before aa+b (rank 3)
     assert apply_merges([0, 0, 1, 3], table) == [13, 3]
+
+
+def test_a_token_with_two_merges_keeps_the_lowest_rank_first():
+    # ids 0..3 are a, b, c, d. "abc" (12) is made by a+bc at rank 3, and (abc, a) has rank 1:
+    # after the first a+bc merges, abc+a must merge before the second a+bc does.
+    table = {(1, 2): (0, 10), (0, 10): (3, 12), (12, 0): (1, 13)}
+    ids = [0, 1, 2, 0, 1, 2, 3]
+    assert rescanning_merges(ids, table) == [13, 10, 3]
+    assert apply_merges(ids, table) == [13, 10, 3]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_merge_tables_match_the_rescanning_loop(seed):
+    """Tables in any rank order, some tokens with two merges, over words of 4 letters."""
+    rng = random.Random(seed)
+    table, made = {}, [0, 1, 2, 3]
+    ranks = list(range(40))
+    rng.shuffle(ranks)
+    for rank in ranks:
+        pair = (rng.choice(made), rng.choice(made))
+        new_id = rng.choice(made[4:]) if len(made) > 4 and rng.random() < 0.2 else len(made)
+        if pair in table:
+            continue
+        table[pair] = (rank, new_id)
+        if new_id == len(made):
+            made.append(new_id)
+    for _ in range(20):
+        ids = [rng.randrange(4) for _ in range(rng.randint(0, 60))]
+        assert apply_merges(ids, table) == rescanning_merges(ids, table)
 
 
 @pytest.mark.parametrize("seed", range(5))
