@@ -14,7 +14,7 @@ from glassformer.models.llama import LlamaConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
                                            follow_rank_zero, mpi_comm, mpi_installed,
-                                           threads_per_rank, training_steps)
+                                           threads_per_rank, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.progress import progress_printer
 from glassformer.train.run import plot_loss_curve, resume_training, run_training
@@ -144,12 +144,27 @@ def run(args) -> int:
     batch_size = args.batch_size or saved.get("batch_size") or TrainConfig().batch_size
     workers = args.workers or saved.get("workers") or default_workers(batch_size)
     check_shards(batch_size, workers)
+    workers = capped_to_cores(workers, batch_size, args.hostfile)
     if workers > 1 and mpi_installed():
         return launch_ranks(args, workers, args.hostfile)
     if workers > 1:
         say(f"note: mpi4py is not installed here, so --workers {workers} trains in one process "
             "(docs/distributed.md)")
     return train_here(args)
+
+
+def capped_to_cores(workers: int, batch_size: int, hostfile: str | None) -> int:
+    """Issue 21: more ranks than this machine's cores only make them wait on each other, so
+    without a --hostfile (other machines) the count is capped, with a notice."""
+    cores = usable_cores()
+    if hostfile is not None or workers <= cores:
+        return workers
+    capped = cores
+    while batch_size % capped:
+        capped -= 1  # the most ranks, up to the cores, that split the batch evenly
+    say(f"note: --workers {workers} is more than the {cores} core{'s' * (cores != 1)} here: "
+        f"training with {capped}")
+    return capped
 
 
 def train_as_rank(args, comm) -> int:

@@ -90,3 +90,19 @@ def test_embed_refuses_sizes_below_one_before_loading(capsys, flag, value):
     # the model named does not exist: the check must come before any loading
     assert main(["embed", "--model", "/nonexistent/model", flag, value, "a text"]) == 2
     assert f"{flag} must be at least 1, got {value}" in one_error_line(capsys)
+
+
+def test_workers_above_the_cores_are_capped_with_a_notice(tmp_path, capsys, monkeypatch):
+    from glassformer.cli import train as train_command
+
+    monkeypatch.setattr(train_command, "usable_cores", lambda: 1)
+    data = tmp_path / "text.txt"
+    data.write_text("to be or not to be, that is the question\n" * 200, encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(data), "--out", str(out), "--workers", "4",
+                 "--batch-size", "4", "--max-iters", "2", "--eval-interval", "2",
+                 "--eval-iters", "1", "--n-layer", "1", "--n-head", "2", "--d-model", "16",
+                 "--block-size", "16", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "note: --workers 4 is more than the 1 core here: training with 1" in err
+    assert (out / "latest").exists() or any(out.iterdir())
