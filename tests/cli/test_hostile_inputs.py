@@ -1,8 +1,8 @@
-"""Hostile inputs outside training: one clear line on stderr, exit 2, nothing written.
+"""Hostile inputs outside training's own checks: one clear line on stderr, exit 2, nothing written.
 
 A truncated or corrupt GGUF says which and where (tokenizer and model loading); a closed stdout
-pipe ends quietly; `embed --dims` <= 0 is refused before the model loads. (An empty tokenizer
-corpus: tests/tokenizers/test_bpe_train.py.)
+pipe ends quietly; `embed --dims` <= 0 is refused before the model loads; `train --workers` above
+the cores is capped with a notice. (An empty tokenizer corpus: tests/tokenizers/test_bpe_train.py.)
 """
 import subprocess
 import sys
