@@ -210,7 +210,8 @@ def train_bpe(text: str, vocab_size: int, *, pattern: str = "gpt2",
     token_bytes = [bytes([byte]) for byte in range(256)]            # id -> bytes
     vocab = {data: token_id for token_id, data in enumerate(token_bytes)}
     merges: list[tuple[bytes, bytes]] = []
-    heap = [(-count, token_bytes[a], token_bytes[b], (a, b)) for (a, b), count in pair_counts.items()]
+    heap = [(-count, token_bytes[a], token_bytes[b], (a, b))
+            for (a, b), count in pair_counts.items()]
     heapq.heapify(heap)
     while len(vocab) < vocab_size - len(specials) and heap:
         neg_count, left, right, pair = heapq.heappop(heap)

@@ -35,9 +35,11 @@ def one_error_line(capsys) -> str:
     return captured.err
 
 
-@pytest.mark.parametrize("cut, where", [(CUT_IN_METADATA, "metadata key 24 (tokenizer.ggml.tokens)"),
-                                        (CUT_IN_DATA, "the data of tensor token_embd.weight"),
-                                        (10, "the header")])
+@pytest.mark.parametrize("cut, where", [
+    (CUT_IN_METADATA, "metadata key 24 (tokenizer.ggml.tokens)"),
+    (CUT_IN_DATA, "the data of tensor token_embd.weight"),
+    (10, "the header"),
+])
 def test_truncated_gguf_says_truncated_and_where(tmp_path, capsys, gguf_bytes, cut, where):
     path = tmp_path / "cut.gguf"
     path.write_bytes(gguf_bytes[:cut])
