@@ -2,7 +2,7 @@
 
 Outside mpiexec, `launch_ranks` runs
 
-    mpiexec -n N [--hostfile FILE] python -m glassformer train <the same flags>
+    mpiexec -n N --bind-to none [--hostfile FILE] python -m glassformer train <the same flags>
 
 and waits. Each of those processes finds itself under mpiexec (train/distributed.py) and trains its
 shard of every batch; rank 0 alone reads the data, writes the run folder and shows the progress
@@ -167,7 +167,9 @@ def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
     """Run this `glassformer train` as `workers` MPI ranks and wait; returns the exit code."""
     if hostfile is not None and not Path(hostfile).is_file():
         raise GlassformerError(f"hostfile {hostfile} does not exist")
-    command = [mpiexec_path(), "-n", str(workers)]
+    # --bind-to none: the OS may move a rank off a core another program is busy on (Open MPI
+    # would pin each rank to one core)
+    command = [mpiexec_path(), "-n", str(workers), "--bind-to", "none"]
     if hostfile is not None:
         command += ["--hostfile", hostfile]
     command += [sys.executable, "-m", "glassformer", "train", *rank_argv(args, workers)]
