@@ -143,6 +143,14 @@ def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run
     return loss
 
 
+def _log(steps: Steps, out_dir, record: dict, on_step) -> None:
+    """One iteration's record into the log and the progress bar (by the process that writes)."""
+    if steps.writes_files:
+        append_train_log(out_dir, record)
+        if on_step:
+            on_step(record)
+
+
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
           on_step: Callable[[dict], None] | None = None,
@@ -183,10 +191,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         if stopping and not is_eval and it != resumed_at and writes:
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         if it >= train_cfg.max_iters or stopping:
-            if len(record) > 1 and writes:
-                append_train_log(out_dir, record)
-                if on_step:
-                    on_step(record)
+            if len(record) > 1:
+                _log(steps, out_dir, record, on_step)
             return run
         lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                    warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
@@ -197,7 +203,4 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                                    "try a lower --lr")
         record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
         run.it = it + 1
-        if writes:
-            append_train_log(out_dir, record)
-            if on_step:
-                on_step(record)
+        _log(steps, out_dir, record, on_step)
