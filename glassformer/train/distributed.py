@@ -29,6 +29,11 @@ sums over shards.
 Dropout: with N > 1 each shard draws its masks from its own generator, seeded from the run's
 dropout generator, so a run is reproducible for a given N; runs with other N differ in their masks.
 
+How a run starts: rank 0 alone reads the data and the run folder (new run or --resume), then
+`send_run` broadcasts the run (params, moments, generator states) and the token ids; ranks 1..N-1
+run `follow_rank_zero`, the same loop from what they received, and write nothing. A stop request
+(Ctrl-C) is agreed on by all ranks at the same iteration (`agreed_stop`).
+
 Which process is a rank: Open MPI's `mpiexec` (and MPICH's) start each process with its size in
 the environment; `mpi_comm()` reads that, so a run outside mpiexec never loads MPI at all.
 """
