@@ -185,8 +185,10 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     if cfg.position == "alibi":
         bias = alibi_bias(n_head, t, k.shape[2], dtype=q.dtype)            # (H, T, S)
         bias = bias.reshape(n_kv, n_head // n_kv, t, k.shape[2])            # (K, G, T, S)
+    # cached (generation): no backward follows, so the (T, S) weights of each layer are not kept
     out, attn = attention_forward(_group(q, n_kv), k[:, :, None], v[:, :, None],
-                                  mask=_attention_mask(key_mask), causal=causal, bias=bias)
+                                  mask=_attention_mask(key_mask), causal=causal, bias=bias,
+                                  keep_weights=kv_cache is None)
     out = merge_heads(out.reshape(q.shape[0], n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
     y, out_proj = linear_forward(out, params["wo"], params.get("bo"))      # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, n_head,

@@ -61,7 +61,8 @@ def _logits_last(model, ids, mask, kv_cache=None, new=None) -> np.ndarray:
     positions = positions_from_mask(mask)
     if new is not None:
         ids, positions = ids[:, -new:], positions[:, -new:]
-    logits, _ = model.forward(ids, attention_mask=mask, positions=positions, kv_cache=kv_cache)
+    logits, _ = model.forward(ids, attention_mask=mask, positions=positions, kv_cache=kv_cache,
+                              last_only=True)                  # (B, 1, V): no other row is read
     return logits[:, -1]
 
 

@@ -88,20 +88,26 @@ def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, st
 
 
 def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
-                   causal: bool, **block_kwargs) -> tuple[np.ndarray, list[BlockCtx]]:
+                   causal: bool, **block_kwargs) -> tuple[np.ndarray, list[BlockCtx] | None]:
     """The stack of n_layer blocks. x (B, T, C) -> (B, T, C). block_kwargs: key_mask,
-    positions, kv_cache, train, rng (see blocks/residual.py: block_forward)."""
+    positions, kv_cache, train, rng (see blocks/residual.py: block_forward).
+
+    With a KV cache (generation) no backward follows, so no block's ctx is kept (None): each
+    layer's activations are freed as the next layer runs, instead of L layers' worth staying
+    alive until the forward ends (gigabytes for a long prompt)."""
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # every layer rotates by the same angles: make the cos/sin tables once, pass them down
         block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
                                                      theta=bcfg.rope_theta,
                                                      scaling=bcfg.rope_scaling, dtype=x.dtype)
     layers = split_layers(params, n_layer)
+    keep = block_kwargs.get("kv_cache") is None
     ctxs = []
     for i in range(n_layer):
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
-        ctxs.append(ctx)
-    return x, ctxs
+        if keep:
+            ctxs.append(ctx)
+    return x, ctxs if keep else None
 
 
 def split_layers(params: dict, n_layer: int) -> list[dict]:
@@ -114,8 +120,11 @@ def split_layers(params: dict, n_layer: int) -> list[dict]:
     return layers
 
 
-def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx]) -> tuple[dict, np.ndarray]:
+def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx] | None) -> tuple[dict, np.ndarray]:
     """Walk the blocks in reverse: returns (grads under "blocks.{i}.", dx)."""
+    if ctxs is None:
+        raise GlassformerError("a forward run with a KV cache is inference only; "
+                               "run the forward without kv_cache to train")
     grads = {}
     for i in reversed(range(len(ctxs))):
         block_grads, dx, _ = block_backward(dx, ctxs[i])

@@ -77,7 +77,7 @@ class GPT2Ctx(NamedTuple):
     tok: EmbeddingCtx
     pos: EmbeddingCtx
     drop: DropoutCtx
-    blocks: list[BlockCtx]
+    blocks: list[BlockCtx] | None   # None after a cached (generation) forward
     head: HeadCtx
 
 
@@ -107,9 +107,10 @@ def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
 
 def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
-            positions: np.ndarray | None = None, kv_cache: KVCache | None = None
-            ) -> tuple[np.ndarray, GPT2Ctx]:
-    """ids (B, T) -> logits (B, T, V).
+            positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
+            last_only: bool = False) -> tuple[np.ndarray, GPT2Ctx]:
+    """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
+    (generation reads no other: the LM head then skips T - 1 rows).
 
     key_mask (B, S): True for real tokens (left padding is False). positions: (T,) or (B, T)
     absolute positions (default: kv_cache.length + arange(T)).
@@ -122,6 +123,8 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
                                    positions=positions, kv_cache=kv_cache, train=train, rng=rng)
+    if last_only:
+        x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
     logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
     return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx)
 

@@ -122,7 +122,7 @@ def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
 
 class LlamaCtx(NamedTuple):
     tok: EmbeddingCtx
-    blocks: list[BlockCtx]
+    blocks: list[BlockCtx] | None   # None after a cached (generation) forward
     head: HeadCtx
 
 
@@ -149,9 +149,10 @@ def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
 
 def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
-            positions: np.ndarray | None = None, kv_cache: KVCache | None = None
-            ) -> tuple[np.ndarray, LlamaCtx]:
-    """ids (B, T) -> logits (B, T, V).
+            positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
+            last_only: bool = False) -> tuple[np.ndarray, LlamaCtx]:
+    """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
+    (generation reads no other: the LM head then skips T - 1 rows).
 
     key_mask (B, S): True for real tokens (left padding is False). positions: (T,) or (B, T)
     absolute positions fed to RoPE (default: kv_cache.length + arange(T)).
@@ -162,6 +163,8 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
                                    positions=positions, kv_cache=kv_cache, train=train, rng=rng)
+    if last_only:
+        x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
     logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx)
 

@@ -43,9 +43,12 @@ class Model:
 
     def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,
                 positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
-                token_type_ids: np.ndarray | None = None):
-        """(out, ctx) from the family's forward, in eval mode."""
+                token_type_ids: np.ndarray | None = None, last_only: bool = False):
+        """(out, ctx) from the family's forward, in eval mode (last_only: a causal LM's logits
+        of the last position only, (B, 1, V))."""
         kwargs = {}
+        if last_only:
+            kwargs["last_only"] = True
         if attention_mask is not None:
             kwargs["key_mask"] = np.asarray(attention_mask).astype(bool)
         if token_type_ids is not None:

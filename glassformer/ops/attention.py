@@ -52,7 +52,8 @@ class AttentionCtx(NamedTuple):
     allowed:  the combined boolean mask, (T, S) or broadcastable to (..., T, S), or None.
               Backward does not read it (weights are already 0 where it is False); it is kept so
               `explain` can show what each query could see.
-    softmax:  the softmax ctx, holding the attention weights (..., T, S).
+    softmax:  the softmax ctx, holding the attention weights (..., T, S); None when the forward
+              ran with keep_weights=False (inference: then backward cannot run).
     bias:     the additive score bias or None. Backward does not read it (a constant); it is kept
               so `explain` can rebuild the pre-softmax scores.
     """
@@ -61,7 +62,7 @@ class AttentionCtx(NamedTuple):
     v: np.ndarray
     scale: float
     allowed: np.ndarray | None
-    softmax: SoftmaxCtx
+    softmax: SoftmaxCtx | None
     bias: np.ndarray | None = None
 
 
@@ -165,12 +166,14 @@ def _check_bias(bias, q, k) -> None:
 
 def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
                       mask: np.ndarray | None = None, causal: bool = False,
-                      scale: float | None = None, bias: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, AttentionCtx]:
+                      scale: float | None = None, bias: np.ndarray | None = None,
+                      keep_weights: bool = True) -> tuple[np.ndarray, AttentionCtx]:
     """softmax(Q K^T * scale + bias, masked) V.
 
     q (..., T, D), k (..., S, D), v (..., S, Dv) -> out (..., T, Dv). Default scale 1/sqrt(D).
     bias (e.g. ALiBi's (H, T, S)) broadcasts to (..., T, S); it is a constant, not differentiated.
+    keep_weights=False: ctx keeps no (..., T, S) weights (a long prompt's are the largest array
+    of a layer, kept for every layer until the forward ends); backward then cannot run.
 
     >>> q = k = v = np.eye(2)[None]
     >>> out, ctx = attention_forward(q, k, v, causal=True)
@@ -184,7 +187,7 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     allowed = combine_masks(mask, causal, t, s)
     if causal and t > CAUSAL_BLOCK:
-        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias)
+        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias, keep_weights)
         softmax_ctx = SoftmaxCtx(probs=weights)
     else:
         scores = attention_scores(q, k, scale)                # (..., T, S)
@@ -192,16 +195,19 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
             scores = scores + bias                 # (..., T, S) + broadcast bias -> (..., T, S)
         weights, softmax_ctx = softmax_forward(scores, mask=allowed)
         out = weights @ v                     # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    if not keep_weights:
+        softmax_ctx = None
     ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx,
                        bias=bias)
     return out, ctx
 
 
 def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
-                      allowed: np.ndarray, bias: np.ndarray | None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      allowed: np.ndarray, bias: np.ndarray | None, keep_weights: bool
+                      ) -> tuple[np.ndarray | None, np.ndarray]:
     """Causal attention one block of CAUSAL_BLOCK queries at a time, each against only the keys
-    it may see: (weights (..., T, S), out (..., T, Dv)), the same numbers as the whole product.
+    it may see: (weights (..., T, S) or None unless kept, out (..., T, Dv)), the same numbers as
+    the whole product.
 
         keys:       0 ........................ S
         block 0     ####                             # computed, the rest of the row stays 0
@@ -216,7 +222,7 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     """
     t, s = q.shape[-2], k.shape[-2]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    weights = np.zeros(lead + (t, s), q.dtype)     # the blocks never written hold exact zeros
+    weights = np.zeros(lead + (t, s), q.dtype) if keep_weights else None  # unwritten: exact 0
     out = np.empty(lead + (t, v.shape[-1]), q.dtype)
     k_t = transposed_operand(k, t)                 # (..., S, D) -> (..., D, S), contiguous
     for start in range(0, t, CAUSAL_BLOCK):
@@ -230,7 +236,8 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         if bias is not None:
             scores += _block_of(bias, start, stop, keys)
         block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, keys))
-        weights[..., start:stop, :keys] = block
+        if weights is not None:
+            weights[..., start:stop, :keys] = block
         out[..., start:stop, :] = block @ v[..., :keys, :]  # (..., bT, bS) @ (..., bS, Dv)
     return weights, out
 
@@ -245,6 +252,9 @@ def _block_of(a: np.ndarray, start: int, stop: int, keys: int) -> np.ndarray:
 
 def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGrads:
     """The whole backward pass, keeping each named intermediate gradient (used by `explain`)."""
+    if ctx.softmax is None:
+        raise GlassformerError("this attention forward ran with keep_weights=False (inference): "
+                               "it kept no weights to run backward with")
     weights = ctx.softmax.probs
     dv = np.swapaxes(weights, -1, -2) @ dout   # (..., S, T) @ (..., T, Dv) -> (..., S, Dv)
     v_t = transposed_operand(ctx.v, dout.shape[-2])    # (..., S, Dv) -> (..., Dv, S)

@@ -170,3 +170,24 @@ def test_bad_input_is_a_clear_error(model, kwargs, message):
 def test_rope_model_refuses_to_run_past_its_context(llama_model):
     with pytest.raises(GlassformerError, match="ask for at most 28 new tokens"):
         list(generate(llama_model, np.ones((1, 100), dtype=np.int64), max_new_tokens=40))
+
+
+@pytest.mark.parametrize("family", ["model", "llama_model"])
+def test_last_only_logits_are_the_last_row(request, family):
+    """Generation asks only for the last position's logits; they equal the full forward's."""
+    m = request.getfixturevalue(family)
+    ids = np.random.default_rng(3).integers(0, 23, (2, 9))
+    full, _ = m.forward(ids)
+    last, _ = m.forward(ids, last_only=True)
+    assert last.shape == (2, 1, 23)
+    np.testing.assert_allclose(last, full[:, -1:], atol=1e-6)
+
+
+def test_a_cached_forward_keeps_no_layer_ctx_and_refuses_backward(llama_model):
+    """Generation keeps no activations for a backward that never comes (a long prompt's would
+    take gigabytes); asking for one is an error, not zero gradients."""
+    ids = np.arange(6)[None, :]
+    logits, ctx = llama_model.forward(ids, kv_cache=llama_model.new_cache(1))
+    assert ctx.blocks is None
+    with pytest.raises(GlassformerError, match="inference only"):
+        llama_model.family.backward(np.ones_like(logits), ctx)

@@ -177,3 +177,15 @@ def test_causal_blocks_equal_the_whole_product(t, s, grouped, with_mask, with_bi
     dout = rng.standard_normal(out.shape)
     for grad, ref in zip(attention_backward(dout, ctx), attention_backward(dout, ref_ctx)):
         np.testing.assert_allclose(grad, ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("t", [5, 300])
+def test_without_kept_weights_the_output_is_the_same_and_backward_refuses(t):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, t, 8)) for _ in range(3))
+    out, _ = attention_forward(q, k, v, causal=True)
+    lean, ctx = attention_forward(q, k, v, causal=True, keep_weights=False)
+    np.testing.assert_array_equal(lean, out)
+    assert ctx.softmax is None
+    with pytest.raises(GlassformerError, match="keep_weights=False"):
+        attention_backward(np.ones_like(out), ctx)
