@@ -66,17 +66,19 @@ def load(args) -> ChatSession:
 
 def reply(session: ChatSession, text: str, args) -> None:
     """Stream one reply to stdout; Ctrl-C stops it, keeping what was written."""
-    stream = session.send(text, **sampling_kwargs(args))
-    turn = session.turns[-1]
-    if turn.dropped_messages:
-        note(f"[the conversation outgrew the context of {session.model.context_len} tokens: "
-             f"the {turn.dropped_messages} oldest messages were dropped]")
+    stream = None
     try:
+        stream = session.send(text, **sampling_kwargs(args))
+        turn = session.turns[-1]
+        if turn.dropped_messages:
+            note(f"[the conversation outgrew the context of {session.model.context_len} "
+                 f"tokens: the {turn.dropped_messages} oldest messages were dropped]")
         for step in stream:
             sys.stdout.write(step.text)
             sys.stdout.flush()
     except KeyboardInterrupt:
-        stream.close()  # the reply so far joins the conversation
+        if stream is not None:
+            stream.close()  # the reply so far joins the conversation
         sys.stdout.write("\n")
         note("[stopped]")
         return
