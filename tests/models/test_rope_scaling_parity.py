@@ -1,10 +1,11 @@
 """Scaled RoPE (linear, dynamic NTK, llama3, yarn) matches transformers past the original context:
 random-init LlamaForCausalLM models written with save_pretrained and read with load_pretrained
-give the same logits at every position of a sequence longer than the pretraining context."""
+give the same logits at every position of a sequence longer than the pretraining context, and
+our export of them loads in transformers as the same model."""
 import numpy as np
 import pytest
 
-from glassformer.io.pretrained import load_pretrained
+from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.ops.rope_scaling import RopeScaling, rope_frequencies
 
 torch = pytest.importorskip("torch")
@@ -52,6 +53,12 @@ def test_scaled_rope_logits_match_transformers_past_the_original_context(name, t
         expected = reference(torch.from_numpy(ids)).logits.numpy()
     ours = model(ids)
     assert np.abs(ours - expected).max() < HF_ATOL
+    # and back: our export is the same model to transformers
+    save_pretrained(model, tmp_path / "export")
+    exported = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "export").eval()
+    with torch.no_grad():
+        again = exported(torch.from_numpy(ids)).logits.numpy()
+    assert np.abs(again - expected).max() < HF_ATOL
     # the scaling is not a no-op here: plain RoPE gives other logits past the original context
     plain = hf_llama({"rope_type": "default"})
     with torch.no_grad():
