@@ -128,6 +128,8 @@ def check_flags(args) -> None:
         raise GlassformerError("--init starts a new run and --resume continues one; give one")
     if args.allow_new_data and not args.resume:
         raise GlassformerError("--allow-new-data only applies to --resume")
+    if args.init is not None:
+        resolve_path(args.init, MODEL)  # a missing model or package: one line before any launch
 
 
 def say(line: str) -> None:
