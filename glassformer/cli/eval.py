@@ -1,4 +1,5 @@
-"""`glassformer eval --model MODEL --data FILE`: loss and perplexity of a model on a text file."""
+"""`glassformer eval --model MODEL --data FILE`: loss, perplexity and bits per byte of a model on
+a text file (by default its val split, the part a training run holds out)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from glassformer.train.data import VAL_FRACTION, read_text
 from glassformer.train.evaluate import SPLITS, evaluate_text
 
 NAME = "eval"
-HELP = "report loss and perplexity of a model on a text file"
+HELP = "report loss, perplexity and bits per byte of a model on a text file (val split by default)"
 SPLIT_WORDS = {"all": "the whole file",
                "train": f"its train split (the first {1 - VAL_FRACTION:.0%} of the tokens)",
                "val": f"its val split (the last {VAL_FRACTION:.0%} of the tokens, as training "
@@ -22,16 +23,17 @@ SPLIT_WORDS = {"all": "the whole file",
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help=model_help("model to score"))
     parser.add_argument("--data", required=True, help="UTF-8 text file to score")
-    parser.add_argument("--split", choices=SPLITS, default="all",
-                        help="score the whole file (all, the default), or the part training "
-                             f"uses as train or val (the last {VAL_FRACTION:.0%} of the tokens)")
+    parser.add_argument("--split", choices=SPLITS, default="val",
+                        help="score the part training holds out (val, the default: the last "
+                             f"{VAL_FRACTION:.0%} of the tokens), the part it trains on "
+                             "(train), or the whole file (all)")
     parser.add_argument("--block-size", type=int, default=None,
                         help="tokens per window (default: the model's context)")
     parser.add_argument("--batch-size", type=int, default=8,
                         help="windows per forward pass (default: 8)")
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object {loss, perplexity, tokens, split} instead of "
-                             "a line")
+                        help="print one JSON object {loss, perplexity, tokens, split, bytes, "
+                             "bits_per_byte} instead of a line")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (there is none when stderr is not a terminal)")
 
@@ -50,6 +52,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(result._asdict()))
     else:
-        print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f} over "
-              f"{result.tokens} tokens of {args.data}: {SPLIT_WORDS[result.split]}")
+        print(f"loss {result.loss:.4f} nats/token, perplexity {result.perplexity:.3f}, "
+              f"{result.bits_per_byte:.4f} bits/byte over {result.tokens} tokens "
+              f"({result.bytes:,} bytes) of {args.data}: {SPLIT_WORDS[result.split]}")
     return 0

@@ -11,7 +11,7 @@ from glassformer.cli.launch import as_rank, launch_ranks, saved_train_config
 from glassformer.errors import GlassformerError
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
-from glassformer.packaged import MODEL, resolve_path
+from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
                                            follow_rank_zero, mpi_comm, mpi_installed,
                                            threads_per_rank, training_steps, usable_cores)
@@ -21,7 +21,8 @@ from glassformer.train.run import plot_loss_curve, resume_training, run_training
 from glassformer.train.signals import stop_on_signals
 
 NAME = "train"
-HELP = "train a char-level GPT with hand-written backprop (defaults: nanoGPT's Shakespeare CPU recipe)"
+HELP = ("train a GPT (char-level, or with --tokenizer any tokenizer glassformer loads) with "
+        "hand-written backprop (defaults: nanoGPT's Shakespeare CPU recipe)")
 
 # flag -> (TrainConfig field, type, help)
 TRAIN_FLAGS = {
@@ -73,6 +74,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--init", default=None,
                         help=model_help("start from the weights and tokenizer of this causal LM "
                                         "(gpt2 or llama family)"))
+    parser.add_argument("--tokenizer", default=None,
+                        help="train with this tokenizer instead of a char vocabulary built from "
+                             "the data: a folder or file glassformer loads (tokenizer.json, "
+                             "vocab.json + merges.txt, vocab.txt, .tiktoken, .gguf; e.g. one "
+                             "trained by `glassformer tokenizer train`) or a name: "
+                             f"{', '.join(packaged_names(TOKENIZER))}. The model's vocab is "
+                             "the tokenizer's padded up to a multiple of 64")
     parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
     parser.add_argument("--allow-new-data", action="store_true",
                         help="on --resume, train on a data file that differs from the run's "
@@ -128,8 +136,13 @@ def check_flags(args) -> None:
         raise GlassformerError("--init starts a new run and --resume continues one; give one")
     if args.allow_new_data and not args.resume:
         raise GlassformerError("--allow-new-data only applies to --resume")
+    if args.init is not None and args.tokenizer is not None:
+        raise GlassformerError("--init brings its model's own tokenizer; give --init or "
+                               "--tokenizer, not both")
     if args.init is not None:
         resolve_path(args.init, MODEL)  # a missing model or package: one line before any launch
+    if args.tokenizer is not None:
+        resolve_path(args.tokenizer, TOKENIZER)
 
 
 def say(line: str) -> None:
@@ -191,8 +204,9 @@ def train_here(args, comm=None) -> int:
         if args.resume:
             run_state, model_cfg = resume_training(
                 out_dir=args.out, data=args.data, given=train_given, given_model=model_given,
-                allow_new_data=args.allow_new_data, on_note=say, on_start=progress.start,
-                on_step=progress.on_step, should_stop=should_stop, steps=steps)
+                allow_new_data=args.allow_new_data, tokenizer=args.tokenizer, on_note=say,
+                on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
+                steps=steps)
         else:
             train_cfg = TrainConfig(**train_given)
             flags = {field: default for field, default, _ in MODEL_FLAGS.values()}
@@ -200,8 +214,9 @@ def train_here(args, comm=None) -> int:
             init = None if args.init is None else str(resolve_path(args.init, MODEL))
             run_state, model_cfg = run_training(
                 data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, flags),
-                train_cfg=train_cfg, init=init, on_start=progress.start,
-                on_step=progress.on_step, should_stop=should_stop, steps=steps)
+                train_cfg=train_cfg, init=init, tokenizer=args.tokenizer,
+                on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
+                steps=steps)
     if stop.signal_name:
         say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
             f"{args.out}. Continue with: glassformer train --out {shlex.quote(args.out)} "

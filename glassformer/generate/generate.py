@@ -80,6 +80,15 @@ def _check_reused_cache(kv_cache: KVCache | None, ids: np.ndarray, use_cache: bo
                                f"only {ids.shape[1]}: at least the last prompt token must be fed")
 
 
+def padding_start(model) -> int | None:
+    """The first id past the model's tokenizer, when the model's vocab is larger (a --tokenizer
+    run pads it up to a multiple of 64): ids from there on decode to nothing and are never
+    sampled. None when every id is the tokenizer's (or the model has no tokenizer)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    size = None if tokenizer is None else tokenizer.vocab_size
+    return size if size is not None and size < model.cfg.vocab_size else None
+
+
 def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
              stop: list[int] | None = None, attention_mask=None, use_cache: bool = True,
@@ -107,6 +116,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
             f"model's context of max_seq_len={context}, and its rotary positions were not "
             f"trained beyond it: ask for at most {max(context - ids.shape[1], 0)} new tokens")
     _check_reused_cache(kv_cache, ids, use_cache)
+    padding = padding_start(model)
     rng = np.random.default_rng(seed)
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
@@ -128,6 +138,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         else:                                            # decode: only the newest token
             logits = _logits_last(model, ids, mask, kv_cache=cache, new=1)
             cache.advance(1)
+        if padding is not None:
+            logits = logits.copy()
+            logits[:, padding:] = -np.inf                # padding ids: never sampled
         next_ids = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
                                rng=rng)
         fill = last_stop if pad_id is None else np.full_like(last_stop, pad_id)

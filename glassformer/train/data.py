@@ -11,6 +11,9 @@ says it came from the same text file (size and modification time), the same voca
 same tokenizer fingerprint; otherwise it encodes again. The sidecar is written last, so a run
 killed mid-write leaves no sidecar and the next run re-encodes.
 
+A large text is encoded in pieces of about ENCODE_PIECE characters behind a tqdm bar (quiet when
+stderr is not a terminal), when the caller says its tokenizer's pieces join exactly (safe_pieces).
+
 Batches come from an explicit `np.random.Generator`: the same seed gives the same batches.
 """
 from __future__ import annotations
@@ -18,15 +21,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
+from tqdm import tqdm
 
 from glassformer.errors import GlassformerError
 from glassformer.io.safetensors import write_atomically
 
 VAL_FRACTION = 0.1  # nanoGPT: the last 10% of the ids, by position, are the validation split
+ENCODE_PIECE = 1 << 20  # characters per piece when a text is encoded in pieces (progress bar)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -60,12 +66,51 @@ def file_fingerprint(path: str | os.PathLike) -> dict:
             "sha256": digest.hexdigest()}
 
 
+def safe_pieces(text: str, size: int = ENCODE_PIECE) -> Iterable[tuple[int, str]]:
+    """(offset, piece) of `text` cut into pieces of about `size` characters.
+
+    Each cut is right after a newline between two letters ("x\nY"), where the GPT-2, LLaMA-3 and
+    SmolLM pre-tokenizers all end a pre-token ("x", "\n", "Y"), so a byte-level BPE (whose
+    merges never cross a pre-token) or a char tokenizer gives the same ids piece by piece as for
+    the whole text.
+    """
+    start = 0
+    while len(text) - start > size:
+        cut = text.find("\n", start + size)
+        while cut != -1 and not (text[cut - 1].isalpha() and text[cut + 1:cut + 2].isalpha()):
+            cut = text.find("\n", cut + 1)
+        if cut == -1:
+            break
+        yield start, text[start:cut + 1]
+        start = cut + 1
+    yield start, text[start:]
+
+
+def encode_text(text: str, encode: Callable[[str], Iterable[int]], *, in_pieces: bool = False,
+                desc: str = "encoding") -> list[int]:
+    """encode(text); in_pieces: piece by piece (safe_pieces) behind a progress bar."""
+    if not in_pieces or len(text) <= ENCODE_PIECE:
+        return list(encode(text))
+    ids: list[int] = []
+    with tqdm(total=len(text), desc=desc, unit="char", unit_scale=True, disable=None,
+              file=sys.stderr) as bar:
+        for offset, piece in safe_pieces(text):
+            try:
+                ids.extend(encode(piece))
+            except GlassformerError as err:
+                raise GlassformerError(f"{err} (in the piece from character {offset:,})") from None
+            bar.update(len(piece))
+    return ids
+
+
 def encode_to_npy(text_path: str | os.PathLike, npy_path: str | os.PathLike, *,
-                  encode: Callable[[str], Iterable[int]], vocab_size: int) -> np.ndarray:
-    """Encode the text file with `encode`, write the ids to `npy_path` atomically, return them
-    memory-mapped."""
+                  encode: Callable[[str], Iterable[int]], vocab_size: int,
+                  in_pieces: bool = False) -> np.ndarray:
+    """Encode the text file with `encode` (in_pieces: see encode_text), write the ids to
+    `npy_path` atomically, return them memory-mapped."""
     text_path = Path(text_path)
-    ids = np.asarray(encode(read_text(text_path)))
+    ids = np.asarray(encode_text(read_text(text_path), encode, in_pieces=in_pieces,
+                                 desc=f"encoding {text_path.name}"))
     if ids.ndim != 1 or ids.size == 0:
         raise GlassformerError(
             f"encoding {text_path} gave {ids.shape} ids; expected a non-empty 1-D sequence")
@@ -83,7 +128,7 @@ def encode_to_npy(text_path: str | os.PathLike, npy_path: str | os.PathLike, *,
 
 def prepare_tokens(text_path: str | os.PathLike, npy_path: str | os.PathLike, *,
                    encode: Callable[[str], Iterable[int]], vocab_size: int,
-                   fingerprint: str = "") -> np.ndarray:
+                   fingerprint: str = "", in_pieces: bool = False) -> np.ndarray:
     """The ids of `text_path`, memory-mapped from `npy_path`, encoding only when needed.
 
     `fingerprint` identifies the tokenizer (e.g. a hash of its JSON): a changed tokenizer or
@@ -103,7 +148,8 @@ def prepare_tokens(text_path: str | os.PathLike, npy_path: str | os.PathLike, *,
             stored = None  # a damaged sidecar only means: encode again
         if stored == wanted:
             return load_tokens(npy_path)
-    tokens = encode_to_npy(text_path, npy_path, encode=encode, vocab_size=vocab_size)
+    tokens = encode_to_npy(text_path, npy_path, encode=encode, vocab_size=vocab_size,
+                           in_pieces=in_pieces)
     sidecar_bytes = json.dumps(wanted, indent=1).encode("utf-8")
     write_atomically(sidecar, lambda f: f.write(sidecar_bytes))
     return tokens

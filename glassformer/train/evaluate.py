@@ -6,6 +6,12 @@ token except the first of each window is scored once, and
 
     loss = mean over scored tokens of -log p(token | previous tokens in its window)
     perplexity = exp(loss)
+    bits per byte = total nats / ln 2 / UTF-8 bytes of the scored tokens
+
+Loss per token depends on the tokenizer (a BPE token carries more text than a character); bits
+per byte do not, so a char model and a BPE model compare on one scale. The bytes of a token are
+its own bytes for a byte-level BPE, else the UTF-8 bytes of its decoded text (token_byte_lengths;
+approximate for WordPiece, whose decoding drops spaces).
 
 Non-overlapping windows are the standard, cheap estimate (a sliding window would give each token
 more context and a slightly lower loss).
@@ -33,6 +39,23 @@ class EvalResult(NamedTuple):
     perplexity: float    # exp(loss)
     tokens: int          # tokens scored
     split: str           # "all" (the whole text), "train" or "val"
+    bytes: int = 0       # UTF-8 bytes of the scored tokens (0: not known)
+    bits_per_byte: float = float("nan")  # loss * tokens / ln 2 / bytes
+
+
+def token_byte_lengths(tokenizer) -> np.ndarray:
+    """(V,) int64: the UTF-8 bytes each id of `tokenizer` stands for."""
+    pieces = getattr(tokenizer, "id_to_bytes", None)
+    if pieces is not None:  # byte-level BPE: exact, a token holding half a character included
+        return np.array([len(piece or b"") for piece in pieces], dtype=np.int64)
+    return np.array([len(tokenizer.decode([token_id]).encode("utf-8"))
+                     for token_id in range(tokenizer.vocab_size)], dtype=np.int64)
+
+
+def tokens_per_byte(ids: np.ndarray, byte_lengths: np.ndarray) -> float:
+    """How many tokens `ids` spends per UTF-8 byte of the text it encodes."""
+    n_bytes = int(byte_lengths[np.asarray(ids, dtype=np.int64)].sum())
+    return len(ids) / n_bytes if n_bytes else float("nan")
 
 
 def count_windows(n_ids: int, block_size: int) -> int:
@@ -52,9 +75,11 @@ def select_split(ids: np.ndarray, split: str) -> np.ndarray:
 
 def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
                  batch_size: int = 8, split: str = "all",
-                 on_batch: Callable[[int, int], None] | None = None) -> EvalResult:
+                 on_batch: Callable[[int, int], None] | None = None,
+                 byte_lengths: np.ndarray | None = None) -> EvalResult:
     """Mean next-token loss of `model` over `ids` (1-D, or the `split` of them), in windows of
-    block_size + 1. on_batch(windows done, windows in all) is called after each forward pass."""
+    block_size + 1. on_batch(windows done, windows in all) is called after each forward pass.
+    byte_lengths: (V,) bytes per id (token_byte_lengths), for bits per byte."""
     if batch_size < 1 or (block_size is not None and block_size < 1):
         raise GlassformerError(f"batch size and block size must be at least 1, got "
                                f"{batch_size} and {block_size}")
@@ -80,11 +105,15 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
         if on_batch:
             on_batch(start + len(x), n_windows)
     mean = total / targets.size
-    return EvalResult(loss=mean, perplexity=math.exp(mean), tokens=int(targets.size), split=split)
+    n_bytes = 0 if byte_lengths is None else int(byte_lengths[windows[1:]].sum())
+    bpb = total / math.log(2) / n_bytes if n_bytes else float("nan")
+    return EvalResult(loss=mean, perplexity=math.exp(mean), tokens=int(targets.size), split=split,
+                      bytes=n_bytes, bits_per_byte=bpb)
 
 
 def evaluate_text(model, text: str, **kwargs) -> EvalResult:
     """Encode `text` with the model's tokenizer, then `evaluate_ids`."""
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot read text")
-    return evaluate_ids(model, np.array(model.tokenizer.encode(text)), **kwargs)
+    return evaluate_ids(model, np.array(model.tokenizer.encode(text)),
+                        byte_lengths=token_byte_lengths(model.tokenizer), **kwargs)

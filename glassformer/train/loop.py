@@ -155,7 +155,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
           on_step: Callable[[dict], None] | None = None,
           should_stop: Callable[[], bool] | None = None,
-          steps: Steps = IN_PROCESS) -> RunState:
+          steps: Steps = IN_PROCESS, val_tokens_per_byte: float | None = None) -> RunState:
     """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
@@ -163,6 +163,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     train/signals.py) the run checkpoints the iteration it is at and returns early.
     steps: how a step and an eval loss are computed (train/step.py); a data-parallel run passes
     train/distributed.py's, and then only the process with steps.writes_files writes anything.
+    val_tokens_per_byte: the val split's tokens per UTF-8 byte; when given, each eval also logs
+    val_bpb = val_loss / ln 2 * tokens per byte (bits per byte: comparable across tokenizers).
     """
     # every rank of a data-parallel run starts from rank 0's run and data (one process: as is)
     model_cfg, train_cfg, run, train_data, val_data = steps.start(model_cfg, train_cfg, run,
@@ -183,6 +185,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
             record.update(_evaluate(steps, family, model_cfg, train_cfg, run, train_data,
                                     val_data))
             run.best_val = min(run.best_val, record["val_loss"])
+            if val_tokens_per_byte:
+                record["val_bpb"] = record["val_loss"] / math.log(2) * val_tokens_per_byte
             if writes:
                 _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         # issue 21 (stop on request): checkpoint this iteration unless it was just saved or

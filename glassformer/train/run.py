@@ -9,6 +9,13 @@ code (the .py files of the installed package), a corpus that is always there and
                      default for every setting; only SAFE_ON_RESUME may be changed (and the change
                      is logged), anything else that differs is refused naming both values
 
+--tokenizer (run_training's `tokenizer`): a tokenizer glassformer loads (tokenizers/load.py: a
+folder or file, or a name such as gpt2) instead of the default char vocabulary built from the
+data. The model's vocab_size is then the tokenizer's padded up to a multiple of VOCAB_MULTIPLE
+(nanoGPT's 50,257 -> 50,304; generation never samples the padding ids). The run saves the
+tokenizer (run/tokenizer/ and every checkpoint's tokenizer.json) and a resume keeps it: a resume
+given another tokenizer is refused.
+
 The run folder records its data file's path, size and sha256 (data.json); a resume refuses a
 changed or different file unless allow_new_data. Only one process writes a run folder at a time
 (train/lock.py).
@@ -17,7 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -29,12 +38,14 @@ from glassformer.io.checkpoint import (append_train_log, load_checkpoint, read_t
 from glassformer.io.pretrained import load_pretrained
 from glassformer.io.safetensors import write_atomically
 from glassformer.models.registry import config_from_dict
+from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.checks import (check_model_flags, check_train_config,
                                       check_training_memory, resumed_config,
                                       train_config_from_dict)
 from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
+from glassformer.train.evaluate import token_byte_lengths, tokens_per_byte
 from glassformer.train.lock import hold_run_folder
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
 from glassformer.train.step import IN_PROCESS, Steps
@@ -42,6 +53,7 @@ from glassformer.train.step import IN_PROCESS, Steps
 DEFAULT_CORPUS_NAME = "glassformer's own source code"
 DATA_RECORD = "data.json"          # {"path", "size", "sha256"} of the file the run trains on
 LEGACY_DATA_RECORD = "data_source.txt"  # older runs: the data path alone
+VOCAB_MULTIPLE = 64  # a --tokenizer run's model vocab is padded up to a multiple of this
 
 
 def default_corpus_text() -> str:
@@ -69,16 +81,29 @@ def _fingerprint(tokenizer_layout: dict) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+def padded_vocab(vocab_size: int) -> int:
+    """A --tokenizer run's model vocab: the tokenizer's, rounded up to VOCAB_MULTIPLE."""
+    return -(-vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
 def _tokens(data_path: Path, out_dir: Path, tokenizer, layout: dict, block_size: int):
-    tokens = prepare_tokens(data_path, out_dir / "tokens.npy", encode=tokenizer.encode,
-                            vocab_size=tokenizer.vocab_size, fingerprint=_fingerprint(layout))
+    """(train ids, val ids, the val split's tokens per UTF-8 byte)."""
+    try:
+        tokens = prepare_tokens(data_path, out_dir / "tokens.npy", encode=tokenizer.encode,
+                                vocab_size=tokenizer.vocab_size, fingerprint=_fingerprint(layout),
+                                in_pieces=isinstance(tokenizer, (BPETokenizer, CharTokenizer)))
+    except GlassformerError as err:
+        if str(err).startswith(("data file", "token file")):
+            raise
+        raise GlassformerError(f"the run's tokenizer cannot encode {data_path}: {err}") from None
     train_data, val_data = split_train_val(tokens)
     for split, part in (("train", train_data), ("val", val_data)):
         if len(part) < block_size + 1:
             raise GlassformerError(
                 f"the {split} split of {data_path} has {len(part)} tokens, fewer than block size "
                 f"{block_size} + 1; use a smaller --block-size or more data")
-    return train_data, val_data
+    ratio = tokens_per_byte(val_data, token_byte_lengths(tokenizer))
+    return train_data, val_data, (ratio if math.isfinite(ratio) else None)
 
 
 def _tokenizer_layout(tokenizer, out_dir: Path) -> dict:
@@ -93,8 +118,14 @@ def _tokenizer_layout(tokenizer, out_dir: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _start_from(init: str | None, text: str, model_cfg_for):
+def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str | None = None):
     """(model config, params or None, tokenizer) for a new run."""
+    if init is not None and tokenizer_path is not None:
+        raise GlassformerError("--init brings its model's own tokenizer; give --init or "
+                               "--tokenizer, not both")
+    if tokenizer_path is not None:
+        tokenizer = load_tokenizer(tokenizer_path)
+        return model_cfg_for(padded_vocab(tokenizer.vocab_size)), None, tokenizer
     if init is None:
         tokenizer = CharTokenizer.from_text(text)
         return model_cfg_for(tokenizer.vocab_size), None, tokenizer
@@ -115,13 +146,16 @@ def _write_data_record(out: Path, record: dict) -> None:
 
 
 def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int], object],
-                 train_cfg: TrainConfig, init: str | None = None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                 train_cfg: TrainConfig, init: str | None = None, tokenizer: str | None = None,
+                 on_start=None, on_step=None, should_stop=None,
+                 steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Start a new run and train it; returns (final RunState, model config).
 
     model_cfg_for(vocab_size) builds the model config once the char tokenizer is known.
     init: a glassformer run/checkpoint, a Hugging Face folder or a .gguf file whose weights and
     tokenizer start a new run (fine-tuning).
+    tokenizer: a tokenizer folder, file or name (tokenizers/load.py) to train with instead of the
+    default char vocabulary (see the module docstring).
     on_start(max_iters, start_iter) is called once training is about to begin; on_step(record)
     after each logged record; should_stop() is asked once per iteration (train/signals.py).
     steps: how steps are computed (train/step.py; rank 0 of a data-parallel run passes
@@ -130,7 +164,7 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
     out = _run_folder(out_dir)
     check_train_config(train_cfg)
     text = read_text(data) if data else default_corpus_text()
-    model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for)
+    model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for, tokenizer)
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
                                f"context max_seq_len={model_cfg.max_seq_len}")
@@ -142,13 +176,14 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
         data_path = Path(data) if data else write_default_corpus(out, text)
         layout = _tokenizer_layout(tokenizer, out)
         _write_data_record(out, file_fingerprint(data_path))
-        train_data, val_data = _tokens(data_path, out, tokenizer, layout, train_cfg.block_size)
+        train_data, val_data, val_tpb = _tokens(data_path, out, tokenizer, layout,
+                                                train_cfg.block_size)
         run = new_run(model_cfg, train_cfg, params)
         if on_start:
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
                     out_dir=out, tokenizer_json=layout, on_step=on_step,
-                    should_stop=should_stop, steps=steps)
+                    should_stop=should_stop, steps=steps, val_tokens_per_byte=val_tpb)
     return run, model_cfg
 
 
@@ -208,8 +243,22 @@ def saved_train_config(out_dir: str | os.PathLike) -> TrainConfig:
     return train_config_from_dict(state.get("train_config", {}))
 
 
+def check_same_tokenizer(out: Path, saved_layout: dict, tokenizer_path: str) -> None:
+    """Refuse a resume given a tokenizer that is not the run's own (compared by their JSON)."""
+    given = load_tokenizer(tokenizer_path)
+    with tempfile.TemporaryDirectory() as folder:
+        layout = _tokenizer_layout(given, Path(folder))
+    if _fingerprint(layout) != _fingerprint(saved_layout):
+        raise GlassformerError(
+            f"--resume keeps the run's tokenizer: the run in {out} was trained with tokenizer "
+            f"{_fingerprint(saved_layout)}, got --tokenizer {tokenizer_path} "
+            f"({_fingerprint(layout)}, {given.vocab_size:,} ids); drop --tokenizer, or start a "
+            "new run with another --out")
+
+
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
                     given_model: dict | None = None, allow_new_data: bool = False,
+                    tokenizer: str | None = None,
                     on_note=None, on_start=None, on_step=None,
                     should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Continue the run in `out_dir` from its last checkpoint; returns (RunState, model config).
@@ -217,7 +266,8 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
     given: training settings given explicitly ({"max_iters": 4000}); the saved ones fill the
     rest (see resumed_config). given_model: model settings given explicitly, which must match the
     checkpoint's model. data: None trains on the recorded file. on_note(line) receives what the
-    resume changed (also appended to the train log).
+    resume changed (also appended to the train log). tokenizer: as given on the command line; it
+    must be the run's own (check_same_tokenizer).
     """
     out = _run_folder(out_dir)
     if not out.is_dir():
@@ -226,6 +276,8 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         ckpt = load_checkpoint(out)
         model_cfg = config_from_dict(ckpt.config)
         check_model_flags(ckpt.config, given_model or {})
+        if tokenizer is not None:
+            check_same_tokenizer(out, ckpt.tokenizer_json, tokenizer)
         saved = train_config_from_dict(ckpt.state["train_config"])
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
@@ -243,14 +295,15 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
                 on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
             if data_note:
                 on_note(data_note)
-        tokenizer = load_tokenizer(ckpt.path)
+        run_tokenizer = load_tokenizer(ckpt.path)
         layout = ckpt.tokenizer_json
-        train_data, val_data = _tokens(data_path, out, tokenizer, layout, train_cfg.block_size)
+        train_data, val_data, val_tpb = _tokens(data_path, out, run_tokenizer, layout,
+                                                train_cfg.block_size)
         if on_start:
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
                     out_dir=out, tokenizer_json=layout, on_step=on_step,
-                    should_stop=should_stop, steps=steps)
+                    should_stop=should_stop, steps=steps, val_tokens_per_byte=val_tpb)
     return run, model_cfg
 
 

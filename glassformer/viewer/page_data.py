@@ -98,8 +98,11 @@ def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
                "entropy": np.round(lens.entropy[layer, 0].astype(np.float64), 3).tolist()}
               for layer in range(lens.ids.shape[0])]
     seen = sorted(set(lens.ids[:, 0].ravel().tolist()) | set(lens.final[0].tolist()))
+    tokenizer = inspection.model.tokenizer
+    # a --tokenizer run's model pads its vocab past the tokenizer's (train/run.py): no text there
     vocab = {str(tok.id): tok.text
-             for tok in describe_tokens(inspection.model.tokenizer, seen)}
+             for tok in describe_tokens(tokenizer, [i for i in seen if i < tokenizer.vocab_size])}
+    vocab.update({str(i): f"<padding id {i}>" for i in seen if i >= tokenizer.vocab_size})
     return {"k": int(lens.ids.shape[-1]), "final": lens.final[0].tolist(), "layers": layers}, vocab
 
 

@@ -72,7 +72,8 @@ def test_prompt_longer_than_context_slides_the_window(run_dir, capsys):
 
 def test_eval_reports_loss_and_perplexity(run_dir, capsys):
     out, corpus = run_dir
-    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json"]) == 0
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json", "--split",
+                 "all"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["perplexity"] == pytest.approx(math.exp(result["loss"]))
     model = load_pretrained(out)
@@ -98,17 +99,18 @@ def test_convert_writes_a_folder_transformers_loads(run_dir, tmp_path):
 
 def test_eval_says_what_it_scored_and_is_quiet_when_piped(run_dir, capsys):
     out, corpus = run_dir
-    assert main(["eval", "--model", str(out), "--data", str(corpus)]) == 0
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--split", "all"]) == 0
     captured = capsys.readouterr()
     assert "of " + str(corpus) + ": the whole file" in captured.out
     assert captured.err == ""  # stderr is not a terminal here: no progress bar
-    assert main(["eval", "--model", str(out), "--data", str(corpus), "--split", "val"]) == 0
+    assert main(["eval", "--model", str(out), "--data", str(corpus)]) == 0  # val by default
     assert "its val split (the last 10% of the tokens" in capsys.readouterr().out
 
 
 def test_eval_val_split_scores_the_last_tenth(run_dir, capsys):
     out, corpus = run_dir
-    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json"]) == 0
+    assert main(["eval", "--model", str(out), "--data", str(corpus), "--json", "--split",
+                 "all"]) == 0
     whole = json.loads(capsys.readouterr().out)
     assert main(["eval", "--model", str(out), "--data", str(corpus), "--json", "--split",
                  "val"]) == 0
@@ -131,7 +133,7 @@ def test_eval_shows_a_progress_bar_on_a_terminal(run_dir):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "glassformer", "eval", "--model", str(out),
-                             "--data", str(corpus), "--batch-size", "64"],
+                             "--data", str(corpus), "--batch-size", "64", "--split", "all"],
                             stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
     shown = b""

@@ -129,7 +129,8 @@ def _piece(tokenizer, token_id: int) -> str:
 
 def _top_tokens(probs: np.ndarray, tokenizer) -> list[dict]:
     """The TOP_K most likely ids (ties to the lower id) with their text and probability."""
-    order = np.argsort(-probs, kind="stable")[:TOP_K]
+    order = np.argsort(-probs, kind="stable")
+    order = order[order < tokenizer.vocab_size][:TOP_K]  # past it: a padded vocab's unused ids
     return [{"id": int(i), "token": tokenizer.decode([int(i)]), "prob": float(probs[i])}
             for i in order]
 
