@@ -26,9 +26,10 @@ class TrainProgress:
             self.bar.update(record["iter"] + 1 - self.bar.n)
         if "val_loss" in record:
             self.shown["val"] = f"{record['val_loss']:.4f}"
+            bpb = f" ({record['val_bpb']:.3f} bits/byte)" if "val_bpb" in record else ""
             if not self.enabled:
                 print(f"iter {record['iter']}: train {record['eval_train_loss']:.4f}, "
-                      f"val {record['val_loss']:.4f}", file=sys.stderr)
+                      f"val {record['val_loss']:.4f}{bpb}", file=sys.stderr)
         self.bar.set_postfix(self.shown, refresh=False)
 
     def close(self) -> None:
