@@ -25,7 +25,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="UTF-8 text file to score")
     parser.add_argument("--split", choices=SPLITS, default="val",
                         help="score the part training holds out (val, the default: the last "
-                             f"{VAL_FRACTION:.0%} of the tokens), the part it trains on "
+                             f"{VAL_FRACTION:.0%}% of the tokens), the part it trains on "
                              "(train), or the whole file (all)")
     parser.add_argument("--block-size", type=int, default=None,
                         help="tokens per window (default: the model's context)")

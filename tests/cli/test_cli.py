@@ -66,3 +66,9 @@ def test_every_command_takes_seed_and_every_flag_has_help():
         assert "--seed" in flags, name
         for action in parser._actions:
             assert action.help, f"{name}: {action.dest} has no help text"
+
+
+def test_every_command_prints_its_help():
+    """argparse formats help text with %: a stray one crashes `--help` only, so format them all."""
+    for name, parser in sub_parsers(build_parser()):
+        assert f"usage: glassformer {name}" in parser.format_help(), name
