@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
-from glassformer.cli.common import add_sampling_arguments, model_help, sampling_kwargs
+from glassformer.cli.common import add_sampling_arguments, loading_line, model_help, sampling_kwargs
 from glassformer.errors import GlassformerError
 from glassformer.generate.chat import ChatSession, open_chat
 
@@ -51,13 +50,8 @@ def note(text: str) -> None:
 
 def load(args) -> ChatSession:
     """open_chat, with a loading line at a terminal (a large model takes seconds)."""
-    talking = sys.stderr.isatty()
-    if talking:
-        print(f"loading {args.model} ...", end="", file=sys.stderr, flush=True)
-    start = time.perf_counter()
-    session = open_chat(args.model, system=args.system)
-    if talking:
-        note(f" ready in {time.perf_counter() - start:.1f} s")
+    with loading_line(args.model):
+        session = open_chat(args.model, system=args.system)
     if session.template.fallback:
         note("note: this model's files hold no chat template; chatting in ChatML, which it may "
              "not have been trained on")

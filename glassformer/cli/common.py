@@ -6,6 +6,7 @@
     sampling_kwargs         those flags (and --seed) as keyword arguments of generate()
     print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
     blas_sized_to_free_cores  every command runs with BLAS threads = the cores free at its start
+    loading_line            'loading NAME ... ready in N s' at a terminal; load_model_shown uses it
 
 Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
 glassformer/packaged.py, so every command that takes a model takes the same things.
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 
 from glassformer.blas import blas_threads, free_cores
+from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, PACKAGED, packaged_names
 
 SEED_HELP = "seed for every random choice this command makes"
@@ -88,3 +90,28 @@ def blas_sized_to_free_cores() -> AbstractContextManager:
     instead of two threads that wait on each other; on an idle machine every core is used.
     """
     return blas_threads(free_cores())
+
+
+@contextmanager
+def loading_line(name: str):
+    """'loading NAME ... ready in N s' on stderr at a terminal (a large model takes seconds to
+    read); nothing when stderr is piped. On an error the line is ended first, so the error's own
+    line stands alone."""
+    talking = sys.stderr.isatty()
+    if talking:
+        print(f"loading {name} ...", end="", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        if talking:
+            print(file=sys.stderr, flush=True)
+        raise
+    if talking:
+        print(f" ready in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+def load_model_shown(name_or_path):
+    """load_model (a path or a packaged name) inside a loading line."""
+    with loading_line(str(name_or_path)):
+        return load_model(name_or_path)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import model_help
-from glassformer.io.named_models import load_model
+from glassformer.cli.common import load_model_shown, model_help
 from glassformer.io.pretrained import save_pretrained
 
 NAME = "convert"
@@ -19,7 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    model = load_model(args.model)
+    model = load_model_shown(args.model)
     folder = save_pretrained(model, args.out)
     print(f"wrote {model.arch} model ({model.num_params():,} params) to {folder}", file=sys.stderr)
     return 0

@@ -5,10 +5,9 @@ import json
 
 import numpy as np
 
-from glassformer.cli.common import model_help
+from glassformer.cli.common import load_model_shown, model_help
 from glassformer.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
 from glassformer.errors import GlassformerError
-from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, resolve_path
 
 NAME = "embed"
@@ -48,7 +47,7 @@ def run(args) -> int:
     if args.max_length is not None and args.max_length <= 0:
         raise GlassformerError(f"--max-length must be at least 1, got {args.max_length}")
     path = resolve_path(args.model, MODEL)  # the folder also holds sentence_bert_config.json
-    model = load_model(path)
+    model = load_model_shown(path)
     max_length = args.max_length or max_length_of(path, MAX_LENGTH)
     embeddings = embed(model, args.texts, max_length=max_length)
     similarity = cosine_similarity(embeddings)

@@ -7,8 +7,7 @@ import sys
 
 from tqdm import tqdm
 
-from glassformer.cli.common import model_help
-from glassformer.io.named_models import load_model
+from glassformer.cli.common import load_model_shown, model_help
 from glassformer.train.data import VAL_FRACTION, read_text
 from glassformer.train.evaluate import SPLITS, evaluate_text
 
@@ -39,7 +38,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    model = load_model(args.model)
+    model = load_model_shown(args.model)
     show = not args.no_progress and sys.stderr.isatty()
     with tqdm(disable=not show, file=sys.stderr, unit="window", desc="eval") as bar:
 

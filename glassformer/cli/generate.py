@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import (add_sampling_arguments, model_help, print_stream,
-                                    report_speed, sampling_kwargs)
+from glassformer.cli.common import (add_sampling_arguments, load_model_shown, model_help,
+                                    print_stream, report_speed, sampling_kwargs)
 from glassformer.generate.stream import stream_generate
-from glassformer.io.named_models import load_model
 
 NAME = "generate"
 HELP = ("continue a prompt with a model (a glassformer training run, an HF folder, a .gguf, "
@@ -26,7 +25,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    model = load_model(args.model)
+    model = load_model_shown(args.model)
     steps = stream_generate(model, args.prompt, **sampling_kwargs(args))
     if args.echo:
         sys.stdout.write(args.prompt)

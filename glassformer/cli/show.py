@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 
 from glassformer.cli.attention import detect_lang
-from glassformer.cli.common import model_help
-from glassformer.io.named_models import load_model
+from glassformer.cli.common import load_model_shown, model_help
 from glassformer.viewer.show import check_request, show
 
 NAME = "show"
@@ -37,7 +36,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     lang = args.lang or detect_lang(os.environ)
     check_request(args.text, args.out, args.png)  # before the (slow) load
-    model = load_model(args.model)
+    model = load_model_shown(args.model)
     path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
                 lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
                 png_dir=args.png, pad_to=args.pad_to)

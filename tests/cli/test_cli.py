@@ -1,10 +1,12 @@
 """The command line: entry points, gradcheck output, one-line errors with exit code 2."""
 import argparse
 import json
+import re
 import subprocess
 import sys
 
 from glassformer.cli import build_parser, main
+from glassformer.cli.common import loading_line
 
 
 def test_python_dash_m_runs_the_walkthrough():
@@ -72,3 +74,19 @@ def test_every_command_prints_its_help():
     """argparse formats help text with %: a stray one crashes `--help` only, so format them all."""
     for name, parser in sub_parsers(build_parser()):
         assert f"usage: glassformer {name}" in parser.format_help(), name
+
+
+def test_loading_line_at_a_terminal_only(monkeypatch, capsys):
+    with loading_line("tiny"):
+        pass
+    assert capsys.readouterr().err == ""                       # piped: quiet
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with loading_line("tiny"):
+        pass
+    assert re.fullmatch(r"loading tiny \.\.\. ready in \d+\.\d s\n", capsys.readouterr().err)
+    try:
+        with loading_line("broken"):
+            raise ValueError("bad file")
+    except ValueError:
+        pass
+    assert capsys.readouterr().err == "loading broken ...\n"   # the error's line stands alone
