@@ -87,7 +87,7 @@ def export(smollm2, tmp_path_factory):
     """`glassformer convert --model smollm2 --out DIR`, with the module's loaded model."""
     folder = tmp_path_factory.mktemp("smollm2_hf")
     patch = pytest.MonkeyPatch()
-    patch.setattr(convert_command, "load_model", lambda name: smollm2)
+    patch.setattr(convert_command, "load_model_shown", lambda name: smollm2)
     try:
         assert main(["convert", "--model", "smollm2", "--out", str(folder)]) == 0
     finally:
