@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,20 +16,10 @@ from glassformer.train.loop import TrainConfig, new_run
 from glassformer.train.optim import adamw_step
 from glassformer.train.step import loss_and_grads
 
-SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tinyshakespeare.txt"
 TINY_FLAGS = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--block-size", "16",
               "--batch-size", "4", "--eval-iters", "2", "--warmup-iters", "2",
               "--lr-decay-iters", "40", "--no-progress", "--workers", "1"]
 # (--workers 1: one process; runs over MPI ranks are tests/train/test_distributed.py's)
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"corpus {SHAKESPEARE} is absent")
-    path = tmp_path / "corpus.txt"
-    path.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
-    return path
 
 
 def train_losses(run_dir):

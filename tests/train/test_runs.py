@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,6 @@ from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.io.pretrained import load_pretrained
 from glassformer.train.run import saved_train_config
 
-SHAKESPEARE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tinyshakespeare.txt"
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--eval-iters", "2",
               "--no-progress", "--workers", "1"]
 # Every setting away from its default, so a resume that fell back to a default would show.
@@ -23,15 +21,6 @@ ODD_SETTINGS = ["--lr", "0.003", "--min-lr", "0.0002", "--batch-size", "3", "--b
                 "--beta1", "0.8", "--beta2", "0.95", "--grad-clip", "0.5", "--seed", "7",
                 "--eval-interval", "4"]
 SECOND_TRAINER_EXITS_S = 20  # generous on a loaded 2-core machine; it exits at startup
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"corpus {SHAKESPEARE} is absent")
-    path = tmp_path / "corpus.txt"
-    path.write_text(SHAKESPEARE.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
-    return path
 
 
 def train_losses(run_dir):
