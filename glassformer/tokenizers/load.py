@@ -1,6 +1,7 @@
 """`load_tokenizer(path)`: recognise a tokenizer's file layout and build the matching tokenizer.
 
     folder with tokenizer.json         HF (BPE or WordPiece model) or glassformer's {"type": "char"}
+                                       or {"type": "pairs"} (tokenizers/pairs.py)
     folder with vocab.json+merges.txt  GPT-2 style byte-level BPE (also encoder.json + vocab.bpe)
     folder with vocab.txt              BERT WordPiece
     file *.tiktoken                    tiktoken ranks (pattern and special tokens given by caller)
@@ -23,6 +24,7 @@ from glassformer.tokenizers import bpe_files, hf_json
 from glassformer.tokenizers.base import TOKENIZER_JSON, Tokenizer
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.pairs import PairTokenizer
 from glassformer.tokenizers.pretokenize import PreTokenizer
 from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
@@ -86,6 +88,8 @@ def load_tokenizer_json(path: Path, pattern: str | None) -> Tokenizer:
         raise GlassformerError(f"{path} does not hold a JSON object")
     if layout.get("type") == "char":
         return CharTokenizer.from_layout(layout, path)
+    if layout.get("type") == "pairs":  # a seq2seq run's source + target vocabulary
+        return PairTokenizer.from_layout(layout, path)
     model_type = (layout.get("model") or {}).get("type")
     if model_type == "BPE":
         tokenizer = BPETokenizer.from_hf_layout(layout, str(path))
