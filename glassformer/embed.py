@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.models.bert import l2_normalize, mean_pool
+from glassformer.models.bert import encoder_forward, l2_normalize, mean_pool
 
 MAX_LENGTH = 256       # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 BATCH_SIZE = 32        # texts per forward pass (bounds memory; results do not depend on it)
@@ -61,7 +61,9 @@ def embed_batch(model, texts: list[str], max_length: int) -> np.ndarray:
     ids = np.array([e.ids for e in encodings], dtype=np.int64)                 # (b, T)
     mask = np.array([e.attention_mask for e in encodings], dtype=bool)         # (b, T)
     types = np.array([e.type_ids for e in encodings], dtype=np.int64)          # (b, T)
-    hidden, _ = model.forward(ids, attention_mask=mask, token_type_ids=types)  # (b, T, C)
+    # the encoder alone: a BERT with a masked-LM head would give logits from model.forward
+    hidden, _ = encoder_forward(model.params, ids, model.cfg, token_type_ids=types,
+                                key_mask=mask)                                 # (b, T, C)
     return l2_normalize(mean_pool(hidden, mask))                               # (b, C)
 
 

@@ -4,12 +4,19 @@
        -> tok_emb[ids] + pos_emb[positions] + type_emb[types] -> LayerNorm -> dropout   (B, T, C)
        -> L x post-norm block: h = Norm1(x + Attn(x)), out = Norm2(h + MLP(h))
           (bidirectional attention; padding keys masked by the attention mask)
-       -> last hidden state (B, T, C)
+       -> last hidden state (B, T, C)                                  `encoder_forward`
+       -> with cfg.mlm_head: dense -> GELU -> LayerNorm -> @ tok_emb^T + bias
+          -> masked-LM logits (B, T, V)                                 `mlm_forward`
 
-Optional heads, separate functions so the encoder's forward/backward stay one pair:
-  * sentence embeddings (sentence-transformers): `mean_pool` over real tokens, `l2_normalize`;
-  * masked-LM logits (`mlm_forward`/`mlm_backward`, when cfg.mlm_head): dense -> GELU ->
-    LayerNorm -> x @ tok_emb^T + bias, the decoder tied to the word embeddings.
+Two pairs, and the family's pair that composes them:
+  * `encoder_forward`/`encoder_backward`: ids -> last hidden state, the encoder alone;
+  * `mlm_forward`/`mlm_backward`: the masked-LM head (HF `BertForMaskedLM`'s cls.predictions),
+    its decoder tied to the word embeddings;
+  * `forward`/`backward` (what `Model`, training and FAMILY call): the encoder, then the MLM head
+    when cfg.mlm_head. So a BertForMaskedLM (or a run trained with --objective mlm) gives logits
+    (B, T, V) and a BertModel (MiniLM) gives hidden states (B, T, C), as in transformers.
+Sentence embeddings (sentence-transformers) read the encoder alone: `mean_pool` over real
+tokens, `l2_normalize`.
 
 Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `BertForMaskedLM`'s
 `cls.predictions` head. The [CLS] pooler and next-sentence head are not implemented.
@@ -85,6 +92,13 @@ class BertConfig:
         return config_from_dict(cls, data)
 
 
+class MLMCtx(NamedTuple):
+    dense: LinearCtx        # saves the last hidden state (B, T, C), the head's input
+    act: GeluCtx
+    norm: LayerNormCtx
+    decoder: LinearCtx      # x @ tok_emb^T: saves the normed (B, T, C) and tok_emb^T (C, V)
+
+
 class BertCtx(NamedTuple):
     tok: EmbeddingCtx
     pos: EmbeddingCtx
@@ -92,13 +106,7 @@ class BertCtx(NamedTuple):
     emb_norm: NormCtx
     drop: DropoutCtx
     blocks: list[BlockCtx]
-
-
-class MLMCtx(NamedTuple):
-    dense: LinearCtx
-    act: GeluCtx
-    norm: LayerNormCtx
-    decoder: LinearCtx
+    mlm: MLMCtx | None = None   # the masked-LM head's, when `forward` ran it (cfg.mlm_head)
 
 
 def param_shapes(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
@@ -139,7 +147,36 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
             token_type_ids: np.ndarray | None = None, key_mask: np.ndarray | None = None,
             train: bool = False, rng: np.random.Generator | None = None,
             positions: np.ndarray | None = None, kv_cache=None) -> tuple[np.ndarray, BertCtx]:
-    """ids (B, T) -> last hidden state (B, T, C).
+    """ids (B, T) -> masked-LM logits (B, T, V) with cfg.mlm_head, else last hidden state (B, T, C).
+
+    The options are `encoder_forward`'s; ctx.mlm holds the head's ctx when it ran.
+    """
+    hidden, ctx = encoder_forward(params, ids, cfg, token_type_ids=token_type_ids,
+                                  key_mask=key_mask, train=train, rng=rng, positions=positions,
+                                  kv_cache=kv_cache)
+    if not cfg.mlm_head:
+        return hidden, ctx
+    logits, mlm_ctx = mlm_forward(params, hidden, cfg)                # (B, T, C) -> (B, T, V)
+    return logits, ctx._replace(mlm=mlm_ctx)
+
+
+def backward(dout: np.ndarray, ctx: BertCtx) -> dict:
+    """dout: dlogits (B, T, V) when forward ran the MLM head, else dhidden (B, T, C) -> grads."""
+    if ctx.mlm is None:
+        return encoder_backward(dout, ctx)
+    grads, dhidden = mlm_backward(dout, ctx.mlm)
+    tok_decoder = grads.pop("tok_emb")
+    grads.update(encoder_backward(dhidden, ctx))
+    grads["tok_emb"] = grads["tok_emb"] + tok_decoder   # fan-out: tok_emb is lookup and decoder
+    return grads
+
+
+def encoder_forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
+                    token_type_ids: np.ndarray | None = None,
+                    key_mask: np.ndarray | None = None, train: bool = False,
+                    rng: np.random.Generator | None = None, positions: np.ndarray | None = None,
+                    kv_cache=None) -> tuple[np.ndarray, BertCtx]:
+    """ids (B, T) -> last hidden state (B, T, C), the encoder alone (no head).
 
     token_type_ids (B, T): segment of each token (default all 0). key_mask (B, T): True (or 1)
     for real tokens, False on padding, as HF's attention_mask. positions: default arange(T).
@@ -167,7 +204,7 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     return x, BertCtx(tok_ctx, pos_ctx, type_ctx, emb_norm_ctx, drop_ctx, block_ctxs)
 
 
-def backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
+def encoder_backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
     """dhidden (B, T, C) -> grads of the encoder's params (mlm.* come from `mlm_backward`)."""
     grads, dx = layers_backward(dhidden, ctx.blocks)
     dx = dropout_backward(dx, ctx.drop)
@@ -184,21 +221,25 @@ def backward(dhidden: np.ndarray, ctx: BertCtx) -> dict:
 
 def mlm_forward(params: dict, hidden: np.ndarray, cfg: BertConfig
                 ) -> tuple[np.ndarray, MLMCtx]:
-    """Masked-LM logits: hidden (B, T, C) -> (B, T, V), decoder tied to tok_emb."""
+    """Masked-LM logits: hidden (..., C) -> (..., V), the decoder tied to tok_emb.
+
+    Any leading shape: (B, T, C) for every position, or (N, C) for only the N positions a masked-LM
+    loss counts (train/mlm.py), which gives those rows the same logits.
+    """
     if not cfg.mlm_head:
         raise GlassformerError("this BERT has no masked-LM head (its checkpoint had no "
                                "cls.predictions.* tensors)")
-    h, dense_ctx = linear_forward(hidden, params["mlm.w"], params["mlm.b"])     # (B, T, C)
+    h, dense_ctx = linear_forward(hidden, params["mlm.w"], params["mlm.b"])     # (..., C)
     h, act_ctx = gelu_forward(h, approximate="tanh" if cfg.activation == "gelu_tanh" else "none")
     h, norm_ctx = layer_norm_forward(h, params["mlm.norm.w"], params["mlm.norm.b"],
                                      eps=cfg.norm_eps)
     logits, decoder_ctx = linear_forward(h, params["tok_emb"].T,
-                                         params["mlm.bias"])               # (B, T, C) -> (B, T, V)
+                                         params["mlm.bias"])               # (..., C) -> (..., V)
     return logits, MLMCtx(dense_ctx, act_ctx, norm_ctx, decoder_ctx)
 
 
 def mlm_backward(dlogits: np.ndarray, ctx: MLMCtx) -> tuple[dict, np.ndarray]:
-    """Returns (grads of mlm.* and the decoder's share of tok_emb, dhidden (B, T, C)).
+    """Returns (grads of mlm.* and the decoder's share of tok_emb, dhidden (..., C)).
 
     note: tok_emb also fed the encoder's input lookup; the caller adds the two tok_emb grads.
     """

@@ -38,7 +38,8 @@ class Model:
         return int(sum(p.size for p in self.params.values()))
 
     def __call__(self, ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
-        """Logits (B, T, V) for causal LMs, last hidden state (B, T, C) for encoders."""
+        """Logits (B, T, V) for causal LMs and BERTs with a masked-LM head; the last hidden state
+        (B, T, C) for encoders without one (BertModel, MiniLM)."""
         return self.forward(np.asarray(ids), attention_mask=attention_mask)[0]
 
     def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,

@@ -50,7 +50,7 @@ class Inspection(NamedTuple):
     model: object                  # the Model that ran
     ids: np.ndarray                # (B, T) int64
     key_mask: np.ndarray           # (B, T) bool, False on padding
-    out: np.ndarray                # logits (B, T, V) for decoders, last hidden (B, T, C) else
+    out: np.ndarray                # logits (B, T, V) (decoders, BERT with MLM head), else hidden
     attentions: list[np.ndarray]   # L arrays (B, H, T, S) float32
     residual: list[np.ndarray]     # L + 1 arrays (B, T, C): the stream before each layer, and after
     hidden_states: list[np.ndarray]  # L + 1 arrays (B, T, C), as transformers returns them
@@ -102,7 +102,9 @@ def inspect(model, text_or_ids, *, attention_mask=None) -> Inspection:
         np.asarray(attention_mask).astype(bool)
     out, ctx = model.forward(ids, attention_mask=None if attention_mask is None else key_mask)
     attentions = [_probs(block) for block in ctx.blocks]
-    residual = residual_stream(model, ctx, out)
+    # a BERT with a masked-LM head returned logits: the stream ends at the head's saved input
+    last = ctx.mlm.dense.x if getattr(ctx, "mlm", None) is not None else out
+    residual = residual_stream(model, ctx, last)
     hidden = list(residual)
     if model.family.kv_layout is not None:
         hidden[-1] = ctx.head.lm_head.linear.x      # norm_f(x_L), the LM head's saved input

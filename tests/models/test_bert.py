@@ -37,13 +37,35 @@ def perturbed(params, rng, dtype):
 def test_forward_shapes_dtypes_and_param_names():
     cfg = tiny()
     params = bert.init_params(cfg, np.random.default_rng(0))
-    hidden, _ = bert.forward(params, np.array([[1, 2, 3], [4, 5, 6]]), cfg)
+    hidden, _ = bert.encoder_forward(params, np.array([[1, 2, 3], [4, 5, 6]]), cfg)
     assert hidden.shape == (2, 3, 8) and hidden.dtype == np.float32
     logits, _ = bert.mlm_forward(params, hidden, cfg)
     assert logits.shape == (2, 3, 11) and logits.dtype == np.float32
     assert {k: v.shape for k, v in params.items()} == bert.FAMILY.param_shapes(cfg)
+    # with the MLM head the model gives logits; without it (BertModel, MiniLM) hidden states
     out = Model(cfg, params)(np.array([[1, 2, 3]]), attention_mask=np.array([[1, 1, 0]]))
+    assert out.shape == (1, 3, 11)
+    bare = tiny(mlm_head=False)
+    encoder_only = {k: v for k, v in params.items() if not k.startswith("mlm.")}
+    out = Model(bare, encoder_only)(np.array([[1, 2, 3]]), attention_mask=np.array([[1, 1, 0]]))
     assert out.shape == (1, 3, 8)
+
+
+def test_family_forward_and_backward_compose_encoder_and_head():
+    """FAMILY's pair (what training calls) equals encoder + head by hand, tok_emb summed."""
+    cfg = tiny()
+    rng = np.random.default_rng(3)
+    params = perturbed(bert.init_params(cfg, rng), rng, np.float64)
+    ids = rng.integers(0, 11, (2, 5))
+    logits, ctx = bert.FAMILY.forward(params, ids, cfg)
+    hidden, _ = bert.encoder_forward(params, ids, cfg)
+    np.testing.assert_array_equal(logits, bert.mlm_forward(params, hidden, cfg)[0])
+    dlogits = rng.standard_normal(logits.shape)
+    grads = bert.FAMILY.backward(dlogits, ctx)
+    head_grads, dhidden = bert.mlm_backward(dlogits, ctx.mlm)
+    body_grads = bert.encoder_backward(dhidden, ctx)
+    np.testing.assert_allclose(grads["tok_emb"], body_grads["tok_emb"] + head_grads["tok_emb"])
+    assert set(grads) == set(params)
 
 
 def test_float64_spot_gradcheck_of_encoder_and_mlm_head():
@@ -56,16 +78,10 @@ def test_float64_spot_gradcheck_of_encoder_and_mlm_head():
     dlogits = rng.standard_normal((2, 5, 11))
 
     def forward(p):
-        hidden, body_ctx = bert.forward(p, ids, cfg, token_type_ids=types, key_mask=key_mask)
-        logits, head_ctx = bert.mlm_forward(p, hidden, cfg)
-        return logits, (body_ctx, head_ctx)
+        return bert.forward(p, ids, cfg, token_type_ids=types, key_mask=key_mask)
 
-    _, (body_ctx, head_ctx) = forward(params)
-    grads, dhidden = bert.mlm_backward(dlogits, head_ctx)
-    body_grads = bert.backward(dhidden, body_ctx)
-    tok_head = grads.pop("tok_emb")
-    grads.update(body_grads)
-    grads["tok_emb"] = grads["tok_emb"] + tok_head   # fan-out: tied MLM decoder
+    _, ctx = forward(params)
+    grads = bert.backward(dlogits, ctx)    # head, then encoder; tok_emb's two uses summed
     assert set(grads) == set(params)
     for key, grad in grads.items():
         flat = rng.choice(grad.size, size=min(SPOTS, grad.size), replace=False)
@@ -129,8 +145,8 @@ def test_hidden_states_mlm_logits_and_grads_match_hf_bert():
     mask = np.ones((3, 12), np.int64)
     mask[1, 9:] = 0
     mask[2, 4:] = 0
-    hidden, body_ctx = bert.forward(params, ids, cfg, token_type_ids=types, key_mask=mask)
-    logits, head_ctx = bert.mlm_forward(params, hidden, cfg)
+    logits, ctx = bert.forward(params, ids, cfg, token_type_ids=types, key_mask=mask)
+    hidden = ctx.mlm.dense.x                 # the last hidden state: the head's saved input
     out = model(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                 token_type_ids=torch.from_numpy(types), output_hidden_states=True)
     ref_hidden = out.hidden_states[-1]
@@ -140,10 +156,7 @@ def test_hidden_states_mlm_logits_and_grads_match_hf_bert():
     # gradients of sum(logits * G) for a random G, through head and encoder
     upstream = rng.standard_normal(logits.shape).astype(np.float32)
     (out.logits * torch.from_numpy(upstream)).sum().backward()
-    grads, dhidden = bert.mlm_backward(upstream, head_ctx)
-    tok_head = grads.pop("tok_emb")
-    grads.update(bert.backward(dhidden, body_ctx))
-    grads["tok_emb"] = grads["tok_emb"] + tok_head   # fan-out: tied MLM decoder
+    grads = bert.backward(upstream, ctx)
     theirs = hf_params(cfg, {k: p.grad.numpy() for k, p in model.named_parameters()
                              if p.grad is not None})
     assert set(grads) == set(theirs)
