@@ -2,10 +2,13 @@
 
     glassformer tokenizer encode --tokenizer gpt2 "Hello 汉字"         ids, pieces, text, bytes
     glassformer tokenizer train --data FILE --vocab-size N --out DIR   learn a byte-level BPE
+    glassformer tokenizer train --kind wordpiece --data FILE ...        learn a BERT WordPiece
 
 Why one command with actions rather than `tokenize` beside `tokenizer train`: both act on a
 tokenizer (use one, make one), and two top-level names one letter apart read as the same thing.
-`train` writes vocab.json + merges.txt + tokenizer.json, which `encode --tokenizer DIR` reads.
+`train` writes vocab.json + merges.txt + tokenizer.json (a WordPiece: vocab.txt + tokenizer.json +
+tokenizer_config.json, which transformers' BertTokenizerFast also reads); `encode --tokenizer DIR`
+reads either.
 """
 from __future__ import annotations
 
@@ -24,10 +27,11 @@ from glassformer.tokenizers.display import (describe, format_rows, readable_merg
                                             typed_specials)
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.pretokenize import NAMED_PRETOKENIZERS
+from glassformer.tokenizers.wordpiece_train import BERT_SPECIALS, train_wordpiece, write_bert_config
 
 NAME = "tokenizer"
 HELP = ("use or make a tokenizer: `encode` shows how one cuts text into ids, `train` learns a "
-        "byte-level BPE from a text file")
+        "byte-level BPE or a BERT WordPiece from a text file")
 SHOWN_MERGES = 10  # how many of the first merges the train summary prints
 # The train summary's bytes per token are measured on this much of the text: encoding all of a
 # 9 MB corpus would take as long again as the training.
@@ -58,19 +62,35 @@ def add_arguments(parser) -> None:
                         help="print one JSON object {ids, pieces, texts, bytes, control} instead "
                              "of a table")
 
-    train = actions.add_parser("train", help="learn byte-level BPE merges from a UTF-8 text file",
-                               description="learn byte-level BPE merges with the pair-count loop")
+    train = actions.add_parser("train", help="learn a byte-level BPE or a BERT WordPiece "
+                                             "vocabulary from a UTF-8 text file",
+                               description="learn byte-level BPE merges or a WordPiece vocabulary "
+                                           "with the pair-count loop")
     add_seed_argument(train, default=argparse.SUPPRESS)
+    train.add_argument("--kind", choices=("bpe", "wordpiece"), default="bpe",
+                       help="bpe: GPT-2 style byte-level BPE (default); wordpiece: BERT's, with "
+                            "[PAD] [UNK] [CLS] [SEP] [MASK] as ids 0-4 and '##' continuing pieces")
     train.add_argument("--data", required=True, metavar="PATH",
                        help="UTF-8 text file to learn from")
     train.add_argument("--vocab-size", required=True, type=int, metavar="N",
-                       help="ids in the result: 256 bytes + merges + special tokens")
+                       help="ids in the result: special tokens + alphabet (256 bytes for bpe) "
+                            "+ merges")
     train.add_argument("--out", required=True, metavar="DIR",
-                       help="folder for vocab.json, merges.txt and tokenizer.json")
-    train.add_argument("--pattern", choices=list(NAMED_PRETOKENIZERS), default="gpt2",
-                       help="pre-tokenizer regex (default: gpt2)")
+                       help="folder for vocab.json, merges.txt and tokenizer.json (wordpiece: "
+                            "vocab.txt, tokenizer.json and tokenizer_config.json)")
+    train.add_argument("--pattern", choices=list(NAMED_PRETOKENIZERS), default=None,
+                       help="bpe: pre-tokenizer regex (default: gpt2)")
     train.add_argument("--special", action="append", default=[], metavar="TOKEN",
-                       help="a special token to reserve an id for (repeatable), e.g. <|endoftext|>")
+                       help="bpe: a special token to reserve an id for (repeatable), e.g. "
+                            "<|endoftext|> (wordpiece always has BERT's five)")
+    train.add_argument("--cased", action="store_true",
+                       help="wordpiece: keep case and accents (default: lower-case and strip "
+                            "accents, as uncased BERT)")
+    train.add_argument("--min-frequency", type=int, default=0, metavar="N",
+                       help="wordpiece: stop when the most frequent pair occurs fewer than N times")
+    train.add_argument("--limit-alphabet", type=int, default=None, metavar="N",
+                       help="wordpiece: keep only the N most frequent characters (the rest "
+                            "become [UNK]); default: all")
 
 
 def run(args) -> int:
@@ -104,8 +124,9 @@ def run_encode(args) -> int:
     return 0
 
 
-def run_train(args) -> int:
-    data = Path(args.data)
+def read_training_text(path: str) -> tuple[Path, str]:
+    """The --data file's text, or one line saying why it cannot be trained on."""
+    data = Path(path)
     if not data.is_file():
         raise GlassformerError(f"--data {data}: no such file")
     try:
@@ -114,7 +135,21 @@ def run_train(args) -> int:
         raise GlassformerError(f"--data {data} is not UTF-8 text: {err.reason} at byte "
                                f"{err.start}") from None
     if not text:
-        raise GlassformerError(f"--data {data} is empty: there is nothing to learn merges from")
+        raise GlassformerError(f"--data {data} is empty: there is nothing to learn a vocabulary "
+                               "from")
+    return data, text
+
+
+def run_train(args) -> int:
+    if args.kind == "wordpiece":
+        return run_train_wordpiece(args)
+    for flag, value in (("--cased", args.cased), ("--min-frequency", args.min_frequency),
+                        ("--limit-alphabet", args.limit_alphabet)):
+        if value:
+            raise GlassformerError(f"{flag} is for --kind wordpiece; a byte-level BPE has no "
+                                   "such setting")
+    args.pattern = args.pattern or "gpt2"
+    data, text = read_training_text(args.data)
     n_merges = args.vocab_size - 256 - len(args.special)
     # A bar on a terminal only (disable=None); stderr, so stdout keeps the summary alone.
     with tqdm(total=max(n_merges, 0), desc="merges", unit="merge", disable=None,
@@ -134,4 +169,39 @@ def run_train(args) -> int:
     print(f"{sample_bytes / max(len(ids), 1):.2f} bytes per token on the first {len(sample)} "
           f"characters of the training text")
     print(f"wrote {written.parent / 'vocab.json'}, merges.txt, tokenizer.json")
+    return 0
+
+
+def run_train_wordpiece(args) -> int:
+    if args.pattern is not None:
+        raise GlassformerError("--pattern is for --kind bpe; WordPiece splits words with BERT's "
+                               "basic tokenizer")
+    if args.special:
+        raise GlassformerError("--special is for --kind bpe; a WordPiece vocabulary has BERT's "
+                               "[PAD] [UNK] [CLS] [SEP] [MASK]")
+    if args.min_frequency < 0:
+        raise GlassformerError(f"--min-frequency must be 0 or more, got {args.min_frequency}")
+    data, text = read_training_text(args.data)
+    # A bar on a terminal only; the number of merges is known only once the alphabet is.
+    with tqdm(desc="merges", unit="merge", disable=None, file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        tokenizer = train_wordpiece(text, args.vocab_size, lowercase=not args.cased,
+                                    min_frequency=args.min_frequency,
+                                    limit_alphabet=args.limit_alphabet, on_merge=bar.update)
+    written = tokenizer.save(args.out)
+    write_bert_config(args.out, tokenizer)
+    pieces = [token for token in tokenizer.vocab if token not in tokenizer.special_tokens]
+    n_chars = sum(len(token) == 1 for token in pieces)
+    n_continuing = sum(token.startswith("##") and len(token) == 3 for token in pieces)
+    print(f"trained on {data} ({len(text)} characters)")
+    print(f"{tokenizer.vocab_size} ids: {len(BERT_SPECIALS)} special + {n_chars} characters + "
+          f"{n_continuing} '##' characters + {len(pieces) - n_chars - n_continuing} merged pieces"
+          f" ({'cased' if args.cased else 'uncased'})")
+    merged = [token for token in pieces if len(token.removeprefix("##")) > 1]
+    print(f"first merged pieces: {' '.join(merged[:SHOWN_MERGES])}")
+    sample = text[:MEASURED_CHARACTERS]
+    n_ids = len(tokenizer.encode(sample, add_special_tokens=False))
+    print(f"{len(sample) / max(n_ids, 1):.2f} characters per token on the first {len(sample)} "
+          f"characters of the training text")
+    print(f"wrote {written.parent / 'vocab.txt'}, tokenizer.json, tokenizer_config.json")
     return 0
