@@ -11,6 +11,8 @@ G = H / K consecutive query heads, as in HF's `repeat_kv`. No copy is made: quer
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y (B, T, C).
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
+A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/lora.py) adds it; the
+joined product then runs frozen and each adapter adds its delta to its slice of the output.
 
 Self-attention over several tokens (training, eval, a prompt, with or without a KV cache)
 projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one
@@ -27,26 +29,30 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.lora import (LORA_A, LORA_B, adapter_name, adapter_of,
+                                     projection_backward, projection_forward)
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.lora import LoraCtx, LoraLinearCtx, lora_delta_backward, lora_delta_forward
 from glassformer.ops.position import alibi_bias
 from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tables_at
 
 
 class AttentionBlockCtx(NamedTuple):
     qkv_proj: LinearCtx | None   # the joined projection x @ [wq | wk | wv], when used
-    q_proj: LinearCtx | None     # otherwise the three separate ones
-    k_proj: LinearCtx | None
-    v_proj: LinearCtx | None
+    q_proj: LinearCtx | LoraLinearCtx | None     # otherwise the three separate ones
+    k_proj: LinearCtx | LoraLinearCtx | None
+    v_proj: LinearCtx | LoraLinearCtx | None
     q_rope: RopeCtx | None
     k_rope: RopeCtx | None
     attn: AttentionCtx
-    out_proj: LinearCtx
+    out_proj: LinearCtx | LoraLinearCtx
     n_head: int
     cross: bool        # keys/values came from `memory`
     cached: bool       # keys/values came from a KV cache: no backward
+    qkv_adapters: dict | None = None   # joined product: {"q"/"k"/"v": LoraCtx} of its adapters
 
 
 def split_heads(x: np.ndarray, n: int) -> np.ndarray:
@@ -70,17 +76,30 @@ def _joined(params: dict, prefix: str) -> np.ndarray | None:
     return np.concatenate(parts, axis=-1)  # join along the output features
 
 
-def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool):
-    """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)) and their ctxs."""
+def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, frozen: bool,
+             train: bool, rng):
+    """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)), their ctxs
+    (qkv, q, k, v) and the joined product's adapters ({} when none, None when not joined)."""
     if joined:
-        qkv, qkv_proj = linear_forward(x, _joined(params, "w"), _joined(params, "b"))
+        qkv, qkv_proj = linear_forward(x, _joined(params, "w"), _joined(params, "b"),
+                                       frozen=frozen)                       # (B, T, (H+2K) D)
         width_q, width_kv = params["wq"].shape[1], params["wk"].shape[1]
-        q_lin, k_lin, v_lin = np.split(qkv, [width_q, width_q + width_kv], axis=-1)  # views
-        return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None)
-    q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))       # (B, T, H*D)
-    k_lin, k_proj = linear_forward(source, params["wk"], params.get("bk"))  # (B, S, K*D)
-    v_lin, v_proj = linear_forward(source, params["wv"], params.get("bv"))  # (B, S, K*D)
-    return (q_lin, k_lin, v_lin), (None, q_proj, k_proj, v_proj)
+        bounds = (0, width_q, width_q + width_kv, width_q + 2 * width_kv)
+        adapters = {}
+        for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
+            adapter = adapter_of(params, f"w{name}")
+            if adapter is not None:  # LoRA: the base is frozen, the adapter adds to its slice
+                delta, adapters[name] = lora_delta_forward(
+                    x, adapter.a, adapter.b, scale=adapter.scale, dropout=adapter.dropout,
+                    train=train, rng=rng)                                   # (B, T, hi - lo)
+                qkv[..., lo:hi] += delta
+        q_lin, k_lin, v_lin = np.split(qkv, bounds[1:3], axis=-1)           # views
+        return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None), adapters
+    options = dict(frozen=frozen, train=train, rng=rng)
+    q_lin, q_proj = projection_forward(params, "wq", "bq", x, **options)       # (B, T, H*D)
+    k_lin, k_proj = projection_forward(params, "wk", "bk", source, **options)  # (B, S, K*D)
+    v_lin, v_proj = projection_forward(params, "wv", "bv", source, **options)  # (B, S, K*D)
+    return (q_lin, k_lin, v_lin), (None, q_proj, k_proj, v_proj), None
 
 
 def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
@@ -100,16 +119,24 @@ def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
             heads = grad.shape[1]
             # merge heads into this slice: (B, n, T, D) -> (B, T, n, D), written in place
             dqkv[..., lo:hi].reshape(b, t, heads, d)[...] = grad.transpose(0, 2, 1, 3)
-        dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)
+        dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)   # dw, db None when frozen
         for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
-            # (C, n*D) column block, copied whole: the optimizer then reads contiguous rows
-            grads[f"w{name}"] = np.ascontiguousarray(dw[:, lo:hi])
+            if dw is not None:
+                # (C, n*D) column block, copied whole: the optimizer then reads contiguous rows
+                grads[f"w{name}"] = np.ascontiguousarray(dw[:, lo:hi])
             if db is not None:
                 grads[f"b{name}"] = db[lo:hi]
+            if name in ctx.qkv_adapters:
+                adapter: LoraCtx = ctx.qkv_adapters[name]
+                dx_adapter, da, db_adapter = lora_delta_backward(dqkv[..., lo:hi], adapter)
+                grads[adapter_name(f"w{name}", LORA_A)] = da
+                grads[adapter_name(f"w{name}", LORA_B)] = db_adapter
+                dx = dx + dx_adapter  # fan-out: x fed the frozen product and this adapter
         return grads, dx, None
-    dsrc_k, grads["wk"], dbk = linear_backward(merge_heads(dk), ctx.k_proj)
-    dsrc_v, grads["wv"], dbv = linear_backward(merge_heads(dv), ctx.v_proj)
-    dx, grads["wq"], dbq = linear_backward(merge_heads(dq), ctx.q_proj)
+    dsrc_k, k_grads, dbk = projection_backward(merge_heads(dk), ctx.k_proj, "wk")
+    dsrc_v, v_grads, dbv = projection_backward(merge_heads(dv), ctx.v_proj, "wv")
+    dx, q_grads, dbq = projection_backward(merge_heads(dq), ctx.q_proj, "wq")
+    grads.update({**k_grads, **v_grads, **q_grads})
     for name, db in (("bq", dbq), ("bk", dbk), ("bv", dbv)):
         if db is not None:
             grads[name] = db
@@ -135,7 +162,10 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             key_mask: np.ndarray | None = None,
                             positions: np.ndarray | None = None,
                             rope_tables: tuple[np.ndarray, np.ndarray] | None = None,
-                            kv_cache: KVCache | None = None, layer: int = 0
+                            kv_cache: KVCache | None = None, layer: int = 0,
+                            memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
+                            frozen: bool = False, train: bool = False,
+                            rng: np.random.Generator | None = None
                             ) -> tuple[np.ndarray, AttentionBlockCtx]:
     """y = Attention(x W_q, src W_k, src W_v) W_o, with src = memory or x.
 
@@ -144,6 +174,9 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     rope_tables: (cos, sin) from rope_tables_at(positions, ...), when the caller already has them.
     positions: (T,) or (B, T) absolute positions of the queries, for RoPE and ALiBi; default
     kv_cache.length + arange(T) (or arange(T)).
+    memory_kv: cross-attention keys and values (B, K, S, D) each, projected once from the encoder
+    output by `cross_kv` (decoding: inference only, like kv_cache); then memory is not needed.
+    frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only.
     """
     n_head, n_kv = cfg.n_head, cfg.kv_heads
     sizes = check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
@@ -158,11 +191,17 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     offset = 0 if kv_cache is None else kv_cache.length
     if positions is None:
         positions = np.arange(offset, offset + t)
-    joined = memory is None and t > 1  # see the module docstring
-    (q_lin, k_lin, v_lin), projections = _project(params, x, source, joined)
+    if memory_kv is None:
+        joined = memory is None and t > 1  # see the module docstring
+        (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
+            params, x, source, joined, frozen=frozen, train=train, rng=rng)
+        k = split_heads(k_lin, n_kv)                                        # (B, K, S, D)
+        v = split_heads(v_lin, n_kv)                                        # (B, K, S, D)
+    else:  # decoding with cross-attention: the encoder output's k and v were projected once
+        q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
+        projections, qkv_adapters = (None, q_proj, None, None), None
+        k, v = memory_kv                                                    # (B, K, S, D) each
     q = split_heads(q_lin, n_head)                                          # (B, H, T, D)
-    k = split_heads(k_lin, n_kv)                                            # (B, K, S, D)
-    v = split_heads(v_lin, n_kv)                                            # (B, K, S, D)
     q_rope = k_rope = None
     if cfg.position == "rope":
         if rope_tables is None:  # a model passes the tables it made once for all its layers
@@ -185,15 +224,28 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     if cfg.position == "alibi":
         bias = alibi_bias(n_head, t, k.shape[2], dtype=q.dtype)            # (H, T, S)
         bias = bias.reshape(n_kv, n_head // n_kv, t, k.shape[2])            # (K, G, T, S)
+    cached = kv_cache is not None or memory_kv is not None
     # cached (generation): no backward follows, so the (T, S) weights of each layer are not kept
     out, attn = attention_forward(_group(q, n_kv), k[:, :, None], v[:, :, None],
                                   mask=_attention_mask(key_mask), causal=causal, bias=bias,
-                                  keep_weights=kv_cache is None)
+                                  keep_weights=not cached)
     out = merge_heads(out.reshape(q.shape[0], n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
-    y, out_proj = linear_forward(out, params["wo"], params.get("bo"))      # (B, T, C)
+    y, out_proj = projection_forward(params, "wo", "bo", out, frozen=frozen, train=train,
+                                     rng=rng)                               # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, n_head,
-                            cross=memory is not None, cached=kv_cache is not None)
+                            cross=memory is not None or memory_kv is not None, cached=cached,
+                            qkv_adapters=qkv_adapters)
     return y, ctx
+
+
+def cross_kv(params: dict, memory: np.ndarray, cfg: BlockConfig
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """A cross-attention block's keys and values of an encoder output, for decoding: memory
+    (B, S, C) -> k, v (B, K, S, D). Computed once per source; every decoding step then passes
+    them as `memory_kv` instead of projecting memory again. Inference only (no ctx)."""
+    k_lin, _ = linear_forward(memory, params["wk"], params.get("bk"))       # (B, S, K*D)
+    v_lin, _ = linear_forward(memory, params["wv"], params.get("bv"))       # (B, S, K*D)
+    return split_heads(k_lin, cfg.kv_heads), split_heads(v_lin, cfg.kv_heads)
 
 
 def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
@@ -202,8 +254,7 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if ctx.cached:
         raise GlassformerError("a forward run with a KV cache is inference only; "
                                "run the forward without kv_cache to train")
-    grads = {}
-    dout, grads["wo"], dbo = linear_backward(dy, ctx.out_proj)             # (B, T, H*D)
+    dout, grads, dbo = projection_backward(dy, ctx.out_proj, "wo")         # (B, T, H*D)
     b, t = dy.shape[:2]
     n_kv = ctx.attn.k.shape[1]
     dout = _group(split_heads(dout, ctx.n_head), n_kv)                      # (B, K, G, T, D)

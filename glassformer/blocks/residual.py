@@ -96,8 +96,15 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                   rope_tables: tuple[np.ndarray, np.ndarray] | None = None,
                   memory: np.ndarray | None = None, memory_mask: np.ndarray | None = None,
                   kv_cache: KVCache | None = None, layer: int = 0, train: bool = False,
-                  rng: np.random.Generator | None = None) -> tuple[np.ndarray, BlockCtx]:
-    """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...)."""
+                  rng: np.random.Generator | None = None,
+                  memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
+                  frozen: bool = False) -> tuple[np.ndarray, BlockCtx]:
+    """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...).
+
+    memory_kv: this layer's cross-attention k, v from blocks/attention.py's `cross_kv`, in place
+    of memory when decoding (inference only).
+    frozen: the attention and MLP weights take no gradient (a LoRA model: blocks/lora.py); their
+    adapters, if any, do. rng also draws the adapters' dropout."""
     # note: checked here too, since a pre-norm layer would otherwise first meet x in the norm,
     # whose error blames the norm's weight for a wrong C
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
@@ -107,22 +114,25 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
                                           key_mask=key_mask, positions=positions,
                                           rope_tables=rope_tables, kv_cache=kv_cache,
-                                          layer=layer)
+                                          layer=layer, frozen=frozen, train=train, rng=rng)
     h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
     cross_ctx = None
-    if memory is not None:
+    if memory is not None or memory_kv is not None:
         norm_cross = sub_params(params, "norm_cross.")
         c, norm_ctx = _residual_in(norm_cross, h, cfg)
         c, body_ctx = attention_block_forward(sub_params(params, "cross."), c, cfg, causal=False,
-                                              memory=memory, key_mask=memory_mask)
+                                              memory=memory, key_mask=memory_mask,
+                                              memory_kv=memory_kv, frozen=frozen, train=train,
+                                              rng=rng)
         h, cross_ctx = _residual_out(norm_cross, h, c, SubCtx(norm_ctx, body_ctx, None), cfg,
                                      train, rng)
     # MLP sub-block
     norm2 = sub_params(params, "norm2.")
     m, norm_ctx = _residual_in(norm2, h, cfg)
     # a forward with a KV cache is generation: no backward follows (attention refuses one too)
-    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg, inference=kv_cache is not None)
+    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg, inference=kv_cache is not None,
+                              frozen=frozen, train=train, rng=rng)
     out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.models import bert, gpt2, llama
+from glassformer.models import bert, gpt2, llama, seq2seq
 from glassformer.models.model import Model
 from glassformer.models.registry import FAMILIES, arch_of, config_from_dict, family
 
@@ -19,6 +19,10 @@ CONFIGS = [
     llama.LlamaConfig(**TINY, qkv_bias=True, tie_embeddings=True),
     bert.BertConfig(**TINY),
     bert.BertConfig(**TINY, mlm_head=True),
+    seq2seq.Seq2SeqConfig(**TINY),
+    seq2seq.Seq2SeqConfig(**TINY, n_dec_layer=1, norm_position="pre", positions="learned",
+                          pos_offset=2, emb_norm=True, share_embeddings=False,
+                          tie_embeddings=False, logits_bias=True),
 ]
 
 
@@ -50,7 +54,8 @@ def test_bad_config_dicts_are_clear_errors():
 
 
 def test_registry_holds_each_module_record():
-    assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY}
+    assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY,
+                        "transformer": seq2seq.FAMILY}
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH
     assert gpt2.FAMILY.sliding_context and not llama.FAMILY.sliding_context

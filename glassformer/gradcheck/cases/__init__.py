@@ -14,16 +14,19 @@ from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import linear
+from glassformer.gradcheck.cases import lora
 from glassformer.gradcheck.cases import mlp_block
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
+from glassformer.gradcheck.cases import seq2seq
 from glassformer.gradcheck.cases import softmax
 from glassformer.gradcheck.cases import swiglu
 from glassformer.gradcheck.core import GradcheckCase
 
 _MODULES = [
     linear,
+    lora,
     attention,
     cross_entropy,
     dropout,
@@ -37,6 +40,7 @@ _MODULES = [
     attention_block,
     mlp_block,
     residual_block,
+    seq2seq,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
