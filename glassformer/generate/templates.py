@@ -144,10 +144,24 @@ def check_messages(messages) -> list[dict]:
             for message in messages]
 
 
-def render_chat(template: str, messages: list[dict], add_generation_prompt: bool = False,
-                **variables) -> str:
-    """The text `template` (Jinja source) renders for `messages`, as transformers'
-    apply_chat_template(messages, tokenize=False, add_generation_prompt=...) gives it.
+def compile_template(source: str) -> jinja2.Template:
+    """The Jinja source compiled in the sandbox, for a caller that renders it many times
+    (compiling costs ~100x a render: train/sft.py renders each conversation several times).
+    Raises GlassformerError for a syntax error or a sandbox refusal."""
+    try:
+        return environment().from_string(source)
+    except jinja2.exceptions.SecurityError as err:
+        raise GlassformerError(f"the chat template was refused by the sandbox: {err}") from None
+    except jinja2.exceptions.TemplateSyntaxError as err:
+        raise GlassformerError(f"the chat template is not valid Jinja (line {err.lineno}): "
+                               f"{err.message}") from None
+
+
+def render_chat(template: str | jinja2.Template, messages: list[dict],
+                add_generation_prompt: bool = False, **variables) -> str:
+    """The text `template` (Jinja source, or compile_template's result) renders for `messages`,
+    as transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...)
+    gives it.
 
     variables: what else the template reads (bos_token, eos_token, tools, ...); `tools` and
     `documents` are None unless given, as in transformers.
@@ -160,7 +174,7 @@ def render_chat(template: str, messages: list[dict], add_generation_prompt: bool
     """
     messages = check_messages(messages)
     try:
-        compiled = environment().from_string(template)
+        compiled = compile_template(template) if isinstance(template, str) else template
         context = {"tools": None, "documents": None, **variables}
         return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
                                **context)
