@@ -12,7 +12,10 @@ Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y 
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
 A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/lora.py) adds it; the
-joined product then runs frozen and each adapter adds its delta to its slice of the output.
+joined product then runs frozen and each adapter adds its delta to its slice of the output. GPT-2's
+fused c_attn has one adapter over all three ("wqkv.lora_A" (C, r), "wqkv.lora_B" (r, (H+2K) D)),
+which only the joined product can apply: the block refuses it on the other paths (merge it first
+for decoding: io/peft.py).
 
 Self-attention over several tokens (training, eval, a prompt, with or without a KV cache)
 projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one
@@ -76,6 +79,15 @@ def _joined(params: dict, prefix: str) -> np.ndarray | None:
     return np.concatenate(parts, axis=-1)  # join along the output features
 
 
+def _slices(widths: tuple[int, int, int]) -> list[tuple[str, int, int]]:
+    """(name, first column, end column) of q, k, v and the whole of the joined output, given the
+    widths (H*D, K*D, K*D): where each one's adapter adds its delta."""
+    width_q, width_k, width_v = widths
+    end = width_q + width_k + width_v
+    return [("q", 0, width_q), ("k", width_q, width_q + width_k),
+            ("v", width_q + width_k, end), ("qkv", 0, end)]
+
+
 def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, frozen: bool,
              train: bool, rng):
     """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)), their ctxs
@@ -84,17 +96,20 @@ def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, f
         qkv, qkv_proj = linear_forward(x, _joined(params, "w"), _joined(params, "b"),
                                        frozen=frozen)                       # (B, T, (H+2K) D)
         width_q, width_kv = params["wq"].shape[1], params["wk"].shape[1]
-        bounds = (0, width_q, width_q + width_kv, width_q + 2 * width_kv)
         adapters = {}
-        for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
+        for name, lo, hi in _slices((width_q, width_kv, width_kv)):
             adapter = adapter_of(params, f"w{name}")
             if adapter is not None:  # LoRA: the base is frozen, the adapter adds to its slice
                 delta, adapters[name] = lora_delta_forward(
                     x, adapter.a, adapter.b, scale=adapter.scale, dropout=adapter.dropout,
                     train=train, rng=rng)                                   # (B, T, hi - lo)
                 qkv[..., lo:hi] += delta
-        q_lin, k_lin, v_lin = np.split(qkv, bounds[1:3], axis=-1)           # views
+        q_lin, k_lin, v_lin = np.split(qkv, [width_q, width_q + width_kv], axis=-1)  # views
         return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None), adapters
+    if adapter_of(params, "wqkv") is not None:
+        raise GlassformerError("a fused q|k|v LoRA adapter (GPT-2's c_attn) applies to "
+                               "self-attention over 2 or more tokens only; merge it into the "
+                               "weights to decode (glassformer.load_pretrained(..., adapter=...))")
     options = dict(frozen=frozen, train=train, rng=rng)
     q_lin, q_proj = projection_forward(params, "wq", "bq", x, **options)       # (B, T, H*D)
     k_lin, k_proj = projection_forward(params, "wk", "bk", source, **options)  # (B, S, K*D)
@@ -120,11 +135,11 @@ def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
             # merge heads into this slice: (B, n, T, D) -> (B, T, n, D), written in place
             dqkv[..., lo:hi].reshape(b, t, heads, d)[...] = grad.transpose(0, 2, 1, 3)
         dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)   # dw, db None when frozen
-        for name, lo, hi in zip("qkv", bounds[:-1], bounds[1:]):
-            if dw is not None:
+        for name, lo, hi in _slices((n_head * d, n_kv * d, n_kv * d)):
+            if dw is not None and name != "qkv":
                 # (C, n*D) column block, copied whole: the optimizer then reads contiguous rows
                 grads[f"w{name}"] = np.ascontiguousarray(dw[:, lo:hi])
-            if db is not None:
+            if db is not None and name != "qkv":
                 grads[f"b{name}"] = db[lo:hi]
             if name in ctx.qkv_adapters:
                 adapter: LoraCtx = ctx.qkv_adapters[name]

@@ -5,6 +5,7 @@
 
 x (B, T, C) -> hidden (B, T, F) -> y (B, T, C). In the gated form x feeds two projections, so its
 gradient is the sum of both paths, on one visible line in the backward.
+Each projection adds its LoRA adapter when the params hold one (blocks/lora.py).
 """
 from __future__ import annotations
 
@@ -13,19 +14,21 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.lora import projection_backward, projection_forward
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward)
-from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.linear import LinearCtx
+from glassformer.ops.lora import LoraLinearCtx
 from glassformer.ops.swiglu import swiglu_backward, swiglu_forward
 
 
 class MLPCtx(NamedTuple):
     kind: str                 # cfg.mlp
-    up: LinearCtx             # x -> (B, T, F)
-    gate: LinearCtx | None    # x -> (B, T, F), gated form only
-    act: Any                  # ctx of the activation (or of swiglu)
-    down: LinearCtx           # (B, T, F) -> (B, T, C)
+    up: LinearCtx | LoraLinearCtx             # x -> (B, T, F)
+    gate: LinearCtx | LoraLinearCtx | None    # x -> (B, T, F), gated form only
+    act: Any                                  # ctx of the activation (or of swiglu)
+    down: LinearCtx | LoraLinearCtx           # (B, T, F) -> (B, T, C)
 
 
 def _activation_forward(kind: str, h: np.ndarray, inference: bool):
@@ -41,33 +44,38 @@ def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
     return gelu_backward(dout, ctx)
 
 
-def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: bool = False
-                ) -> tuple[np.ndarray, MLPCtx]:
-    """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)].
+def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: bool = False,
+                frozen: bool = False, train: bool = False,
+                rng: np.random.Generator | None = None) -> tuple[np.ndarray, MLPCtx]:
+    """params: w_up (C, F), w_down (F, C), [w_gate (C, F)], [b_up (F,), b_down (C,)], and any
+    LoRA adapters on them ("w_up.lora_A", ...).
 
-    inference: no backward will follow (cached generation), so GELU keeps no slope."""
+    inference: no backward will follow (cached generation), so GELU keeps no slope.
+    frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only."""
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
-    up, up_ctx = linear_forward(x, params["w_up"], params.get("b_up"))    # (B, T, C) -> (B, T, F)
+    options = dict(frozen=frozen, train=train, rng=rng)
+    up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)    # (B, T, C) -> (B, T, F)
     gate_ctx = None
     if cfg.mlp == "swiglu":
-        gate, gate_ctx = linear_forward(x, params["w_gate"])             # (B, T, C) -> (B, T, F)
+        gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # -> (B, T, F)
         hidden, act_ctx = swiglu_forward(gate, up)                       # (B, T, F)
     else:
         hidden, act_ctx = _activation_forward(cfg.mlp, up, inference)    # (B, T, F)
-    y, down_ctx = linear_forward(hidden, params["w_down"], params.get("b_down"))  # -> (B, T, C)
+    y, down_ctx = projection_forward(params, "w_down", "b_down", hidden, **options)  # (B, T, C)
     return y, MLPCtx(cfg.mlp, up_ctx, gate_ctx, act_ctx, down_ctx)
 
 
 def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
     """Returns (grads with the forward's param names, dx)."""
-    grads = {}
-    dhidden, grads["w_down"], db_down = linear_backward(dy, ctx.down)    # (B, T, F)
+    dhidden, grads, db_down = projection_backward(dy, ctx.down, "w_down")   # (B, T, F)
     if ctx.kind == "swiglu":
         dgate, dup = swiglu_backward(dhidden, ctx.act)
-        dx_gate, grads["w_gate"], _ = linear_backward(dgate, ctx.gate)
+        dx_gate, gate_grads, _ = projection_backward(dgate, ctx.gate, "w_gate")
+        grads.update(gate_grads)
     else:
         dup = _activation_backward(ctx.kind, dhidden, ctx.act)
-    dx, grads["w_up"], db_up = linear_backward(dup, ctx.up)
+    dx, up_grads, db_up = projection_backward(dup, ctx.up, "w_up")
+    grads.update(up_grads)
     if ctx.kind == "swiglu":
         dx = dx + dx_gate  # fan-out: x fed both the gate and the up projection
     if db_up is not None:

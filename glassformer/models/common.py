@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
@@ -54,17 +55,22 @@ def check_ids_and_positions(ids, positions, offset: int, max_positions: int | No
     return positions
 
 
-def lm_head_forward(params: dict, x: np.ndarray) -> tuple[np.ndarray, LMHeadCtx]:
-    """x (B, T, C) -> logits (B, T, V), with `lm_head` (C, V) or tied `tok_emb` (V, C)."""
+def lm_head_forward(params: dict, x: np.ndarray, *, frozen: bool = False
+                    ) -> tuple[np.ndarray, LMHeadCtx]:
+    """x (B, T, C) -> logits (B, T, V), with `lm_head` (C, V) or tied `tok_emb` (V, C).
+    frozen: the head takes no gradient (a LoRA model)."""
     tied = "lm_head" not in params
     weight = params["tok_emb"].T if tied else params["lm_head"]   # (C, V); .T is a view
-    logits, ctx = linear_forward(x, weight)                       # (B, T, C) -> (B, T, V)
+    logits, ctx = linear_forward(x, weight, frozen=frozen)        # (B, T, C) -> (B, T, V)
     return logits, LMHeadCtx(ctx, tied)
 
 
 def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[dict, np.ndarray]:
-    """Returns ({"lm_head": dW} or {"tok_emb": dW^T}, dx) — the caller adds a tied gradient."""
-    dx, dw, _ = linear_backward(dlogits, ctx.linear)              # dw (C, V)
+    """Returns ({"lm_head": dW} or {"tok_emb": dW^T}, dx) — the caller adds a tied gradient;
+    ({}, dx) when the head was frozen."""
+    dx, dw, _ = linear_backward(dlogits, ctx.linear)              # dw (C, V), None when frozen
+    if dw is None:
+        return {}, dx
     if ctx.tied:
         return {"tok_emb": dw.T}, dx                              # (C, V) -> (V, C)
     return {"lm_head": dw}, dx
@@ -94,13 +100,17 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
 
     With a KV cache (generation) no backward follows, so no block's ctx is kept (None): each
     layer's activations are freed as the next layer runs, instead of L layers' worth staying
-    alive until the forward ends (gigabytes for a long prompt)."""
+    alive until the forward ends (gigabytes for a long prompt).
+
+    Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
+    (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # every layer rotates by the same angles: make the cos/sin tables once, pass them down
         block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
                                                      theta=bcfg.rope_theta,
                                                      scaling=bcfg.rope_scaling, dtype=x.dtype)
     layers = split_layers(params, n_layer)
+    block_kwargs["frozen"] = has_adapters(params)
     keep = block_kwargs.get("kv_cache") is None
     ctxs = []
     for i in range(n_layer):
@@ -149,11 +159,12 @@ def init_head(cfg, bcfg: BlockConfig, rng: np.random.Generator, *, std: float) -
     return params
 
 
-def head_forward(params: dict, x: np.ndarray, bcfg: BlockConfig
+def head_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, *, frozen: bool = False
                  ) -> tuple[np.ndarray, HeadCtx]:
-    """Final norm and LM head: (B, T, C) -> logits (B, T, V)."""
+    """Final norm and LM head: (B, T, C) -> logits (B, T, V). frozen: a LoRA model's head, which
+    computes no weight gradient."""
     x, norm_ctx = norm_forward(sub_params(params, "norm_f."), x, bcfg)
-    logits, head_ctx = lm_head_forward(params, x)                     # (B, T, C) -> (B, T, V)
+    logits, head_ctx = lm_head_forward(params, x, frozen=frozen)      # (B, T, C) -> (B, T, V)
     return logits, HeadCtx(norm_ctx, head_ctx)
 
 

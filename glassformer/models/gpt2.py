@@ -20,6 +20,7 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
@@ -79,6 +80,7 @@ class GPT2Ctx(NamedTuple):
     drop: DropoutCtx
     blocks: list[BlockCtx] | None   # None after a cached (generation) forward
     head: HeadCtx
+    frozen: bool = False            # a LoRA model: only the adapters take gradients
 
 
 def param_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
@@ -121,18 +123,22 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
     pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
     x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
+    frozen = has_adapters(params)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
                                    positions=positions, kv_cache=kv_cache, train=train, rng=rng)
     if last_only:
         x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
-    logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
-    return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx)
+    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx, frozen)
 
 
 def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
-    """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
+    """dlogits (B, T, V) -> grads for every param, same keys as `params` (a LoRA model: for its
+    adapters only)."""
     head_grads, dx = head_backward(dlogits, ctx.head)
     grads, dx = layers_backward(dx, ctx.blocks)
+    if ctx.frozen:
+        return adapter_grads(grads)  # nothing below the layers trains: the embeddings are skipped
     dx = dropout_backward(dx, ctx.drop)
     # One position row served every batch item when positions are (T,): sum over B first.
     dx_pos = dx.sum(axis=0) if ctx.pos.ids.ndim == 1 else dx       # (B, T, C) -> (T, C)

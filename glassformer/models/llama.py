@@ -18,6 +18,8 @@ inside the square root, SiLU-gated MLP without biases, RoPE plain or scaled (rop
 dynamic, llama3 or yarn, as transformers computes them: ops/rope_scaling.py).
 Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
 (HF initialises those with plain 0.02); norm gains start at 1.
+LoRA: params holding adapters (blocks/lora.py) make a LoRA model; its backward returns the
+adapters' grads only, computing no weight gradient on the way (and skipping the embedding's).
 Deviations (training only): dropout (LLaMA has none) acts on sub-block outputs; when config.json
 sets pad_token_id, HF's embedding gives that row no lookup gradient, glassformer treats it alike.
 """
@@ -31,6 +33,7 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
@@ -124,6 +127,7 @@ class LlamaCtx(NamedTuple):
     tok: EmbeddingCtx
     blocks: list[BlockCtx] | None   # None after a cached (generation) forward
     head: HeadCtx
+    frozen: bool = False            # a LoRA model: only the adapters take gradients
 
 
 def param_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -160,19 +164,23 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     offset = 0 if kv_cache is None else kv_cache.length
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
     bcfg = cfg.block_config()
+    frozen = has_adapters(params)
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
                                    positions=positions, kv_cache=kv_cache, train=train, rng=rng)
     if last_only:
         x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
-    logits, head_ctx = head_forward(params, x, bcfg)                  # (B, T, C) -> (B, T, V)
-    return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx)
+    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 
 def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
-    """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
+    """dlogits (B, T, V) -> grads for every param, same keys as `params` (a LoRA model: for its
+    adapters only)."""
     head_grads, dx = head_backward(dlogits, ctx.head)
     grads, dx = layers_backward(dx, ctx.blocks)
+    if ctx.frozen:
+        return adapter_grads(grads)  # nothing below the layers trains: the embedding is skipped
     grads["tok_emb"] = embedding_backward(dx, ctx.tok)
     if "tok_emb" in head_grads:
         grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
