@@ -27,7 +27,7 @@ LAYER = {
     "blocks": 2,
     "models": 3, "tokenizers": 3,
     "io": 4,
-    "train": 5, "generate": 5, "explain": 5, "gradcheck": 5, "embed": 5,
+    "train": 5, "generate": 5, "explain": 5, "gradcheck": 5, "embed": 5, "fill_mask": 5,
     "viewer": 5,
     "cli": 6, "__main__": 6,
 }

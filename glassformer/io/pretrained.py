@@ -32,7 +32,10 @@ from glassformer.io.safetensors import load_safetensors, read_safetensors_header
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
 from glassformer.packaged import MODEL, packaged_names, packaged_path
+from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.char_wordpiece import char_as_wordpiece, write_bert_tokenizer_config
 from glassformer.tokenizers.load import load_tokenizer
+from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 
 WEIGHTS = "model.safetensors"
@@ -88,7 +91,10 @@ def load_pretrained(path, *, tokenizer: bool = True) -> Model:
 
 def save_pretrained(model: Model, directory) -> Path:
     """Write config.json + model.safetensors that transformers' from_pretrained loads as the same
-    model (GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM), plus the tokenizer if any."""
+    model (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, BertForMaskedLM or BertModel),
+    plus the tokenizer if any (a BERT's as BertTokenizerFast reads it: vocab.txt,
+    tokenizer.json, tokenizer_config.json; a char vocabulary through tokenizers/char_wordpiece.py).
+    """
     if model.arch == "gpt2":
         hf_config = config_to_hf(model.cfg)
         # HF GPT-2 always has biases: a bias-free model is the same model with zero biases.
@@ -96,18 +102,32 @@ def save_pretrained(model: Model, directory) -> Path:
         shapes = family("gpt2").param_shapes(cfg)
         params = {name: model.params.get(name, np.zeros(shape, np.float32))
                   for name, shape in shapes.items()}
-    elif model.arch == "llama":
+    elif model.arch in ("llama", "bert"):
         hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
     else:
-        raise GlassformerError(f"save_pretrained writes gpt2 and llama models; got {model.arch}")
+        raise GlassformerError(f"save_pretrained writes gpt2, llama and bert models; got "
+                               f"{model.arch}")
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)
     save_safetensors(folder / WEIGHTS, tensors, metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
-    if model.tokenizer is not None:
+    if model.tokenizer is not None and model.arch == "bert":
+        _save_bert_tokenizer(model.tokenizer, folder, model.cfg.max_seq_len)
+    elif model.tokenizer is not None:
         model.tokenizer.save(folder)
     return folder
+
+
+def _save_bert_tokenizer(tokenizer, folder: Path, max_length: int) -> None:
+    """A BERT's tokenizer as transformers' BertTokenizerFast reads it."""
+    if isinstance(tokenizer, CharTokenizer):
+        tokenizer = char_as_wordpiece(tokenizer)   # the same ids (tokenizers/char_wordpiece.py)
+    if not isinstance(tokenizer, WordPieceTokenizer):
+        raise GlassformerError(f"a BERT's tokenizer is exported as BERT WordPiece files; this "
+                               f"one is a {type(tokenizer).__name__}")
+    tokenizer.save(folder)
+    write_bert_tokenizer_config(folder, tokenizer, max_length)
 
 
 # ---------------------------------------------------------------- Hugging Face folders

@@ -166,10 +166,6 @@ def test_save_pretrained_writes_hf_folder_and_tokenizer(tmp_path):
     again = load_pretrained(tmp_path)
     assert config_to_hf(again.cfg) == config_to_hf(cfg)
     assert again.tokenizer.decode(again.tokenizer.encode("mad")) == "mad"
-    bert_cfg = CONFIGS["bert-mlm"]
-    with pytest.raises(GlassformerError, match="gpt2 and llama"):
-        save_pretrained(Model(bert_cfg, bert.init_params(bert_cfg, np.random.default_rng(0))),
-                        tmp_path / "bert")
 
 
 # ---------------------------------------------------------------- bad input
