@@ -1,0 +1,375 @@
+"""LoRA adapters in PEFT's format: make, save, load and merge them (the math: ops/lora.py).
+
+The Python API (what `glassformer finetune` calls):
+
+    from glassformer.io.peft import (LoraConfig, init_adapters, adapter_constants, save_adapter,
+                                     load_adapter, merge_adapters)
+    model = load_model("smollm2")
+    lora_cfg = LoraConfig(r=8, alpha=16, dropout=0.05, targets=("q_proj", "v_proj"),
+                          base_model="HuggingFaceTB/SmolLM2-135M-Instruct")
+    adapters = init_adapters(model, lora_cfg, rng)     # {"blocks.0.attn.wq.lora_A": (C, r), ...}
+    frozen = {**model.params, **adapter_constants(adapters, lora_cfg)}
+    # train: params=adapters (the optimizer's), frozen=frozen (read by the forward, never updated);
+    # family.forward({**frozen, **adapters}, ...) sees the adapters and runs the base frozen
+    save_adapter(out_dir, model, adapters, lora_cfg)   # adapter_config.json + adapter_model.safetensors
+    adapters, lora_cfg = load_adapter(out_dir, model)  # A, B and the constants; any PEFT LoRA folder
+    merged = merge_adapters(model, adapters)           # a plain Model, W' = W + s A B
+    # glassformer.load_pretrained(BASE, adapter=DIR) is load_adapter + merge_adapters
+
+Targets are PEFT's module names, matched as PEFT matches them: a module is adapted when its name
+is the target or ends with "." + target (a string target is a regular expression that must match
+the whole name). The modules are the linear layers of the blocks, named by io/hf_names.py's
+tables: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (LLaMA, Qwen2, Mistral);
+c_attn, c_proj, c_fc (GPT-2; c_attn is fused q|k|v, so its adapter is one "attn.wqkv" adapter);
+query, key, value, dense (BERT). A target that names no module is refused in one line.
+
+The files. adapter_config.json holds peft_type "LORA", r, lora_alpha, lora_dropout,
+target_modules, bias "none", task_type, base_model_name_or_path, use_rslora, fan_in_fan_out,
+and the rest of PEFT's LoraConfig fields at their defaults. adapter_model.safetensors holds, per
+adapted module, "base_model.model.<HF module>.lora_A.weight" (r, in) and "....lora_B.weight"
+(out, r): torch's layout, the transpose of ours (io transposes once, here). Its metadata carries a
+probe of the base model (a few values of one adapted weight), so that loading onto another model
+with the same shapes is refused too; PEFT ignores it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_constants as
+                                     _constants, adapter_name, adapter_of, is_adapter_key)
+from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.io.hf_names import Rename, Split, family_names
+from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
+                                        save_safetensors, write_atomically)
+from glassformer.models.model import Model
+from glassformer.ops.lora import init_lora, lora_merge, lora_scale
+
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+PEFT_PREFIX = "base_model.model."
+PROBE_KEY = "glassformer_base_probe"   # safetensors metadata: a few values of the base model
+PROBE_VALUES = 8
+PROBE_RTOL = 1e-2   # the same base read from bf16, f16 or f32 files agrees far closer than this
+TASK_TYPES = {"gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM", "bert": "FEATURE_EXTRACTION"}
+# Our block-local weights and the HF bias they share a module with, for the module table.
+ADAPTABLE = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w_gate", "mlp.w_up", "mlp.w_down")
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """One adapter set's settings (PEFT's LoraConfig, the fields glassformer uses)."""
+    r: int = 8                                  # rank of A (C_in, r) and B (r, C_out)
+    alpha: float = 16.0                         # s = alpha / r (rsLoRA: alpha / sqrt(r))
+    dropout: float = 0.0                        # on the adapter's input, training only
+    targets: tuple[str, ...] | str = ("q_proj", "v_proj")   # PEFT module names, or one regex
+    rslora: bool = False                        # PEFT's use_rslora
+    base_model: str = ""                        # base_model_name_or_path, as written to the file
+
+    def __post_init__(self):
+        lora_scale(self.alpha, self.r, rslora=self.rslora)  # checks r and alpha
+        if not 0.0 <= float(self.dropout) < 1.0:
+            raise GlassformerError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not self.targets:
+            raise GlassformerError("LoRA needs at least one target module")
+
+    @property
+    def scale(self) -> float:
+        return lora_scale(self.alpha, self.r, rslora=self.rslora)
+
+
+class Module(NamedTuple):
+    """One linear layer an adapter can sit on."""
+    weight: str          # our adapted weight: "blocks.3.attn.wq", or "blocks.3.attn.wqkv" (fused)
+    parts: tuple         # the base weights it covers, joined on the output axis
+    hf_module: str       # HF module name in the task model: "model.layers.3.self_attn.q_proj"
+
+
+def modules(arch: str, cfg) -> list[Module]:
+    """Every adaptable linear layer of this model, named as HF's task model names it."""
+    names = family_names(arch)
+    prefix = "" if arch == "bert" and not getattr(cfg, "mlm_head", False) else names.prefix
+    found = []
+    for i in range(cfg.n_layer):
+        for row in names.layer:
+            ours = row.ours if isinstance(row, Split) else (row.ours,)
+            if not row.theirs.endswith(".weight") or not set(ours) <= set(ADAPTABLE):
+                continue
+            module = prefix + row.theirs.format(i=i)[:-len(".weight")]
+            parts = tuple(f"blocks.{i}.{name}" for name in ours)
+            weight = parts[0] if len(parts) == 1 else f"blocks.{i}.attn.wqkv"
+            found.append(Module(weight, parts, module))
+    return found
+
+
+def _named(entry: str, module: str) -> bool:
+    """PEFT's rule for a list entry: the module's name is the entry or ends in "." + entry."""
+    return module == entry or module.endswith("." + entry)
+
+
+def select_modules(model: Model, targets) -> list[Module]:
+    """The modules the targets name (a list of names, or one regex for the whole name); a target
+    that names no module is an error."""
+    every = modules(model.arch, model.cfg)
+    if isinstance(targets, str):
+        chosen = [m for m in every if re.fullmatch(targets, m.hf_module)]
+        if not chosen:
+            raise GlassformerError(f"target regex {targets!r} matches no module of this "
+                                   f"{model.arch} model; {_module_list(every)}")
+        return chosen
+    for entry in targets:
+        if not any(_named(entry, m.hf_module) for m in every):
+            raise GlassformerError(f"target {entry!r} names no module of this "
+                                   f"{model.arch} model; {_module_list(every)}")
+    return [m for m in every if any(_named(entry, m.hf_module) for entry in targets)]
+
+
+def _module_list(every: list[Module]) -> str:
+    short = sorted({m.hf_module.rsplit(".", 1)[-1] for m in every})
+    return "its linear modules are " + ", ".join(short)
+
+
+def _sizes(params: dict, module: Module) -> tuple[int, int]:
+    """(C_in, C_out) of the module's (joined) weight."""
+    c_in = params[module.parts[0]].shape[0]
+    return c_in, sum(params[part].shape[1] for part in module.parts)
+
+
+# ---------------------------------------------------------------- making and merging
+
+def init_adapters(model: Model, lora_cfg: LoraConfig, rng: np.random.Generator) -> dict:
+    """Fresh trainable adapters (A uniform ±1/sqrt(C_in), B zeros) on every targeted module, in
+    the model's layer order: {"blocks.{i}.attn.wq.lora_A": (C_in, r), ".lora_B": (r, C_out)}."""
+    adapters = {}
+    for module in select_modules(model, lora_cfg.targets):
+        c_in, c_out = _sizes(model.params, module)
+        a, b = init_lora(c_in, c_out, lora_cfg.r, rng)
+        adapters[adapter_name(module.weight, LORA_A)] = a
+        adapters[adapter_name(module.weight, LORA_B)] = b
+    return adapters
+
+
+def adapter_constants(adapters: dict, lora_cfg: LoraConfig) -> dict:
+    """The frozen constants (scale, dropout) of each adapter in `adapters`: pass them with the
+    base weights as `frozen` (a LoRA run) or merge them with the adapters (inference)."""
+    constants = {}
+    for key in adapters:
+        if key.endswith("." + LORA_A):
+            constants.update(_constants(adapted_weight(key), lora_cfg.scale, lora_cfg.dropout))
+    return constants
+
+
+def merge_adapters(model: Model, adapters: dict) -> Model:
+    """A new Model whose adapted weights are W + s A B (adapters: A, B and their constants, as
+    load_adapter returns them); the model given is left as it was."""
+    params = dict(model.params)
+    for key in adapters:
+        if not key.endswith("." + LORA_A):
+            continue
+        weight = adapted_weight(key)
+        adapter = adapter_of(adapters, weight)
+        parts = _parts_of(weight)
+        joined = np.concatenate([params[p] for p in parts], axis=1) if len(parts) > 1 \
+            else params[parts[0]]                                           # (C_in, C_out)
+        merged = lora_merge(joined, adapter.a, adapter.b, adapter.scale)
+        widths = np.cumsum([params[p].shape[1] for p in parts])[:-1]
+        for part, piece in zip(parts, np.split(merged, widths, axis=1)):
+            params[part] = np.ascontiguousarray(piece)
+    return Model(model.cfg, params, model.tokenizer)
+
+
+def _parts_of(weight: str) -> tuple[str, ...]:
+    """'blocks.3.attn.wqkv' -> its three base weights; any other weight is its own part."""
+    if weight.endswith(".attn.wqkv"):
+        stem = weight[:-len("wqkv")]
+        return (stem + "wq", stem + "wk", stem + "wv")
+    return (weight,)
+
+
+# ---------------------------------------------------------------- the files
+
+def peft_config(model: Model, lora_cfg: LoraConfig) -> dict:
+    """adapter_config.json's contents, as PEFT writes them for this LoRA."""
+    targets = lora_cfg.targets if isinstance(lora_cfg.targets, str) else sorted(lora_cfg.targets)
+    return {
+        "alpha_pattern": {}, "auto_mapping": None,
+        "base_model_name_or_path": lora_cfg.base_model or None,
+        "bias": "none", "fan_in_fan_out": model.arch == "gpt2", "inference_mode": True,
+        "init_lora_weights": True, "layers_pattern": None, "layers_to_transform": None,
+        "lora_alpha": lora_cfg.alpha, "lora_dropout": lora_cfg.dropout,
+        "modules_to_save": None, "peft_type": "LORA", "r": lora_cfg.r, "rank_pattern": {},
+        "revision": None, "target_modules": targets, "task_type": TASK_TYPES[model.arch],
+        "use_dora": False, "use_rslora": lora_cfg.rslora,
+    }
+
+
+def save_adapter(directory, model: Model, adapters: dict, lora_cfg: LoraConfig) -> Path:
+    """Write adapter_config.json and adapter_model.safetensors (each atomically) that
+    peft.PeftModel.from_pretrained(base, directory) loads. adapters: at least A and B."""
+    by_weight = {m.weight: m for m in modules(model.arch, model.cfg)}
+    tensors = {}
+    for key, value in adapters.items():
+        if not is_adapter_key(key):
+            continue
+        weight, part = adapted_weight(key), key.rsplit(".", 1)[1]
+        if weight not in by_weight:
+            raise GlassformerError(f"adapter {key!r} sits on no linear module of this model")
+        file_key = f"{PEFT_PREFIX}{by_weight[weight].hf_module}.{part}.weight"
+        tensors[file_key] = np.ascontiguousarray(value.T, dtype=np.float32)  # -> torch layout
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    metadata = {"format": "pt", PROBE_KEY: json.dumps(_probe(model.params, adapters))}
+    save_safetensors(folder / ADAPTER_WEIGHTS, tensors, metadata=metadata)
+    text = json.dumps(peft_config(model, lora_cfg), indent=2, sort_keys=True) + "\n"
+    write_atomically(folder / ADAPTER_CONFIG, lambda f: f.write(text.encode("utf-8")))
+    return folder
+
+
+def _probe(params: dict, adapters: dict) -> dict:
+    """A few values of the first adapted base weight: {"weight": name, "values": [...]}."""
+    first = next(adapted_weight(k) for k in adapters if is_adapter_key(k))
+    part = _parts_of(first)[0]
+    values = np.asarray(params[part][0, :PROBE_VALUES], dtype=np.float64)
+    return {"weight": part, "values": [float(v) for v in values]}
+
+
+def load_adapter(directory, model: Model) -> tuple[dict, LoraConfig]:
+    """A PEFT LoRA folder (written by save_adapter or by peft) for this model: (adapters, lora_cfg),
+    adapters holding A (C_in, r), B (r, C_out) and the constants of every adapted weight.
+
+    Checked before anything is kept: the config (LoRA, bias "none", no DoRA, nothing else
+    trained), every tensor's module and shape against this model, and the base-model probe."""
+    folder = Path(directory)
+    config = _read_adapter_config(folder)
+    path = folder / ADAPTER_WEIGHTS
+    if not path.is_file():
+        hint = " (adapter_model.bin is a pickle, never loaded)" if (
+            folder / "adapter_model.bin").is_file() else ""
+        raise CheckpointError(f"{folder} has no {ADAPTER_WEIGHTS}{hint}")
+    header = read_safetensors_header(path)
+    shapes = {key: info.shape for key, info in header.tensors.items()}
+    placed = _place(path, model, shapes)
+    _check_probe(folder, model, header.metadata or {}, config)
+    tensors = load_safetensors(path)
+    lora_cfg = _lora_config(config)
+    adapters = {}
+    for key, (module, part) in placed.items():
+        adapters[adapter_name(module.weight, part)] = np.ascontiguousarray(
+            tensors[key].T, dtype=np.float32)                    # torch layout -> ours
+        if part == LORA_A:
+            r = tensors[key].shape[0]
+            alpha = _pattern_value(config.get("alpha_pattern") or {}, module.hf_module,
+                                   lora_cfg.alpha)
+            scale = lora_scale(alpha, r, rslora=lora_cfg.rslora)
+            adapters.update(_constants(module.weight, scale, lora_cfg.dropout))
+    return adapters, lora_cfg
+
+
+def _read_adapter_config(folder: Path) -> dict:
+    path = folder / ADAPTER_CONFIG
+    if not path.is_file():
+        raise CheckpointError(f"{folder} has no {ADAPTER_CONFIG}; an adapter folder holds "
+                              f"{ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise CheckpointError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} does not hold a JSON object")
+    refusals = [
+        (config.get("peft_type") != "LORA",
+         f"peft_type is {config.get('peft_type')!r}; glassformer loads LoRA adapters only"),
+        (config.get("bias", "none") != "none",
+         f"bias is {config.get('bias')!r}: the adapter trains biases too; glassformer loads "
+         "bias 'none' only"),
+        (bool(config.get("use_dora")), "use_dora is true; glassformer loads plain LoRA only"),
+        (bool(config.get("modules_to_save")),
+         f"modules_to_save {config.get('modules_to_save')} trains whole modules besides the "
+         "adapters; glassformer loads adapters only"),
+    ]
+    for refused, why in refusals:
+        if refused:
+            raise CheckpointError(f"{path}: {why}")
+    return config
+
+
+def _lora_config(config: dict) -> LoraConfig:
+    targets = config.get("target_modules") or ()
+    return LoraConfig(r=int(config.get("r", 8)), alpha=float(config.get("lora_alpha", 8)),
+                      dropout=float(config.get("lora_dropout") or 0.0),
+                      targets=targets if isinstance(targets, str) else tuple(targets),
+                      rslora=bool(config.get("use_rslora", False)),
+                      base_model=config.get("base_model_name_or_path") or "")
+
+
+def _pattern_value(pattern: dict, module: str, default: float) -> float:
+    """PEFT's alpha_pattern: the value of the first key the module's name ends with."""
+    for key, value in pattern.items():
+        if re.match(rf"(.*\.)?{key}$", module):
+            return float(value)
+    return float(default)
+
+
+def _place(path: Path, model: Model, shapes: dict) -> dict:
+    """{file key: (module, "lora_A" or "lora_B")} for every tensor, each checked against the model:
+    its module exists and its shape is (r, C_in) or (C_out, r)."""
+    names = family_names(model.arch)
+    by_module = {_strip(m.hf_module, names.prefix): m for m in modules(model.arch, model.cfg)}
+    placed, ranks = {}, {}
+    pattern = re.compile(rf"{re.escape(PEFT_PREFIX)}(.+)\.(lora_A|lora_B)\.weight")
+    for key, shape in shapes.items():
+        found = pattern.fullmatch(key)
+        if found is None:
+            raise CheckpointError(f"{path}: tensor {key!r} is not a LoRA A or B weight "
+                                  f"({PEFT_PREFIX}<module>.lora_A.weight)")
+        module = by_module.get(_strip(found.group(1), names.prefix))
+        if module is None:
+            raise CheckpointError(f"{path}: tensor {key!r} adapts module {found.group(1)!r}, "
+                                  f"which this {model.arch} model lacks; "
+                                  f"{_module_list(list(by_module.values()))}")
+        c_in, c_out = _sizes(model.params, module)
+        part = found.group(2)
+        r = shape[0] if part == LORA_A else shape[-1]
+        want = (r, c_in) if part == LORA_A else (c_out, r)
+        if tuple(shape) != want or ranks.setdefault(module.weight, r) != r:
+            raise CheckpointError(f"{path}: tensor {key!r} has shape {tuple(shape)}, but this "
+                                  f"model's {found.group(1)} needs {want} "
+                                  f"(the adapter was made for another base model)")
+        placed[key] = (module, part)
+    parts = {}
+    for module, part in placed.values():
+        parts.setdefault(module.weight, set()).add(part)
+    for weight, have in parts.items():
+        if have != {LORA_A, LORA_B}:
+            raise CheckpointError(f"{path}: the adapter on {weight} has {sorted(have)} only; "
+                                  "it needs both lora_A and lora_B")
+    if not placed:
+        raise CheckpointError(f"{path} holds no LoRA tensors")
+    return placed
+
+
+def _strip(module: str, prefix: str) -> str:
+    return module[len(prefix):] if module.startswith(prefix) else module
+
+
+def _check_probe(folder: Path, model: Model, metadata: dict, config: dict) -> None:
+    """When the file carries glassformer's probe of its base, this model must agree with it."""
+    if PROBE_KEY not in metadata:
+        return  # written by peft: the shapes were the check
+    try:
+        probe = json.loads(metadata[PROBE_KEY])
+        ours = np.asarray(model.params[probe["weight"]][0, :len(probe["values"])], np.float64)
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: unreadable {PROBE_KEY} metadata") \
+            from None
+    if ours.shape != (len(probe["values"]),) or not np.allclose(
+            ours, probe["values"], rtol=PROBE_RTOL, atol=PROBE_RTOL * 1e-2):
+        base = config.get("base_model_name_or_path") or "another model"
+        raise CheckpointError(f"{folder}: this adapter was trained on {base}, whose weights "
+                              f"differ from this model's ({probe['weight']} does not match)")
