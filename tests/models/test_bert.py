@@ -6,6 +6,8 @@ import pytest
 
 from glassformer.errors import GlassformerError
 from glassformer.gradcheck import numeric_gradient, relative_error
+from glassformer.gradcheck.cases import find_case
+from glassformer.gradcheck.core import run_case
 from glassformer.io import hf_names
 from glassformer.io.hf_config import config_from_hf
 from glassformer.models import bert
@@ -117,6 +119,12 @@ def test_config_round_trips_and_an_encoder_has_no_cache():
     assert bert.BertConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(GlassformerError, match="encoder"):
         Model(cfg, bert.init_params(cfg, np.random.default_rng(0))).new_cache(1)
+
+
+@pytest.mark.parametrize("mode", ["head", "model", "tanh"])
+def test_registered_gradcheck_cases_of_the_masked_lm(mode):
+    result = run_case(find_case("bert_mlm", mode))
+    assert result.max_rel_err < GRADCHECK_TOL, result.per_input
 
 
 torch = pytest.importorskip("torch")

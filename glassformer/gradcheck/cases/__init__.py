@@ -9,6 +9,7 @@ from glassformer.errors import GlassformerError
 from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import attention_block
+from glassformer.gradcheck.cases import bert_mlm
 from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
@@ -41,6 +42,7 @@ _MODULES = [
     mlp_block,
     residual_block,
     seq2seq,
+    bert_mlm,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
