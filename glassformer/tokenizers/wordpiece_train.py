@@ -47,14 +47,17 @@ from typing import Callable, Iterable
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
-from glassformer.tokenizers.wordpiece_basic import WHITESPACE, basic_tokenize
+from glassformer.tokenizers.wordpiece_basic import CJK_RANGES, WHITESPACE, basic_tokenize
 
 Pair = tuple[int, int]
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PREFIX = "##"
-# Cutting at whitespace before the basic tokenizer gives the same words (it only ever splits there
-# or adds splits), so the basic tokenizer runs once per distinct chunk, not once per character.
-CHUNKS = re.compile("[" + "".join(re.escape(ch) for ch in sorted(WHITESPACE)) + "]+")
+# Cutting the text at whitespace and around each CJK ideograph gives the same words as the basic
+# tokenizer would (it splits there too, and nothing it does joins across them), so it runs once per
+# distinct chunk instead of once per character: a Chinese line is one chunk per character.
+CHUNKS = re.compile("(" + "|".join(f"[{chr(low)}-{chr(high)}]" for low, high in CJK_RANGES)
+                    + ")|[" + "".join(re.escape(ch) for ch in sorted(WHITESPACE)) + "]+")
+BLOCK_CHARACTERS = 1 << 20
 
 
 def count_words(text: str, *, lowercase: bool = True, strip_accents: bool | None = None) -> Counter:
@@ -63,7 +66,14 @@ def count_words(text: str, *, lowercase: bool = True, strip_accents: bool | None
     >>> count_words("Hug, hug! 汉字")
     Counter({'hug': 2, ',': 1, '!': 1, '汉': 1, '字': 1})
     """
-    chunk_counts = Counter(CHUNKS.split(text))
+    chunk_counts: Counter = Counter()
+    start = 0
+    while start < len(text):  # a block of lines at a time: one block's chunks in memory
+        end = text.find("\n", start + BLOCK_CHARACTERS)
+        end = len(text) if end < 0 else end
+        chunk_counts.update(CHUNKS.split(text[start:end]))
+        start = end + 1
+    chunk_counts.pop(None, None)   # what the whitespace matches leave (no CJK group)
     words: Counter = Counter()
     for chunk, count in chunk_counts.items():
         for word in basic_tokenize(chunk, lowercase=lowercase, strip_accents=strip_accents):
