@@ -198,7 +198,9 @@ def run_train_wordpiece(args) -> int:
           f"{n_continuing} '##' characters + {len(pieces) - n_chars - n_continuing} merged pieces"
           f" ({'cased' if args.cased else 'uncased'})")
     merged = [token for token in pieces if len(token.removeprefix("##")) > 1]
-    print(f"first merged pieces: {' '.join(merged[:SHOWN_MERGES])}")
+    print(f"first merged pieces: {' '.join(merged[:SHOWN_MERGES])}" if merged else
+          "no merged pieces: no pair of characters inside a word occurs often enough (BERT "
+          "makes each CJK character a word of its own)")
     sample = text[:MEASURED_CHARACTERS]
     n_ids = len(tokenizer.encode(sample, add_special_tokens=False))
     print(f"{len(sample) / max(n_ids, 1):.2f} characters per token on the first {len(sample)} "
