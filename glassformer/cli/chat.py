@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from glassformer.cli.common import add_sampling_arguments, loading_line, model_help, sampling_kwargs
+from glassformer.cli.common import (add_adapter_argument, add_sampling_arguments, loading_line,
+                                    model_help, sampling_kwargs)
 from glassformer.errors import GlassformerError
 from glassformer.generate.chat import ChatSession, open_chat
 
@@ -32,6 +33,7 @@ EXIT_WORDS = ("/exit", "/quit")
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True,
                         help=model_help("chat model to load (it needs a chat template)"))
+    add_adapter_argument(parser)
     parser.add_argument("--message", default=None,
                         help="send this one message, print the reply and exit (no prompt loop)")
     parser.add_argument("--system", default=None,
@@ -51,7 +53,7 @@ def note(text: str) -> None:
 def load(args) -> ChatSession:
     """open_chat, with a loading line at a terminal (a large model takes seconds)."""
     with loading_line(args.model):
-        session = open_chat(args.model, system=args.system)
+        session = open_chat(args.model, system=args.system, adapter=args.adapter)
     if session.template.fallback:
         note("note: this model's files hold no chat template; chatting in ChatML, which it may "
              "not have been trained on")

@@ -7,6 +7,7 @@
     print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
     blas_sized_to_free_cores  every command runs with BLAS threads = the cores free at its start
     loading_line            'loading NAME ... ready in N s' at a terminal; load_model_shown uses it
+    add_adapter_argument    --adapter DIR: a LoRA adapter (PEFT's format) merged into --model
 
 Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
 glassformer/packaged.py, so every command that takes a model takes the same things.
@@ -111,7 +112,15 @@ def loading_line(name: str):
         print(f" ready in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
 
-def load_model_shown(name_or_path):
-    """load_model (a path or a packaged name) inside a loading line."""
-    with loading_line(str(name_or_path)):
-        return load_model(name_or_path)
+def add_adapter_argument(parser) -> None:
+    """--adapter DIR, for a command that loads --model."""
+    parser.add_argument("--adapter", default=None,
+                        help="a LoRA adapter folder (adapter_config.json + "
+                             "adapter_model.safetensors, as peft or glassformer finetune write "
+                             "it), merged into the model's weights on load")
+
+
+def load_model_shown(name_or_path, adapter=None):
+    """load_model (a path or a packaged name, and an adapter if given) inside a loading line."""
+    with loading_line(str(name_or_path) if adapter is None else f"{name_or_path} + {adapter}"):
+        return load_model(name_or_path, adapter=adapter)

@@ -1,10 +1,12 @@
 """`glassformer convert --model MODEL --out DIR`: any model glassformer reads -> a Hugging Face
-folder that transformers loads."""
+folder that transformers loads. `--adapter DIR --merge OUT` folds a LoRA adapter into the weights
+(W + s A B, as peft's merge_and_unload) and writes the merged model to OUT."""
 from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import load_model_shown, model_help
+from glassformer.cli.common import add_adapter_argument, load_model_shown, model_help
+from glassformer.errors import GlassformerError
 from glassformer.io.pretrained import save_pretrained
 
 NAME = "convert"
@@ -14,11 +16,23 @@ HELP = ("convert a model (glassformer run, HF folder, .gguf, or a name such as s
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help=model_help("model to convert"))
-    parser.add_argument("--out", required=True, help="folder to write")
+    parser.add_argument("--out", default=None, help="folder to write")
+    add_adapter_argument(parser)
+    parser.add_argument("--merge", default=None, metavar="OUT",
+                        help="with --adapter: the folder to write the merged model to (the same "
+                             "as --out)")
 
 
 def run(args) -> int:
-    model = load_model_shown(args.model)
-    folder = save_pretrained(model, args.out)
+    if args.merge is not None and args.adapter is None:
+        raise GlassformerError("--merge OUT merges an adapter: give it with --adapter DIR")
+    if args.merge is not None and args.out is not None:
+        raise GlassformerError("give the folder to write once: --out DIR or --merge OUT")
+    out = args.merge if args.merge is not None else args.out
+    if out is None:
+        raise GlassformerError("give the folder to write: --out DIR (or --adapter DIR "
+                               "--merge OUT)")
+    model = load_model_shown(args.model, args.adapter)
+    folder = save_pretrained(model, out)
     print(f"wrote {model.arch} model ({model.num_params():,} params) to {folder}", file=sys.stderr)
     return 0

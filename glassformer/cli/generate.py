@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import (add_sampling_arguments, load_model_shown, model_help,
-                                    print_stream, report_speed, sampling_kwargs)
+from glassformer.cli.common import (add_adapter_argument, add_sampling_arguments,
+                                    load_model_shown, model_help, print_stream, report_speed,
+                                    sampling_kwargs)
 from glassformer.generate.stream import stream_generate
 
 NAME = "generate"
@@ -16,6 +17,7 @@ HELP = ("continue a prompt with a model (a glassformer training run, an HF folde
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help=model_help("model to load"))
+    add_adapter_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "
                              "for a char-level model every character must be in its corpus")
@@ -25,7 +27,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    model = load_model_shown(args.model)
+    model = load_model_shown(args.model, args.adapter)
     steps = stream_generate(model, args.prompt, **sampling_kwargs(args))
     if args.echo:
         sys.stdout.write(args.prompt)

@@ -52,13 +52,15 @@ from glassformer.packaged import MODEL, resolve_path
 IM_END = "<|im_end|>"
 
 
-def open_chat(name_or_path: str | Path, *, system: str | None = None) -> "ChatSession":
+def open_chat(name_or_path: str | Path, *, system: str | None = None,
+              adapter: str | Path | None = None) -> "ChatSession":
     """Load a chat model (a .gguf file, an HF folder, a run, or a named model such as smollm2)
     with the chat template its tokenizer carries (ChatML when it has none: template.fallback).
 
     system: a system prompt replacing the template's default one.
+    adapter: a LoRA adapter folder (PEFT's format), merged into the model (io/peft.py).
     """
-    model = load_pretrained(resolve_path(name_or_path, MODEL))
+    model = load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter)
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot chat")
     template = chat_template_of(model.tokenizer)

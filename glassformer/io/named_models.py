@@ -12,7 +12,8 @@ from glassformer.models.model import Model
 from glassformer.packaged import MODEL, resolve_path
 
 
-def load_model(name_or_path: str | Path) -> Model:
+def load_model(name_or_path: str | Path, *, adapter: str | Path | None = None) -> Model:
     """A `Model` from a packaged name (see packaged.py) or a path that load_pretrained takes: a
-    .gguf file, an HF folder or a glassformer run/checkpoint folder."""
-    return load_pretrained(resolve_path(name_or_path, MODEL))
+    .gguf file, an HF folder or a glassformer run/checkpoint folder; with `adapter`, a LoRA
+    adapter folder (PEFT's format) merged into it (io/peft.py)."""
+    return load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter)

@@ -28,6 +28,7 @@ from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
 from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
+from glassformer.io.peft import load_adapter, merge_adapters
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
@@ -50,12 +51,23 @@ CONVERT_HINT = ("convert it once, in an environment you trust, with transformers
                 "safetensors.torch.save_file)")
 
 
-def load_pretrained(path, *, tokenizer: bool = True) -> Model:
+def load_pretrained(path, *, tokenizer: bool = True, adapter=None) -> Model:
     """A Model from a Hugging Face folder, a glassformer run/checkpoint folder, a .gguf file, or
     a name the CLI takes (smollm2, minilm: glassformer/packaged.py).
 
     tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
+    adapter: a LoRA adapter folder in PEFT's format (io/peft.py), checked against the model and
+    merged into its weights (W + s A B), so the Model runs at the base model's speed.
     """
+    model = _load_model(path, tokenizer)
+    if adapter is None:
+        return model
+    adapters, _ = load_adapter(adapter, model)
+    return merge_adapters(model, adapters)
+
+
+def _load_model(path, tokenizer: bool) -> Model:
+    """load_pretrained without an adapter."""
     folder = Path(path)
     if not folder.exists() and str(path) in packaged_names(MODEL):
         folder = packaged_path(str(path), MODEL)
