@@ -13,6 +13,7 @@ of the supported file layouts. See docs/tokenizers.md.
     hf_json.py          the parts of HF's tokenizer.json we read and write
     wordpiece_basic.py  BERT's basic tokenizer (clean, lower-case, accents, punctuation, CJK)
     wordpiece.py        greedy longest-match-first WordPiece, pairs, padding, truncation
+    wordpiece_train.py  learning a WordPiece vocabulary (HF WordPieceTrainer's merge loop)
     load.py             recognise a folder or file and build the right tokenizer
     display.py          per-token rows (id, piece, text, bytes) for `glassformer tokenizer encode`
 """
