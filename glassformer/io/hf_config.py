@@ -5,6 +5,7 @@ config.json's `model_type` picks the family (`HF_ARCHS`):
     gpt2                   -> GPT2Config     (GPT2LMHeadModel / GPT2Model files)
     llama, qwen2, mistral  -> LlamaConfig    (*ForCausalLM / *Model files)
     bert                   -> BertConfig     (BertModel, or BertForMaskedLM with its MLM head)
+    marian, bart           -> Seq2SeqConfig  (MarianMTModel, BartForConditionalGeneration files)
 
 `config_from_hf` accepts a config.json only if every key is known, either as one the family
 reads (`READ_KEYS`), as harmless metadata (`METADATA_KEYS`), or as a switch set to the one value
@@ -19,11 +20,12 @@ from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.registry import arch_of
+from glassformer.models.seq2seq import Seq2SeqConfig
 from glassformer.ops.rope_scaling import yarn_mscale
 
 # model_type in config.json -> glassformer arch
 HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llama",
-            "bert": "bert"}
+            "bert": "bert", "marian": "transformer", "bart": "transformer"}
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")  # three spellings of tanh GELU
 
 # Metadata, generation defaults and init settings: they never change a forward or backward pass.
@@ -42,6 +44,15 @@ METADATA_KEYS = frozenset({
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
     "suppress_tokens", "begin_suppress_tokens", "transformers.js_config",
 })
+# Marian and BART: switches shared by both (activations as transformers' ACT2FN spells them).
+SEQ2SEQ_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+                       "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
+SEQ2SEQ_REQUIRED = {"is_encoder_decoder": (True,), "activation_function": tuple(SEQ2SEQ_ACTIVATIONS),
+                    "normalize_before": (False,), "add_final_layer_norm": (False,),
+                    "add_bias_logits": (False,),
+                    # transformers 5 unties then the encoder's, decoder's and shared embeddings
+                    # too (four tables); glassformer's encoder-decoder shares one
+                    "tie_word_embeddings": (True,)}
 # Switches with the values glassformer implements.
 COMMON_REQUIRED = {"is_encoder_decoder": (False,), "is_decoder": (False,),
                    "add_cross_attention": (False,), "tie_encoder_decoder": (False,),
@@ -55,6 +66,12 @@ REQUIRED_VALUES = {
     "mistral": {"hidden_act": ("silu",)},
     "bert": {"hidden_act": ("gelu", "gelu_new", "gelu_pytorch_tanh"),
              "position_embedding_type": ("absolute",)},
+    # the legacy keys (normalize_before, ...) of older Marian and BART configs, which today's
+    # transformers reads as these fixed architectures
+    "marian": {**SEQ2SEQ_REQUIRED, "static_position_embeddings": (True,),
+               "normalize_embedding": (False,), "share_encoder_decoder_embeddings": (True,)},
+    "bart": {**SEQ2SEQ_REQUIRED, "static_position_embeddings": (False,),
+             "normalize_embedding": (True,), "extra_pos_embeddings": (2,)},
 }
 # Keys each family reads (or may ignore, with the reason in the comment).
 READ_KEYS = {
@@ -79,6 +96,15 @@ READ_KEYS = {
              "directionality", "pooler_fc_size", "pooler_num_attention_heads",
              "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type"},  # pooler, unused
 }
+READ_KEYS["marian"] = {
+    "vocab_size", "decoder_vocab_size", "max_position_embeddings", "encoder_layers",
+    "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_attention_heads",
+    "decoder_attention_heads", "d_model", "dropout", "scale_embedding",
+    "attention_dropout", "activation_dropout",   # glassformer has neither dropout (training)
+    "encoder_layerdrop", "decoder_layerdrop",    # layer dropping (training only)
+    "init_std", "num_hidden_layers", "classif_dropout", "classifier_dropout", "_num_labels",
+    "output_past", "gradient_checkpointing"}     # init, an alias of encoder_layers, heads unused
+READ_KEYS["bart"] = READ_KEYS["marian"] - {"decoder_vocab_size"}
 READ_KEYS["qwen2"] = READ_KEYS["llama"] | {"use_sliding_window", "sliding_window",
                                            "max_window_layers", "layer_types"}
 READ_KEYS["mistral"] = READ_KEYS["llama"] | {"sliding_window", "layer_types"}
@@ -108,6 +134,8 @@ def config_from_hf(hf: dict, *, mlm_head: bool = False):
         return _gpt2_from_hf(hf)
     if arch == "llama":
         return _llama_from_hf(hf)
+    if arch == "transformer":
+        return _seq2seq_from_hf(hf)
     return _bert_from_hf(hf, mlm_head=mlm_head)
 
 
@@ -118,6 +146,8 @@ def config_to_hf(cfg) -> dict:
         return _gpt2_to_hf(cfg)
     if arch == "llama":
         return _llama_to_hf(cfg)
+    if arch == "transformer":
+        return _marian_to_hf(cfg)
     return _bert_to_hf(cfg)
 
 
@@ -343,3 +373,71 @@ def _bert_to_hf(cfg: BertConfig) -> dict:
             "layer_norm_eps": cfg.norm_eps, "hidden_dropout_prob": cfg.dropout,
             "attention_probs_dropout_prob": 0.0, "position_embedding_type": "absolute",
             "tie_word_embeddings": True, "dtype": "float32"}
+
+
+# ---------------------------------------------------------------- Marian and BART
+
+def _seq2seq_from_hf(hf: dict) -> Seq2SeqConfig:
+    """A config.json of model_type marian or bart -> Seq2SeqConfig.
+
+    Marian: fixed [sin | cos] positions, optional sqrt(C) scaling, no embedding norm.
+    BART: learned positions whose table starts 2 rows early, LayerNorm on the embeddings.
+    Both: post-norm, LayerNorm eps 1e-5 (torch's default), a final_logits_bias, one shared
+    embedding. The encoder and decoder must agree in width, heads and MLP size.
+    """
+    marian = hf["model_type"] == "marian"
+    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"),
+                     ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf[enc] != hf[dec]:
+            raise GlassformerError(f"config.json has {enc}={hf[enc]} but {dec}={hf[dec]}; "
+                                   "glassformer's encoder-decoder uses one value for both")
+    if marian and hf.get("decoder_vocab_size", hf["vocab_size"]) != hf["vocab_size"]:
+        raise GlassformerError(f"config.json has decoder_vocab_size={hf['decoder_vocab_size']} "
+                               f"but vocab_size={hf['vocab_size']}; glassformer shares one "
+                               "vocabulary")
+    for key in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
+        if hf.get(key) is None:
+            raise GlassformerError(f"config.json lacks {key}, which the encoder-decoder needs")
+    return Seq2SeqConfig(vocab_size=hf["vocab_size"], max_seq_len=hf["max_position_embeddings"],
+                         n_layer=hf["encoder_layers"], n_dec_layer=hf["decoder_layers"],
+                         n_head=hf["encoder_attention_heads"], d_model=hf["d_model"],
+                         d_ff=hf["encoder_ffn_dim"], norm_eps=1e-5, norm_position="post",
+                         activation=SEQ2SEQ_ACTIVATIONS[hf.get("activation_function", "gelu")],
+                         positions="sinusoidal" if marian else "learned",
+                         pos_offset=0 if marian else 2,
+                         scale_embedding=bool(hf.get("scale_embedding", False)),
+                         emb_norm=not marian, share_embeddings=True,
+                         tie_embeddings=True, logits_bias=True, dropout=float(hf.get("dropout", 0.1)),
+                         pad_id=hf["pad_token_id"], eos_id=hf["eos_token_id"],
+                         decoder_start_id=hf["decoder_start_token_id"])
+
+
+def _marian_to_hf(cfg: Seq2SeqConfig) -> dict:
+    """The config.json of an HF MarianMTModel computing the same function as `cfg`.
+
+    Marian is the paper's arrangement: only a post-norm model with fixed positions, no embedding
+    norm, one shared embedding and LayerNorm eps 1e-5 has a Marian twin (a missing logits bias
+    is written as zeros by save_pretrained)."""
+    problems = [text for bad, text in (
+        (cfg.norm_position != "post", "norm_position='post'"),
+        (cfg.positions != "sinusoidal", "positions='sinusoidal'"),
+        (cfg.emb_norm, "emb_norm=False"), (not cfg.share_embeddings, "share_embeddings=True"),
+        (not cfg.tie_embeddings, "tie_embeddings=True"),
+        (cfg.norm_eps != 1e-5, "norm_eps=1e-5")) if bad]
+    if problems:
+        raise GlassformerError("a Marian folder needs " + ", ".join(problems) +
+                               "; this encoder-decoder differs")
+    activation = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new"}[cfg.activation]
+    return {"architectures": ["MarianMTModel"], "model_type": "marian",
+            "vocab_size": cfg.vocab_size, "decoder_vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "d_model": cfg.d_model,
+            "encoder_layers": cfg.n_layer, "decoder_layers": cfg.decoder_layers,
+            "encoder_attention_heads": cfg.n_head, "decoder_attention_heads": cfg.n_head,
+            "encoder_ffn_dim": cfg.block_config().hidden,
+            "decoder_ffn_dim": cfg.block_config().hidden, "activation_function": activation,
+            "scale_embedding": cfg.scale_embedding, "share_encoder_decoder_embeddings": True,
+            "tie_word_embeddings": True, "dropout": cfg.dropout,
+            "attention_dropout": 0.0, "activation_dropout": 0.0, "is_encoder_decoder": True,
+            "pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id,
+            "decoder_start_token_id": cfg.decoder_start_id, "forced_eos_token_id": cfg.eos_id,
+            "bos_token_id": None, "dtype": "float32"}

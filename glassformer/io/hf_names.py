@@ -36,6 +36,11 @@ class Split(NamedTuple):
     theirs: str            # one HF tensor holding the parts side by side on its last axis
 
 
+class Squeeze(NamedTuple):
+    ours: str            # glassformer name of a (N,) vector
+    theirs: str          # HF key of the same values as a (1, N) row (BART's final_logits_bias)
+
+
 class FamilyNames(NamedTuple):
     prefix: str               # the base model's key prefix in task-model files
     outside: tuple            # key starts of task heads, which never carry the prefix
@@ -43,6 +48,9 @@ class FamilyNames(NamedTuple):
     layer: tuple              # Rename / Split rows of layer {i}
     tied: dict                # HF key -> HF key it must equal when the head is tied
     ignored: tuple            # regexes of HF keys that are skipped on load
+    layer_ours: str = "blocks.{i}."       # our prefix of the `layer` rows
+    dec_layer: tuple = ()                 # an encoder-decoder's decoder layer rows
+    dec_layer_ours: str = "dec.blocks.{i}."
 
 
 GPT2 = FamilyNames(
@@ -126,7 +134,59 @@ BERT = FamilyNames(
              r"pooler\.dense\.(weight|bias)",                # [CLS] pooler: unused by mean pooling
              r"cls\.seq_relationship\.(weight|bias)"))        # next-sentence head
 
-NAMES = {"gpt2": GPT2, "llama": LLAMA, "bert": BERT}
+
+def _seq2seq_attention(ours: str, theirs: str) -> tuple:
+    """The q, k, v, out projections of one attention block, weights and biases (nn.Linear)."""
+    rows = []
+    for mine, hf in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+        rows.append(Rename(f"{ours}.w{mine}", f"{theirs}.{hf}.weight", True))
+        rows.append(Rename(f"{ours}.b{mine}", f"{theirs}.{hf}.bias", False))
+    return tuple(rows)
+
+
+def _seq2seq_norm(ours: str, theirs: str) -> tuple:
+    return (Rename(f"{ours}.w", f"{theirs}.weight", False),
+            Rename(f"{ours}.b", f"{theirs}.bias", False))
+
+
+def _seq2seq_layer(side: str, cross: bool) -> tuple:
+    """One Marian/BART layer: self_attn (+ encoder_attn), fc1/fc2 and their post-norms."""
+    layer = f"{side}.layers.{{i}}"
+    rows = (_seq2seq_attention("attn", f"{layer}.self_attn")
+            + _seq2seq_norm("norm1", f"{layer}.self_attn_layer_norm"))
+    if cross:
+        rows += (_seq2seq_attention("cross", f"{layer}.encoder_attn")
+                 + _seq2seq_norm("norm_cross", f"{layer}.encoder_attn_layer_norm"))
+    return rows + (Rename("mlp.w_up", f"{layer}.fc1.weight", True),
+                   Rename("mlp.b_up", f"{layer}.fc1.bias", False),
+                   Rename("mlp.w_down", f"{layer}.fc2.weight", True),
+                   Rename("mlp.b_down", f"{layer}.fc2.bias", False),
+                   *_seq2seq_norm("norm2", f"{layer}.final_layer_norm"))
+
+
+# Marian (MarianMTModel) and BART (BartForConditionalGeneration) share one naming; a row whose
+# param the config lacks (BART's positions in a Marian model) is skipped.
+SEQ2SEQ = FamilyNames(
+    prefix="model.",
+    outside=("lm_head.", "final_logits_bias"),
+    top=(Rename("tok_emb", "shared.weight", False),
+         Rename("enc.tok_emb", "encoder.embed_tokens.weight", False),
+         Rename("enc.pos_emb", "encoder.embed_positions.weight", False),
+         *_seq2seq_norm("enc.emb_norm", "encoder.layernorm_embedding"),
+         *_seq2seq_norm("enc.norm_f", "encoder.layer_norm"),
+         Rename("dec.pos_emb", "decoder.embed_positions.weight", False),
+         *_seq2seq_norm("dec.emb_norm", "decoder.layernorm_embedding"),
+         *_seq2seq_norm("dec.norm_f", "decoder.layer_norm"),
+         Rename("lm_head", "lm_head.weight", True),
+         Squeeze("logits_bias", "final_logits_bias")),
+    layer=_seq2seq_layer("encoder", cross=False),
+    tied={"encoder.embed_tokens.weight": "shared.weight",
+          "decoder.embed_tokens.weight": "shared.weight", "lm_head.weight": "shared.weight"},
+    ignored=(),
+    layer_ours="enc.blocks.{i}.",
+    dec_layer=_seq2seq_layer("decoder", cross=True))
+
+NAMES = {"gpt2": GPT2, "llama": LLAMA, "bert": BERT, "transformer": SEQ2SEQ}
 
 
 def family_names(arch: str) -> FamilyNames:
@@ -138,29 +198,40 @@ def family_names(arch: str) -> FamilyNames:
 
 # ---------------------------------------------------------------- shapes and renaming
 
-def _rows(names: FamilyNames, n_layer: int) -> list:
-    """Every table row with "{i}" filled in, layer rows prefixed with "blocks.{i}."."""
+def _rows(names: FamilyNames, n_layer: int, n_dec_layer: int = 0) -> list:
+    """Every table row with "{i}" filled in, layer rows prefixed with "blocks.{i}." (an
+    encoder-decoder's: "enc.blocks.{i}." and, for its n_dec_layer layers, "dec.blocks.{i}.")."""
     rows = list(names.top)
-    for i in range(n_layer):
-        for row in names.layer:
-            if isinstance(row, Split):
-                rows.append(Split(tuple(f"blocks.{i}.{o}" for o in row.ours),
-                                  row.theirs.format(i=i)))
-            else:
-                rows.append(Rename(f"blocks.{i}.{row.ours}", row.theirs.format(i=i),
-                                   row.transpose))
+    stacks = ((names.layer, names.layer_ours, n_layer),
+              (names.dec_layer, names.dec_layer_ours, n_dec_layer))
+    for table, ours, count in stacks:
+        for i in range(count):
+            mine = ours.format(i=i)
+            for row in table:
+                if isinstance(row, Split):
+                    rows.append(Split(tuple(mine + o for o in row.ours), row.theirs.format(i=i)))
+                else:
+                    rows.append(Rename(mine + row.ours, row.theirs.format(i=i), row.transpose))
     return rows
+
+
+def _rows_of(arch: str, cfg) -> list:
+    """_rows for this config (decoder layers counted for an encoder-decoder)."""
+    return _rows(family_names(arch), cfg.n_layer, getattr(cfg, "decoder_layers", 0))
 
 
 def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
     """The HF keys (without prefix) and shapes a checkpoint of this config must hold."""
     ours = family(arch).param_shapes(cfg)
     shapes = {}
-    for row in _rows(family_names(arch), cfg.n_layer):
+    for row in _rows_of(arch, cfg):
         if isinstance(row, Split):
             if row.ours[0] in ours:
                 parts = [ours[name] for name in row.ours]
                 shapes[row.theirs] = parts[0][:-1] + (sum(p[-1] for p in parts),)
+        elif isinstance(row, Squeeze):
+            if row.ours in ours:
+                shapes[row.theirs] = (1,) + ours[row.ours]                   # (N,) -> (1, N)
         elif row.ours in ours:
             shape = ours[row.ours]
             shapes[row.theirs] = shape[::-1] if row.transpose else shape
@@ -175,11 +246,13 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
     or widened, else the tensor itself (as read from the file).
     """
     params = {}
-    for row in _rows(family_names(arch), cfg.n_layer):
+    for row in _rows_of(arch, cfg):
         if row.theirs not in tensors:
             continue
         tensor = tensors[row.theirs]
-        if isinstance(row, Split):
+        if isinstance(row, Squeeze):
+            params[row.ours] = np.ascontiguousarray(tensor.reshape(-1), dtype=np.float32)
+        elif isinstance(row, Split):
             parts = np.split(tensor, len(row.ours), axis=-1)     # (C, 3C) -> 3 x (C, C)
             for name, part in zip(row.ours, parts):
                 params[name] = np.ascontiguousarray(part, dtype=np.float32)
@@ -198,11 +271,15 @@ def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray
     # A bare BertModel file has no prefix; a BertForMaskedLM one nests the encoder under "bert."
     prefix = "" if arch == "bert" and not cfg.mlm_head else names.prefix
     tensors = {}
-    for row in _rows(names, cfg.n_layer):
+    for row in _rows_of(arch, cfg):
         if isinstance(row, Split):
             if row.ours[0] not in params:
                 continue
             array = np.concatenate([params[name] for name in row.ours], axis=-1)  # -> (C, 3C)
+        elif isinstance(row, Squeeze):
+            if row.ours not in params:
+                continue
+            array = params[row.ours][None]                                 # (N,) -> (1, N)
         elif row.ours in params:
             array = params[row.ours].T if row.transpose else params[row.ours]  # -> (out, in)
         else:
@@ -215,7 +292,7 @@ def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray
 def hf_keys_by_table_name(arch: str, keys) -> dict[str, str]:
     """File keys -> {table key: file key}: prefix removed, ignored buffers and heads dropped."""
     names = family_names(arch)
-    ignored = re.compile("|".join(names.ignored))
+    ignored = re.compile("|".join(names.ignored) or "(?!)")  # "(?!)": an empty list skips none
     table = {}
     for key in keys:
         name = key[len(names.prefix):] if key.startswith(names.prefix) else key

@@ -32,6 +32,7 @@ from glassformer.io.peft import load_adapter, merge_adapters
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
+from glassformer.models.seq2seq import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.char_wordpiece import char_as_wordpiece, write_bert_tokenizer_config
@@ -39,6 +40,8 @@ from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 
+# A stored sinusoidal table against ours: float32 rounding of angles up to ~1e3 radians.
+POSITION_ATOL = 1e-4
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -94,6 +97,7 @@ def _load_model(path, tokenizer: bool) -> Model:
     headers = _read_headers(folder)
     table = hf_names.hf_keys_by_table_name(arch, headers)
     cfg = _config_from_hf(folder, arch, config, table)
+    _check_fixed_positions(folder, arch, cfg, headers, table)
     _check_tensors(folder, arch, cfg, headers, table)
     tensors = _read_tensors(folder, headers, table)
     _check_tied_copies(folder, arch, cfg, tensors)
@@ -116,9 +120,14 @@ def save_pretrained(model: Model, directory) -> Path:
                   for name, shape in shapes.items()}
     elif model.arch in ("llama", "bert"):
         hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
+    elif model.arch == "transformer":  # as a MarianMTModel folder (io/hf_config.py)
+        hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
+        if not cfg.logits_bias:  # Marian always adds final_logits_bias: zeros are the same model
+            cfg = replace(cfg, logits_bias=True)
+            params = {**params, "logits_bias": np.zeros(cfg.vocab_size, np.float32)}
     else:
-        raise GlassformerError(f"save_pretrained writes gpt2, llama and bert models; got "
-                               f"{model.arch}")
+        raise GlassformerError(f"save_pretrained writes gpt2, llama, bert and transformer "
+                               f"(as Marian) models; got {model.arch}")
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)
@@ -244,6 +253,25 @@ def _check_tensors(folder: Path, arch: str, cfg, headers: dict, table: dict) -> 
         if info.dtype not in FLOAT_DTYPES:
             raise CheckpointError(f"{folder / file}: tensor {key!r} has dtype {info.dtype}; "
                                   f"weights must be one of {', '.join(FLOAT_DTYPES)}")
+
+
+def _check_fixed_positions(folder: Path, arch: str, cfg, headers: dict, table: dict) -> None:
+    """Older Marian files store their fixed sinusoidal tables as embed_positions tensors: each
+    must equal glassformer's [sin | cos] table (to float32 rounding), and is then dropped."""
+    if arch != "transformer" or cfg.positions != "sinusoidal":
+        return
+    for name in ("encoder.embed_positions.weight", "decoder.embed_positions.weight"):
+        if name not in table:
+            continue
+        key = table.pop(name)
+        info, file = headers[key]
+        stored = load_safetensors(folder / file, {key: name})[key]
+        rows = min(stored.shape[0], cfg.max_seq_len)
+        expected = fixed_position_table(rows, cfg.d_model)
+        if stored.shape[1:] != (cfg.d_model,) or not np.allclose(stored[:rows], expected,
+                                                                 atol=POSITION_ATOL):
+            raise CheckpointError(f"{folder / file}: {key!r} is not the sinusoidal [sin | cos] "
+                                  "table this Marian config.json implies")
 
 
 def _read_tensors(folder: Path, headers: dict, table: dict) -> dict[str, np.ndarray]:

@@ -37,9 +37,24 @@ class Model:
     def num_params(self) -> int:
         return int(sum(p.size for p in self.params.values()))
 
-    def __call__(self, ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, ids: np.ndarray, attention_mask: np.ndarray | None = None, *,
+                 decoder_input_ids: np.ndarray | None = None) -> np.ndarray:
         """Logits (B, T, V) for causal LMs and BERTs with a masked-LM head; the last hidden state
-        (B, T, C) for encoders without one (BertModel, MiniLM)."""
+        (B, T, C) for encoders without one (BertModel, MiniLM).
+
+        An encoder-decoder ("transformer": Marian, BART) reads source ids (B, S) and
+        decoder_input_ids (B, T_dec) and returns (B, T_dec, V) logits, as transformers'
+        seq2seq models do; attention_mask (B, S) marks real source tokens (default: not pad).
+        """
+        if self.arch == "transformer":
+            if decoder_input_ids is None:
+                raise GlassformerError("an encoder-decoder needs decoder_input_ids: "
+                                       "model(input_ids, decoder_input_ids=...)")
+            pair = (np.asarray(ids), np.asarray(decoder_input_ids))
+            return self.family.forward(self.params, pair, self.cfg, src_mask=attention_mask)[0]
+        if decoder_input_ids is not None:
+            raise GlassformerError(f"decoder_input_ids is for encoder-decoders; {self.arch} "
+                                   "reads one sequence")
         return self.forward(np.asarray(ids), attention_mask=attention_mask)[0]
 
     def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,
@@ -66,6 +81,9 @@ class Model:
 
     def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
         """An empty KV cache for this model (default length: its whole context)."""
+        if self.arch == "transformer":
+            raise GlassformerError("an encoder-decoder decodes with glassformer.translate (its "
+                                   "cache: models/seq2seq.py decode_start), not generate")
         if self.family.kv_layout is None:
             raise GlassformerError(f"{self.arch} is an encoder: it reads the whole sequence at "
                                    "once, keeps no KV cache and cannot generate")

@@ -240,7 +240,7 @@ def init_params(cfg: Seq2SeqConfig, rng: np.random.Generator) -> dict:
 
 # ---------------------------------------------------------------- embeddings
 
-def _position_table(offset: int, t: int, c: int, dtype) -> np.ndarray:
+def fixed_position_table(t: int, c: int, *, offset: int = 0, dtype=np.float32) -> np.ndarray:
     """The fixed rows of positions offset .. offset + T - 1, laid out [sin | cos]: (T, C)."""
     table = sinusoidal_positions(t, c, dtype=dtype, offset=offset)  # (T, C), sin/cos interleaved
     return np.concatenate([table[:, 0::2], table[:, 1::2]], axis=1)  # -> [sin | cos], (T, C)
@@ -259,7 +259,8 @@ def _embed_forward(params: dict, ids: np.ndarray, cfg: Seq2SeqConfig, side: str,
         pos, pos_ctx = embedding_forward(positions + cfg.pos_offset,
                                          params[f"{side}.pos_emb"])            # (T,) -> (T, C)
     else:
-        pos = _position_table(offset, ids.shape[1], cfg.d_model, tok.dtype)      # (T, C)
+        pos = fixed_position_table(ids.shape[1], cfg.d_model, offset=offset,
+                                   dtype=tok.dtype)                            # (T, C)
     x = tok * scale + pos                                   # (B, T, C) + (T, C) -> (B, T, C)
     norm_ctx = None
     if cfg.emb_norm:
