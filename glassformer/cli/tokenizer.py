@@ -62,6 +62,10 @@ def add_arguments(parser) -> None:
                         help="print one JSON object {ids, pieces, texts, bytes, control} instead "
                              "of a table")
 
+    add_train_arguments(actions)
+
+
+def add_train_arguments(actions) -> None:
     train = actions.add_parser("train", help="learn a byte-level BPE or a BERT WordPiece "
                                              "vocabulary from a UTF-8 text file",
                                description="learn byte-level BPE merges or a WordPiece vocabulary "

@@ -174,6 +174,19 @@ def merged_piece(left: str, right: str) -> str:
     return left + (right[len(PREFIX):] if right.startswith(PREFIX) else right)
 
 
+def check_room(vocab_size: int, n_ids: int, n_specials: int, n_characters: int) -> None:
+    """One clear line when the ids before any merge do not fit in vocab_size.
+
+    note: HF's trainer returns the larger vocabulary instead, without a word.
+    """
+    if n_ids > vocab_size:
+        n_continuing = n_ids - n_specials - n_characters
+        raise GlassformerError(
+            f"vocab size {vocab_size} is too small: before any merge the text needs {n_ids} "
+            f"ids ({n_specials} special tokens, {n_characters} characters, {n_continuing} "
+            f"'##' continuing characters); use at least {n_ids}, or limit the alphabet")
+
+
 def learn_vocab(word_counts: dict[str, int], vocab_size: int, *,
                 special_tokens: Iterable[str] = BERT_SPECIALS, min_frequency: int = 0,
                 limit_alphabet: int | None = None, continuing_order: tuple[str, ...] = (),
@@ -197,12 +210,7 @@ def learn_vocab(word_counts: dict[str, int], vocab_size: int, *,
             if piece in continuing:
                 add_token(piece, token_ids, tokens)
     words, counts = spell_words(word_counts, alphabet_set, token_ids, tokens)
-    if len(tokens) > vocab_size:
-        n_continuing = len(tokens) - n_specials - len(alphabet)
-        raise GlassformerError(
-            f"vocab size {vocab_size} is too small: before any merge the text needs {len(tokens)} "
-            f"ids ({n_specials} special tokens, {len(alphabet)} characters, {n_continuing} "
-            f"'##' continuing characters); use at least {len(tokens)}, or limit the alphabet")
+    check_room(vocab_size, len(tokens), n_specials, len(alphabet))
     pair_counts, where = count_pairs(words, counts)
     serial = itertools.count()  # equal count and pair: the older entry first
     heap = [(-pair_counts[pair], pair, next(serial), positions) for pair, positions in where.items()]
