@@ -75,6 +75,22 @@ def test_counting_by_whitespace_chunk_gives_the_basic_tokenizers_words(tiny_shak
     assert count_words(text) == Counter(basic_tokenize(text))
 
 
+def test_counting_by_chunk_on_random_characters():
+    import random
+    from collections import Counter
+
+    from glassformer.tokenizers.wordpiece_basic import WHITESPACE, basic_tokenize
+
+    # every kind of character the basic tokenizer treats differently, in random order
+    pool = (list(WHITESPACE) + list("\x00\x1c\x7f\u200b\ufffd\u0301\u0308") + list("aZéÉßΣ,.!'$")
+            + list("汉字\uf900\u3400\U00020000，。") + list("ｶ가あ１½"))
+    rng = random.Random(0)
+    for _ in range(20):
+        text = "".join(rng.choice(pool) for _ in range(500))
+        assert count_words(text) == Counter(basic_tokenize(text))
+        assert count_words(text, lowercase=False) == Counter(basic_tokenize(text, lowercase=False))
+
+
 @pytest.mark.parametrize("text, vocab_size, message", [
     ("", 100, "the training text is empty"),
     (" \n\t\x00 ", 100, "has no words"),
