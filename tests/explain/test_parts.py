@@ -50,6 +50,8 @@ FORWARD_KEYS = {
     "mha": ["x", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "q", "k", "v", "q_heads",
             "k_heads", "v_heads", "groups", "scale", "scores", "weights", "head_out", "merged",
             "y"],
+    "cross_attention": ["source", "x", "memory", "mask", "q", "k", "v", "weights", "reads",
+                        "merged", "y"],
     "block": ["x", "norm1", "weights", "merged", "attn_out", "resid1", "norm2", "mlp_up",
               "mlp_act", "mlp_out", "resid2", "out"],
     "gpt2": ["ids", "tokens", "tok", "pos", "x0", "blocks.0.norm1", "blocks.0.weights",
@@ -70,6 +72,8 @@ BACKWARD_KEYS = {
                   "unused_ids"],
     "rope": ["G", "dq"],
     "mha": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx"],
+    "cross_attention": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx",
+                        "dmemory"],
     "block": ["G", "dmlp.w_down", "dnorm2.w", "dattn.wq", "dattn.bk", "dnorm1.b", "dx"],
     "gpt2": ["G", "dnorm_f.w", "dblocks.1.mlp.w_down", "dblocks.0.attn.wq", "dtok_emb",
              "dpos_emb"],
@@ -355,3 +359,13 @@ def test_locale_picks_chinese(monkeypatch, capsys):
     monkeypatch.setenv("LC_ALL", "zh_CN.UTF-8")
     assert main(["explain", "softmax"]) == 0
     assert LABELS["zh"]["forward"] in capsys.readouterr().out
+
+
+def test_cross_attention_reads_only_real_source_tokens_and_memory_sums_two_paths():
+    result = explain_part("cross_attention", {}, seed=0, grad="random")
+    forward, backward = values(result), values(result, "backward")
+    weights, mask = forward["weights"], forward["mask"]              # (B, H, T, S), (B, S)
+    assert np.allclose(weights.sum(axis=-1), 1.0, atol=READ_OFF_ATOL)
+    assert np.all(weights[..., ~mask[0]] == 0.0)                     # padding is never read
+    assert len(forward["reads"]) == weights.shape[2]
+    assert np.all(backward["dmemory"][:, ~mask[0]] == 0.0) and result.check.ok
