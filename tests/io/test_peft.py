@@ -11,7 +11,7 @@ import pytest
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.hf_names import hf_keys_by_table_name, to_glassformer
 from glassformer.io.peft import (ADAPTER_CONFIG, LoraConfig, adapter_constants, init_adapters,
-                                 load_adapter, merge_adapters, save_adapter)
+                                 load_adapter, merge_adapters, modules, save_adapter)
 from glassformer.io.pretrained import load_pretrained
 
 torch = pytest.importorskip("torch")
@@ -33,7 +33,8 @@ def base_model(kind: str):
     common = dict(vocab_size=V, initializer_range=0.2, bos_token_id=None, eos_token_id=None)
     if kind == "gpt2":
         return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-            n_positions=64, n_embd=32, n_layer=2, n_head=4, **common)).eval()
+            n_positions=64, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0, **common)).eval()   # no dropout: train mode compares exactly
     if kind == "bert":
         return transformers.BertModel(transformers.BertConfig(
             hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -108,12 +109,13 @@ def test_our_adapter_loads_in_peft_and_merges_as_peft_does(kind, tmp_path):
                                    err_msg=name)
 
 
-def test_lora_grads_equal_torch_autograd(tmp_path):
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_lora_grads_equal_torch_autograd(kind, tmp_path):
     from glassformer.train.step import loss_and_grads   # the training seam: params vs frozen
 
-    reference = peft_adapter("llama")
+    reference = peft_adapter(kind)
     reference.save_pretrained(tmp_path / "adapter")
-    base_model("llama").save_pretrained(tmp_path / "base")
+    base_model(kind).save_pretrained(tmp_path / "base")
     model = load_pretrained(tmp_path / "base")
     adapters, lora_cfg = load_adapter(tmp_path / "adapter", model)
     trained = {k: v for k, v in adapters.items() if k.endswith(("lora_A", "lora_B"))}
@@ -129,18 +131,14 @@ def test_lora_grads_equal_torch_autograd(tmp_path):
     torch_loss.backward()
     assert loss == pytest.approx(torch_loss.item(), rel=GRAD_RTOL)
     assert set(grads) == set(trained)
+    ours_of = {m.hf_module: m.weight for m in modules(kind, model.cfg)}
     theirs = {name: p.grad.numpy() for name, p in reference.named_parameters()
               if p.requires_grad}
     assert len(theirs) == len(grads)
-    for key, value in theirs.items():   # ...layers.0.self_attn.q_proj.lora_A.default.weight
-        module = key.split("model.layers.")[1].split(".lora_")[0]            # 0.self_attn.q_proj
-        layer, hf = module.split(".", 1)
-        ours_name = {"self_attn.q_proj": "attn.wq", "self_attn.k_proj": "attn.wk",
-                     "self_attn.v_proj": "attn.wv", "self_attn.o_proj": "attn.wo",
-                     "mlp.gate_proj": "mlp.w_gate", "mlp.up_proj": "mlp.w_up",
-                     "mlp.down_proj": "mlp.w_down"}[hf]
-        part = "lora_A" if ".lora_A." in key else "lora_B"
-        assert_rel(grads[f"blocks.{layer}.{ours_name}.{part}"], value.T, GRAD_RTOL)
+    for key, value in theirs.items():   # base_model.model.<module>.lora_A.default.weight
+        module, part = key[len("base_model.model."):].split(".lora_")
+        name = f"{ours_of[module]}.lora_{part.split('.')[0]}"
+        assert_rel(grads[name], value.T, GRAD_RTOL)
 
 
 def test_bad_adapters_are_one_line_each(tmp_path):
