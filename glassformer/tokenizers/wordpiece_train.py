@@ -48,19 +48,21 @@ from typing import Callable, Iterable
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 from glassformer.tokenizers.wordpiece_basic import (CJK_RANGES, WHITESPACE, basic_tokenize,
-                                                   is_control)
+                                                   is_control, is_punctuation)
 
 Pair = tuple[int, int]
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PREFIX = "##"
-# Cutting the text at whitespace and around each CJK ideograph gives the same words as the basic
-# tokenizer would (it splits there too, and nothing it does joins across them), so it runs once per
-# distinct chunk instead of once per character: a Chinese line is one chunk per character.
+# Cutting the text at whitespace and around each CJK ideograph and ASCII punctuation character
+# gives the same words as the basic tokenizer would (it splits there too, and nothing it does joins
+# across them), so it runs once per distinct chunk instead of once per character: "Citizen:" is
+# the chunks "Citizen" and ":", a Chinese line one chunk per character.
 # subtle: not at \x0b, \x0c, \x85: whitespace, but control characters, which cleaning removes
 # ("a\x0bb" is the one word "ab").
 SPACES = "".join(sorted(ch for ch in WHITESPACE if not is_control(ch)))
-CHUNKS = re.compile("(" + "|".join(f"[{chr(low)}-{chr(high)}]" for low, high in CJK_RANGES)
-                    + ")|[" + "".join(re.escape(ch) for ch in SPACES) + "]+")
+ALONE = [f"[{chr(low)}-{chr(high)}]" for low, high in CJK_RANGES] + [
+    "[" + "".join(re.escape(chr(code)) for code in range(128) if is_punctuation(chr(code))) + "]"]
+CHUNKS = re.compile("(" + "|".join(ALONE) + ")|[" + "".join(re.escape(ch) for ch in SPACES) + "]+")
 BLOCK_CHARACTERS = 1 << 20
 
 
