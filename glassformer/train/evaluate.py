@@ -83,6 +83,10 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
     if batch_size < 1 or (block_size is not None and block_size < 1):
         raise GlassformerError(f"batch size and block size must be at least 1, got "
                                f"{batch_size} and {block_size}")
+    if model.arch == "bert":
+        raise GlassformerError("eval measures next-token loss, which a BERT encoder does not "
+                               "predict; judge a masked-LM BERT with fill-mask "
+                               "(python -m bench.bert_fill_mask_eval --model RUN)")
     t = block_size or model.context_len
     if t > model.context_len:
         raise GlassformerError(f"block size {t} is longer than the model's context "
