@@ -1,7 +1,8 @@
 """Marian and BART through files: random-init transformers MarianMTModel and
 BartForConditionalGeneration models written with save_pretrained and read with
 glassformer.load_pretrained give the same (B, T_dec, V) logits as transformers (several
-configs, weights scaled up); our encoder-decoder exported as a Marian folder loads in
+configs, weights scaled up) and the same greedy outputs as generate(num_beams=1); our
+encoder-decoder exported as a Marian folder loads in
 transformers with the same logits; config fields glassformer does not implement are one error
 naming them."""
 from __future__ import annotations
@@ -22,7 +23,9 @@ transformers = pytest.importorskip("transformers")
 # The issue's bar, relative to the largest logit (measured: ~1e-7).
 HF_RTOL = 1e-4
 V = 61
-WEIGHT_SCALE = 6.0   # HF inits with std 0.02; scaled up so a wrong wire shows in the logits
+WEIGHT_SCALE = 6.0
+NEW_TOKENS = 12      # greedy steps compared with transformers' generate
+CROSS_SCALE = 6.0    # see hf_model   # HF inits with std 0.02; scaled up so a wrong wire shows in the logits
 
 SIZES = dict(vocab_size=V, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2,
              encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=40)
@@ -40,7 +43,9 @@ CONFIGS = {
 }
 
 
-def hf_model(name: str):
+def hf_model(name: str, cross_scale: float = 1.0):
+    """cross_scale: cross-attention weights scaled up once more, so greedy outputs depend on
+    the source (a random post-norm model otherwise repeats one token whatever it reads)."""
     kind, extra = CONFIGS[name]
     torch.manual_seed(0)
     if kind == "marian":
@@ -53,7 +58,7 @@ def hf_model(name: str):
             if kind == "marian" and "embed_positions" in key:
                 continue   # Marian's fixed sinusoids (a frozen parameter)
             if p.ndim == 2:
-                p.mul_(WEIGHT_SCALE)
+                p.mul_(WEIGHT_SCALE * (cross_scale if "encoder_attn." in key else 1.0))
             else:
                 p.add_(torch.randn_like(p) * 0.1)   # biases and norm gains off 0 and 1
         if "final_logits_bias" in dict(model.named_buffers()):
@@ -146,3 +151,25 @@ def test_unsupported_fields_are_one_error_naming_them(tmp_path):
         save_pretrained(model, tmp_path / "out")
     with pytest.raises(GlassformerError, match="needs decoder_input_ids"):
         model(np.ones((1, 3), np.int64))
+
+
+@pytest.mark.parametrize("name", ["marian", "bart"])
+def test_greedy_translate_ids_equal_transformers_generate(name, tmp_path):
+    from glassformer.generate.translate import translate
+    hf = hf_model(name, cross_scale=CROSS_SCALE)
+    hf.save_pretrained(tmp_path)
+    model = load_pretrained(tmp_path)
+    src, _ = batch(model.cfg, seed=4)
+    # three sources of 6, 9 and 9 tokens, decoded in one batch (padding masked)
+    sources = [src[0, :6].tolist(), batch(model.cfg, seed=5)[0][1].tolist(), src[1].tolist()]
+    ours = translate(model, sources, beam=1, max_new_tokens=NEW_TOKENS)
+    assert max(len(set(ids)) for ids in ours) > 1        # not one token repeated everywhere
+    for row, ids in zip(sources, ours):
+        with torch.no_grad():
+            theirs = hf.generate(torch.tensor([row]), num_beams=1, do_sample=False,
+                                 max_new_tokens=NEW_TOKENS, forced_eos_token_id=None,
+                                 forced_bos_token_id=None)[0].tolist()
+        theirs = theirs[1:]                             # drop the decoder start token
+        if model.cfg.eos_id in theirs:
+            theirs = theirs[:theirs.index(model.cfg.eos_id)]
+        assert ids == theirs
