@@ -49,6 +49,7 @@ from glassformer.errors import GlassformerError
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
                                      global_norm, scale_grads, squared_norms)
 from glassformer.train.loop import train
+from glassformer.train.objective import NEXT_TOKEN, Objective, rows_of
 from glassformer.train.step import IN_PROCESS, Steps, eval_loss, loss_and_grads
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
@@ -90,12 +91,18 @@ def training_steps(comm) -> Steps:
                  writes_files=rank == 0)
 
 
-def send_run(comm, model_cfg, train_cfg, run, train_data, val_data) -> tuple:
-    """Rank 0's start: its run (params, moments, generators) and data go to every rank."""
+def _in_memory(data):
+    """A memory-mapped token file as its values (an objective's record of arrays: as is)."""
+    return np.asarray(data) if isinstance(data, np.ndarray) else data
+
+
+def send_run(comm, model_cfg, train_cfg, run, train_data, val_data, frozen) -> tuple:
+    """Rank 0's start: its run (params, moments, generators), data and frozen weights go to
+    every rank."""
     check_shards(train_cfg.batch_size, comm.Get_size())
-    # np.asarray: a memory-mapped token file travels as its values
-    comm.bcast((model_cfg, train_cfg, run, np.asarray(train_data), np.asarray(val_data)), root=0)
-    return model_cfg, train_cfg, run, train_data, val_data
+    comm.bcast((model_cfg, train_cfg, run, _in_memory(train_data), _in_memory(val_data), frozen),
+               root=0)
+    return model_cfg, train_cfg, run, train_data, val_data, frozen
 
 
 def receive_run(comm, *_unused) -> tuple:
@@ -107,7 +114,8 @@ def follow_rank_zero(comm, should_stop=None):
     """What ranks 1..N-1 run: the training loop, started from rank 0's run (see send_run).
     Rank 0 reads the data and the run folder; the others need neither."""
     return train(None, None, None, train_data=None, val_data=None, out_dir=None,
-                 tokenizer_json=None, should_stop=should_stop, steps=training_steps(comm))
+                 tokenizer_json=None, should_stop=should_stop, steps=training_steps(comm),
+                 frozen=None)
 
 
 def agreed_stop(comm, should_stop):
@@ -178,18 +186,18 @@ def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
 
 
 def _shard_grads(comm, family, params: dict, cfg, micro_batches: list,
-                 rng: np.random.Generator | None) -> tuple[float, dict]:
+                 rng: np.random.Generator | None, **objective_args) -> tuple[float, dict]:
     """This rank's part of the step: its shard of every micro-batch, forward and backward.
     Returns (its weighted share of the mean loss, its grads summed over micro-batches)."""
     ranks, rank, n = comm.Get_size(), comm.Get_rank(), len(micro_batches)
     total, summed = 0.0, None
     for x, y in micro_batches:
-        rows = shard_rows(x.shape[0], ranks, rank)
+        rows = shard_rows(y.shape[0], ranks, rank)
         weight = shard_weights(y, ranks)[rank]
         seed = shard_seeds(rng, ranks)[rank]
         generator = None if seed is None else np.random.default_rng(seed)
-        loss, grads = loss_and_grads(family, params, cfg, x[rows], y[rows], rng=generator,
-                                     dloss=weight / n)
+        loss, grads = loss_and_grads(family, params, cfg, rows_of(x, rows), y[rows],
+                                     rng=generator, dloss=weight / n, **objective_args)
         total += weight * loss / n
         if summed is None:
             summed = grads
@@ -202,7 +210,8 @@ def _shard_grads(comm, family, params: dict, cfg, micro_batches: list,
 def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
                        rng: np.random.Generator | None, grad_clip: float, lr: float,
                        beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
-                       weight_decay: float = 0.01) -> tuple[float, AdamWState]:
+                       weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN,
+                       train_cfg=None, frozen: dict | None = None) -> tuple[float, AdamWState]:
     """`step.train_step` over the ranks of `comm` (call it on every rank with the same arguments):
     the same loss, and the same params and moments on every rank afterwards."""
     from mpi4py import MPI
@@ -210,7 +219,8 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
     if not micro_batches:
         raise GlassformerError("expected at least one micro-batch")
     ranks, rank = comm.Get_size(), comm.Get_rank()
-    my_loss, grads = _shard_grads(comm, family, params, cfg, micro_batches, rng)
+    my_loss, grads = _shard_grads(comm, family, params, cfg, micro_batches, rng,
+                                  objective=objective, train_cfg=train_cfg, frozen=frozen)
     groups = balanced_groups(params, ranks)
     sizes = [sum(params[key].size for key in group) for group in groups]
     # Reduce-scatter: the grads laid out group after group; rank r receives group r summed.
@@ -266,12 +276,15 @@ def _all_gather_groups(comm, groups: list[list[str]], sizes: list[int], params: 
             offset += sizes[r]
 
 
-def data_parallel_eval_loss(comm, family, params: dict, cfg, x: np.ndarray,
-                            y: np.ndarray) -> float:
+def data_parallel_eval_loss(comm, family, params: dict, cfg, x, y: np.ndarray, *,
+                            objective: Objective = NEXT_TOKEN, train_cfg=None,
+                            frozen: dict | None = None) -> float:
     """`step.eval_loss` over the ranks of `comm`: each its shard, the weighted losses added."""
     ranks, rank = comm.Get_size(), comm.Get_rank()
-    rows = shard_rows(x.shape[0], ranks, rank)
-    mine = shard_weights(y, ranks)[rank] * eval_loss(family, params, cfg, x[rows], y[rows])
+    rows = shard_rows(y.shape[0], ranks, rank)
+    mine = shard_weights(y, ranks)[rank] * eval_loss(family, params, cfg, rows_of(x, rows),
+                                                     y[rows], objective=objective,
+                                                     train_cfg=train_cfg, frozen=frozen)
     loss = 0.0
     for share in comm.allgather(mine):
         loss += share     # in rank order, the same sum on every rank

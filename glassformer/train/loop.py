@@ -30,7 +30,7 @@ from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_j
                                        save_checkpoint, trim_train_log)
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
-from glassformer.train.data import get_batch
+from glassformer.train.objectives import objective_of
 from glassformer.train.schedule import lr_at
 from glassformer.train.step import IN_PROCESS, Steps
 
@@ -54,6 +54,9 @@ class TrainConfig:
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
     workers: int = 1              # ranks the run trains on (recorded; train/distributed.py)
+    objective: str = "next-token"  # what the run learns: a name in train/objectives.py
+    label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
+    mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -63,6 +66,9 @@ class TrainConfig:
             raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
         if self.workers < 0:  # 0: "one per core" in runs saved before MPI
             raise GlassformerError(f"workers must be >= 1, got {self.workers}")
+        for name in ("label_smoothing", "mask_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise GlassformerError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
 
 @dataclass
@@ -107,39 +113,42 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
                     optimizer=run.opt._asdict(), state=state, tokenizer_json=tokenizer_json)
 
 
-def estimate_loss(steps: Steps, family, params: dict, cfg, data: np.ndarray, *, iters: int,
-                  batch_size: int, block_size: int, rng: np.random.Generator,
-                  split: str) -> float:
+def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
+                  train_cfg: TrainConfig, rng: np.random.Generator, split: str,
+                  frozen: dict | None = None) -> float:
     """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
+    objective = objective_of(train_cfg.objective)
     losses = []
     for _ in range(iters):
-        x, y = get_batch(data, batch_size, block_size, rng, split=split)
-        losses.append(steps.eval_loss(family, params, cfg, x, y))
+        x, y = objective.draw(data, train_cfg, rng, split=split)
+        losses.append(steps.eval_loss(family, params, cfg, x, y, objective=objective,
+                                      train_cfg=train_cfg, frozen=frozen))
     return float(np.mean(losses))
 
 
 def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
-              val_data) -> dict:
+              val_data, frozen: dict | None) -> dict:
     """{"eval_train_loss", "val_loss"} at run.it, from batches seeded by (seed, it)."""
     evals = {}
     for split, data in (("train", train_data), ("val", val_data)):
         eval_rng = np.random.default_rng([train_cfg.seed, run.it])
         evals[split] = estimate_loss(steps, family, run.params, model_cfg, data,
-                                     iters=train_cfg.eval_iters,
-                                     batch_size=train_cfg.batch_size,
-                                     block_size=train_cfg.block_size, rng=eval_rng, split=split)
+                                     iters=train_cfg.eval_iters, train_cfg=train_cfg,
+                                     rng=eval_rng, split=split, frozen=frozen)
     return {"eval_train_loss": evals["train"], "val_loss": evals["val"]}
 
 
 def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,
-                    train_data, lr: float) -> float:
+                    train_data, lr: float, frozen: dict | None) -> float:
     """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
-    micro_batches = [get_batch(train_data, train_cfg.batch_size, train_cfg.block_size,
-                               run.batch_rng, split="train") for _ in range(train_cfg.grad_accum)]
+    objective = objective_of(train_cfg.objective)
+    micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train")
+                     for _ in range(train_cfg.grad_accum)]
     loss, run.opt = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
                                      rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
                                      beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                     weight_decay=train_cfg.weight_decay)
+                                     weight_decay=train_cfg.weight_decay, objective=objective,
+                                     train_cfg=train_cfg, frozen=frozen)
     return loss
 
 
@@ -155,7 +164,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
           on_step: Callable[[dict], None] | None = None,
           should_stop: Callable[[], bool] | None = None,
-          steps: Steps = IN_PROCESS, val_tokens_per_byte: float | None = None) -> RunState:
+          steps: Steps = IN_PROCESS, val_tokens_per_byte: float | None = None,
+          frozen: dict | None = None) -> RunState:
     """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
@@ -165,10 +175,14 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     train/distributed.py's, and then only the process with steps.writes_files writes anything.
     val_tokens_per_byte: the val split's tokens per UTF-8 byte; when given, each eval also logs
     val_bpb = val_loss / ln 2 * tokens per byte (bits per byte: comparable across tokenizers).
+    frozen: weights the forward reads but training never updates (a LoRA run's base model);
+    run.params, the moments and the checkpoints hold only what trains.
+    The batches and the loss come from the objective train_cfg.objective names
+    (train/objectives.py).
     """
     # every rank of a data-parallel run starts from rank 0's run and data (one process: as is)
-    model_cfg, train_cfg, run, train_data, val_data = steps.start(model_cfg, train_cfg, run,
-                                                                  train_data, val_data)
+    model_cfg, train_cfg, run, train_data, val_data, frozen = steps.start(
+        model_cfg, train_cfg, run, train_data, val_data, frozen or {})
     family = family_of(model_cfg.to_dict()["arch"])
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
@@ -183,7 +197,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         is_eval = it % train_cfg.eval_interval == 0 or it == train_cfg.max_iters
         if is_eval and it != resumed_at:
             record.update(_evaluate(steps, family, model_cfg, train_cfg, run, train_data,
-                                    val_data))
+                                    val_data, frozen))
             run.best_val = min(run.best_val, record["val_loss"])
             if val_tokens_per_byte:
                 record["val_bpb"] = record["val_loss"] / math.log(2) * val_tokens_per_byte
@@ -201,7 +215,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                    warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr)
+        loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr, frozen)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")

@@ -1,14 +1,15 @@
 """One training step and one eval loss, in this process: the reference the training loop calls.
 
-Works for any decoder family (see models/registry.py): `family.forward(params, x, cfg, ...)`
-returns (logits, ctx) and `family.backward(dlogits, ctx)` the grads.
+Works for any family (models/registry.py) and any objective (train/objective.py): the objective
+turns a batch into a loss and the grads of the trained params.
 
 The seam. The loop (train/loop.py) computes only through a `Steps` record:
 
     train_step(family, params, cfg, micro_batches, opt, *, rng, grad_clip, lr, beta1, beta2,
-               weight_decay) -> (mean loss, AdamWState)       params and moments updated in place
-    eval_loss(family, params, cfg, x, y) -> float
-    start(model_cfg, train_cfg, run, train_data, val_data) -> the same five, once, first
+               weight_decay, objective, train_cfg, frozen) -> (mean loss, AdamWState)
+                                                  params and moments updated in place
+    eval_loss(family, params, cfg, x, y, *, objective, train_cfg, frozen) -> float
+    start(model_cfg, train_cfg, run, train_data, val_data, frozen) -> the same six, once, first
 
 `IN_PROCESS` holds this file's versions. train/distributed.py builds a `Steps` with the same
 signatures that splits each batch over MPI ranks; the loop cannot tell the two apart, except that
@@ -21,45 +22,46 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
+from glassformer.train.objective import NEXT_TOKEN, Objective
 from glassformer.train.optim import ADAMW_EPS, AdamWState, adamw_step, clip_grad_norm
 
 
-def loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
-                   rng: np.random.Generator | None, dloss: float = 1.0
-                   ) -> tuple[float, dict]:
-    """Mean next-token loss on (x, y) and d(dloss * loss)/d params.
+def loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
+                   rng: np.random.Generator | None, dloss: float = 1.0,
+                   objective: Objective = NEXT_TOKEN, train_cfg=None,
+                   frozen: dict | None = None) -> tuple[float, dict]:
+    """The objective's mean loss on (x, y) and d(dloss * loss)/d params (train/objective.py).
 
     dloss < 1 scales the gradient of one micro-batch under gradient accumulation.
     """
-    logits, ctx = family.forward(params, x, cfg, train=True, rng=rng)   # (B, T, V)
-    loss, ce_ctx = cross_entropy_forward(logits, y)
-    dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
-    return float(loss), family.backward(dlogits, ctx)
+    return objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
+                                    train_cfg=train_cfg, frozen=frozen or {})
 
 
-def eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray) -> float:
-    """Mean next-token loss in eval mode (no dropout), forward only."""
-    logits, _ = family.forward(params, x, cfg, train=False)
-    loss, _ = cross_entropy_forward(logits, y)
-    return float(loss)
+def eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, objective: Objective = NEXT_TOKEN,
+              train_cfg=None, frozen: dict | None = None) -> float:
+    """The objective's mean loss in eval mode (no dropout), forward only."""
+    return objective.eval_loss(family, params, cfg, x, y, train_cfg=train_cfg,
+                               frozen=frozen or {})
 
 
 def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
                rng: np.random.Generator | None, grad_clip: float, lr: float,
                beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
-               weight_decay: float = 0.01) -> tuple[float, AdamWState]:
+               weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN, train_cfg=None,
+               frozen: dict | None = None) -> tuple[float, AdamWState]:
     """One optimizer step: the grads of each (x, y) in `micro_batches` summed (gradient
     accumulation, each weighted 1/n), clipped to global norm `grad_clip` (0: no clipping), then
     AdamW at `lr`, params and moments updated in place. Returns (mean micro-batch loss, state
-    with t + 1). Dropout draws from `rng`.
+    with t + 1). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated.
     """
     if not micro_batches:
         raise GlassformerError("expected at least one micro-batch")
     n = len(micro_batches)
     total, summed = 0.0, None
     for x, y in micro_batches:
-        loss, grads = loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=1.0 / n)
+        loss, grads = loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=1.0 / n,
+                                     objective=objective, train_cfg=train_cfg, frozen=frozen)
         total += loss
         if summed is None:
             summed = grads
@@ -73,9 +75,9 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
     return total / n, opt
 
 
-def start_here(model_cfg, train_cfg, run, train_data, val_data) -> tuple:
+def start_here(model_cfg, train_cfg, run, train_data, val_data, frozen) -> tuple:
     """In one process a run starts from what it was given."""
-    return model_cfg, train_cfg, run, train_data, val_data
+    return model_cfg, train_cfg, run, train_data, val_data, frozen
 
 
 class Steps(NamedTuple):
