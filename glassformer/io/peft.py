@@ -14,6 +14,7 @@ The Python API (what `glassformer finetune` calls):
     save_adapter(out_dir, model, adapters, lora_cfg)   # adapter_config.json + adapter_model.safetensors
     adapters, lora_cfg = load_adapter(out_dir, model)  # A, B and the constants; any PEFT LoRA folder
     merged = merge_adapters(model, adapters)           # a plain Model, W' = W + s A B
+    merged = merge_adapters(model, trained, lora_cfg)  # a run's A and B: the config gives s
     # glassformer.load_pretrained(BASE, adapter=DIR) is load_adapter + merge_adapters
 
 Targets are PEFT's module names, matched as PEFT matches them: a module is adapted when its name
@@ -165,9 +166,18 @@ def adapter_constants(adapters: dict, lora_cfg: LoraConfig) -> dict:
     return constants
 
 
-def merge_adapters(model: Model, adapters: dict) -> Model:
-    """A new Model whose adapted weights are W + s A B (adapters: A, B and their constants, as
-    load_adapter returns them); the model given is left as it was."""
+def merge_adapters(model: Model, adapters: dict, lora_cfg: LoraConfig | None = None) -> Model:
+    """A new Model whose adapted weights are W + s A B; the model given is left as it was.
+
+    adapters: A, B and their constants, as load_adapter returns them; or A and B only (a run's
+    trained params) with the lora_cfg that gives their scale."""
+    if lora_cfg is not None:
+        adapters = {**adapter_constants(adapters, lora_cfg), **adapters}
+    missing = [k for k in adapters if k.endswith("." + LORA_A)
+               and adapter_name(adapted_weight(k), "lora_scale") not in adapters]
+    if missing:
+        raise GlassformerError(f"adapter {missing[0]!r} has no scale: pass the LoraConfig "
+                               "(merge_adapters(model, adapters, lora_cfg))")
     params = dict(model.params)
     for key in adapters:
         if not key.endswith("." + LORA_A):

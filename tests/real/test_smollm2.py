@@ -87,7 +87,7 @@ def export(smollm2, tmp_path_factory):
     """`glassformer convert --model smollm2 --out DIR`, with the module's loaded model."""
     folder = tmp_path_factory.mktemp("smollm2_hf")
     patch = pytest.MonkeyPatch()
-    patch.setattr(convert_command, "load_model_shown", lambda name: smollm2)
+    patch.setattr(convert_command, "load_model_shown", lambda name, adapter=None: smollm2)
     try:
         assert main(["convert", "--model", "smollm2", "--out", str(folder)]) == 0
     finally:
@@ -118,7 +118,8 @@ def test_the_injection_reaches_smollm2_as_text(smollm2, monkeypatch, capsys):
         return real_generate(model, ids, **kwargs)
 
     monkeypatch.setattr(chat_module, "generate", recording_generate)
-    monkeypatch.setattr(chat_module, "load_pretrained", lambda path: smollm2)
+    monkeypatch.setattr(chat_module, "load_pretrained",
+                        lambda path, adapter=None: smollm2)
     assert main(["chat", "--model", "smollm2", "--message", INJECTION, "--max-new-tokens", "1",
                  "--temperature", "0"]) == 0
     capsys.readouterr()
