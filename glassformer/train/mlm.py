@@ -1,0 +1,184 @@
+"""The masked-language-model objective ("mlm"): BERT's pretraining task (Devlin et al. 2019, §3.1).
+
+One training sequence is a window of the token stream framed as BERT frames a text:
+
+    [CLS] t1 t2 ... t_{T-2} [SEP]                          ids (B, T), T = block size
+
+Of the T - 2 text positions, round(mask_prob * (T - 2)) are chosen (at least one), and each chosen
+token is, as in the paper:
+
+    80%  replaced by [MASK]          the model must recover it from both sides
+    10%  replaced by a random token  so it cannot trust the visible tokens blindly
+    10%  left unchanged              so it also predicts at positions that look normal
+
+The target y is the original token at the chosen positions and IGNORE_INDEX (-100) everywhere
+else, so the cross-entropy (ops/cross_entropy.py) counts only the chosen positions.
+
+Selection rule: an exact count per sequence, as Google's create_pretraining_data.py
+(num_to_predict = max(1, round(len * masked_lm_prob))), not HF DataCollatorForLanguageModeling's
+per-token Bernoulli(0.15). Why: our windows are all T tokens long (no padding), so with an exact
+count every row and every batch counts the same number of targets. The mean loss then weighs
+every row alike, its gradient has the same scale step after step, a data-parallel shard's weight
+(its share of the counted targets) is exactly its share of the rows, and no row is ever left with
+nothing to predict. Bernoulli would give the same 15% on average, with a count that varies.
+
+Why windows rather than one poem per row: like the decoder recipe, the whole split is one stream
+and a sequence is any T - 2 consecutive tokens (poems separated by their newline), so no position
+is padding, no compute is spent on it, the validation split is the same "last 10% of the file",
+and RoBERTa's FULL-SENTENCES packing shows packed windows train BERT as well as single documents.
+
+New masks every draw: `draw` takes the positions, the 80/10/10 choice and the random tokens from
+the run's batch generator (train/loop.py saves its state in every checkpoint), so a resumed run
+draws the very masks the uninterrupted run would have drawn.
+
+The loss runs the MLM head only on the chosen positions (about 15% of them): the other positions
+have zero gradient, so gathering the chosen rows of the last hidden state, running the head on
+those (N, C) rows and scattering dhidden back gives the loss and every gradient of the full (B, T, V)
+head (tests/train/test_mlm.py checks it against family.forward's full logits) at about a seventh of
+the head's cost, which with a large character vocabulary is most of a small model's step.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.models.bert import (encoder_backward, encoder_forward, mlm_backward,
+                                     mlm_forward)
+from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
+from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
+from glassformer.train.data import get_batch
+from glassformer.train.objective import Objective, only_trained, with_frozen
+
+IGNORE_INDEX = -100      # cross_entropy_forward's ignore_index: positions that count for nothing
+MASK_SHARE = 0.8         # of the chosen tokens: replaced by [MASK]
+RANDOM_SHARE = 0.1       # ... replaced by a random token (the other 10% stay as they are)
+SPECIALS = BERT_SPECIALS   # the default char vocabulary's special tokens, after its characters
+
+
+class MLMData(NamedTuple):
+    """What `draw` reads for one split (train or val)."""
+    tokens: np.ndarray       # (N,) int ids of the split, one stream
+    cls_id: int              # [CLS], first of every sequence
+    sep_id: int              # [SEP], last of every sequence
+    mask_id: int             # [MASK]
+    random_ids: np.ndarray   # (R,) the ids a "random token" is drawn from: the non-special ones
+
+
+def check_mlm_vocabulary(special_tokens: dict[str, int]) -> None:
+    """A masked-LM run frames with [CLS] ... [SEP] and masks with [MASK]: all three must exist."""
+    missing = [name for name in ("[CLS]", "[SEP]", "[MASK]") if name not in special_tokens]
+    if missing:
+        raise GlassformerError(f"--objective mlm needs a vocabulary with [CLS], [SEP] and [MASK]; "
+                               f"this tokenizer has no {', '.join(missing)}")
+
+
+def mlm_data(tokens: np.ndarray, special_tokens: dict[str, int], vocab_size: int) -> MLMData:
+    """MLMData for a split's ids, given the tokenizer's special tokens and vocabulary size."""
+    check_mlm_vocabulary(special_tokens)
+    special_ids = np.array(sorted(special_tokens.values()), dtype=np.int64)
+    random_ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), special_ids)
+    return MLMData(tokens=tokens, cls_id=special_tokens["[CLS]"],
+                   sep_id=special_tokens["[SEP]"], mask_id=special_tokens["[MASK]"],
+                   random_ids=random_ids)
+
+
+def choose_positions(rng: np.random.Generator, rows: int, length: int,
+                     mask_prob: float) -> np.ndarray:
+    """(rows, length) bool: exactly max(1, round(mask_prob * length)) True per row, uniformly.
+
+    Each row ranks its positions by a uniform key and takes the k smallest (a random k-subset,
+    as Google's shuffle-then-take-k), for all rows in one argsort.
+    """
+    k = max(1, int(round(mask_prob * length)))
+    keys = rng.random((rows, length))                                  # (B, n)
+    picked = np.argsort(keys, axis=1)[:, :k]                           # (B, n) -> (B, k)
+    chosen = np.zeros((rows, length), dtype=bool)
+    np.put_along_axis(chosen, picked, True, axis=1)
+    return chosen
+
+
+def mask_tokens(body: np.ndarray, data: MLMData, rng: np.random.Generator,
+                mask_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """body (B, n) ids -> (corrupted inputs (B, n), targets (B, n) with IGNORE_INDEX elsewhere).
+
+    note: every array is drawn whole, whatever was chosen, so the generator advances by the same
+    amount every draw (the stream of masks never depends on the data).
+    """
+    chosen = choose_positions(rng, body.shape[0], body.shape[1], mask_prob)     # (B, n)
+    action = rng.random(body.shape)                                              # (B, n)
+    random_tokens = data.random_ids[rng.integers(0, len(data.random_ids), size=body.shape)]
+    to_mask = chosen & (action < MASK_SHARE)
+    to_random = chosen & (action >= MASK_SHARE) & (action < MASK_SHARE + RANDOM_SHARE)
+    inputs = np.where(to_mask, data.mask_id, body)
+    inputs = np.where(to_random, random_tokens, inputs)
+    targets = np.where(chosen, body, IGNORE_INDEX)
+    return inputs, targets
+
+
+def draw_masked(data: MLMData, train_cfg, rng: np.random.Generator, *,
+                split: str = "data") -> tuple[np.ndarray, np.ndarray]:
+    """B windows [CLS] + (T - 2) ids + [SEP], masked: (x (B, T) int64, y (B, T) int64)."""
+    block = train_cfg.block_size
+    if block < 3:
+        raise GlassformerError(f"--objective mlm needs a block size of at least 3 ([CLS], one "
+                               f"token, [SEP]), got {block}")
+    body, _ = get_batch(data.tokens, train_cfg.batch_size, block - 2, rng, split=split)
+    inputs, targets = mask_tokens(body, data, rng, float(train_cfg.mask_prob))   # (B, T - 2)
+    rows = body.shape[0]
+    cls = np.full((rows, 1), data.cls_id, dtype=np.int64)
+    sep = np.full((rows, 1), data.sep_id, dtype=np.int64)
+    ignored = np.full((rows, 1), IGNORE_INDEX, dtype=np.int64)
+    x = np.concatenate([cls, inputs, sep], axis=1)                   # (B, T - 2) -> (B, T)
+    y = np.concatenate([ignored, targets, ignored], axis=1)          # (B, T - 2) -> (B, T)
+    return x, y
+
+
+def _check_model(family, cfg) -> None:
+    if family.name != "bert" or not getattr(cfg, "mlm_head", False):
+        raise GlassformerError(f"--objective mlm trains a BERT with a masked-LM head; this model "
+                               f"is {family.name}" + ("" if family.name != "bert"
+                                                     else " without one"))
+
+
+def mlm_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
+                       rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
+                       frozen: dict | None = None) -> tuple[float, dict]:
+    """Mean cross-entropy at the chosen positions of y, and d(dloss * loss)/d params.
+
+    The head runs on the chosen rows only (module docstring); the result is the same as
+    token_loss_and_grads on family.forward's full logits.
+    """
+    _check_model(family, cfg)
+    weights = with_frozen(params, frozen)
+    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    hidden, ctx = encoder_forward(weights, x, cfg, train=True, rng=rng)      # (B, T, C)
+    chosen = np.nonzero(y != IGNORE_INDEX)                                   # N (row, col) pairs
+    logits, head_ctx = mlm_forward(weights, hidden[chosen], cfg)             # (N, C) -> (N, V)
+    loss, ce_ctx = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
+    dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
+    grads, dchosen = mlm_backward(dlogits, head_ctx)                         # dchosen (N, C)
+    dhidden = np.zeros_like(hidden)
+    dhidden[chosen] = dchosen            # each chosen position once: a plain scatter, no add.at
+    tok_decoder = grads.pop("tok_emb")
+    grads.update(encoder_backward(dhidden, ctx))
+    grads["tok_emb"] = grads["tok_emb"] + tok_decoder   # fan-out: tok_emb is lookup and decoder
+    return float(loss), only_trained(grads, params)
+
+
+def mlm_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *, train_cfg=None,
+                  frozen: dict | None = None) -> float:
+    """mlm_loss_and_grads' loss in eval mode (no dropout), forward only."""
+    _check_model(family, cfg)
+    weights = with_frozen(params, frozen)
+    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    hidden, _ = encoder_forward(weights, x, cfg, train=False)
+    chosen = np.nonzero(y != IGNORE_INDEX)
+    logits, _ = mlm_forward(weights, hidden[chosen], cfg)
+    loss, _ = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
+    return float(loss)
+
+
+MLM = Objective(name="mlm", draw=draw_masked, loss_and_grads=mlm_loss_and_grads,
+                eval_loss=mlm_eval_loss)
