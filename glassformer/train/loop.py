@@ -7,7 +7,7 @@ Order of one run (nanoGPT's, with the checkpoint made part of the eval):
         if it is an eval iteration (it % eval_interval == 0, or it == max_iters):
             estimate train/val loss; save a checkpoint (params, AdamW moments, RNG states, iter)
         if it == max_iters: stop
-        grad_accum micro-batches -> summed grads -> clip by global norm -> AdamW step at lr_at(it)
+        grad_accum micro-batches -> summed grads -> clip by global norm -> AdamW step at lr(it)
 
 Exact resume: the training batches and dropout draw from their own generators, whose states are
 saved; eval batches come from a generator seeded by (seed, it), so evaluating never moves the
@@ -31,7 +31,7 @@ from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_j
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.objectives import objective_of
-from glassformer.train.schedule import lr_at
+from glassformer.train.schedule import SCHEDULES, scheduled_lr
 from glassformer.train.step import IN_PROCESS, Steps
 
 
@@ -57,6 +57,7 @@ class TrainConfig:
     objective: str = "next-token"  # what the run learns: a name in train/objectives.py
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
     mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
+    schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -66,6 +67,11 @@ class TrainConfig:
             raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
         if self.workers < 0:  # 0: "one per core" in runs saved before MPI
             raise GlassformerError(f"workers must be >= 1, got {self.workers}")
+        if self.schedule not in SCHEDULES:
+            raise GlassformerError(f"schedule must be one of {', '.join(SCHEDULES)}, got "
+                                   f"{self.schedule!r}")
+        if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
+            raise GlassformerError("the inverse-sqrt schedule needs warmup_iters >= 1")
         for name in ("label_smoothing", "mask_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise GlassformerError(f"{name} must be in [0, 1), got {getattr(self, name)}")
@@ -212,8 +218,9 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
             if len(record) > 1:
                 _log(steps, out_dir, record, on_step)
             return run
-        lr = lr_at(it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
-                   warmup_iters=train_cfg.warmup_iters, lr_decay_iters=train_cfg.lr_decay_iters)
+        lr = scheduled_lr(train_cfg.schedule, it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
+                          warmup_iters=train_cfg.warmup_iters,
+                          lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
         loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr, frozen)
         if not math.isfinite(loss):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from glassformer.errors import GlassformerError
 from glassformer.train.mlm import MLM
 from glassformer.train.objective import NEXT_TOKEN, Objective
+from glassformer.train.pairs import SEQ2SEQ
 from glassformer.train.sft import SFT
 
 # name -> Objective, one line each
@@ -15,6 +16,7 @@ OBJECTIVES: dict[str, Objective] = {
     NEXT_TOKEN.name: NEXT_TOKEN,
     MLM.name: MLM,
     SFT.name: SFT,
+    SEQ2SEQ.name: SEQ2SEQ,
 }
 
 

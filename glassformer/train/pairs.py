@@ -25,6 +25,11 @@ the same length, so little of it is padding (bucketing without fixed buckets). P
     src     (B, S)       source ids, <pad> after the end
     tgt_in  (B, T)       <s> y1 y2 ... yn  <pad>...     the decoder's input (teacher forcing)
     tgt_out (B, T)       y1 y2 ... yn </s> -100 ...     what it must predict; IGNORE_INDEX on padding
+
+The "seq2seq" objective (SEQ2SEQ, registered in train/objectives.py): these batches, and the
+cross-entropy of the decoder's logits with train_cfg.label_smoothing on training batches
+(objective.token_loss_and_grads). Its eval loss is the plain cross-entropy per target token (no
+smoothing): the number to compare across models and recipes.
 """
 from __future__ import annotations
 
@@ -35,8 +40,10 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
 from glassformer.train.data import read_text
+from glassformer.train.objective import Objective, token_loss_and_grads, with_frozen
 
 IGNORE_INDEX = -100          # cross_entropy's ignore_index: targets that count for nothing
 SPLIT_SHARDS = 20            # crc32(source) % 20: 0 -> test, 1 -> val, else train
@@ -195,6 +202,18 @@ def draw_pair_batch(data: PairData, batch_size: int, rng: np.random.Generator, *
     return (src, tgt_in), tgt_out
 
 
-def longest(data: PairData) -> tuple[int, int]:
-    """(longest source, longest decoder input) in a split: what the model's context must hold."""
-    return int(data.src_len.max()), int(data.tgt_len.max()) - 1
+def draw_pairs(data: PairData, train_cfg, rng: np.random.Generator, *, split: str = "data"):
+    """The objective's draw: train_cfg.batch_size length-neighbour pairs (train/pairs.py)."""
+    return draw_pair_batch(data, train_cfg.batch_size, rng, split=split)
+
+
+def plain_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
+                    frozen: dict | None = None) -> float:
+    """Cross-entropy per counted target token in eval mode, without label smoothing."""
+    logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False)
+    loss, _ = cross_entropy_forward(logits, y)
+    return float(loss)
+
+
+SEQ2SEQ = Objective(name="seq2seq", draw=draw_pairs, loss_and_grads=token_loss_and_grads,
+                    eval_loss=plain_eval_loss)
