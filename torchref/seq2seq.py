@@ -40,8 +40,10 @@ def _attention(p, prefix, x, source, n_head, allowed):
 
 def _mlp(p, prefix, x, act):
     h = x @ p[prefix + "w_up"] + p[prefix + "b_up"]
-    h = F.relu(h) if act == "relu" else F.gelu(h, approximate="tanh" if act == "gelu_tanh"
-                                                 else "none")
+    if act in ("relu", "silu"):
+        h = F.relu(h) if act == "relu" else F.silu(h)
+    else:
+        h = F.gelu(h, approximate="tanh" if act == "gelu_tanh" else "none")
     return h @ p[prefix + "w_down"] + p[prefix + "b_down"]
 
 

@@ -17,7 +17,7 @@ from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
-MLPS = ("gelu", "gelu_tanh", "relu", "swiglu")
+MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 POSITIONS = ("none", "rope", "alibi")
 
 
@@ -32,7 +32,7 @@ class BlockConfig:
     norm_eps: float = 1e-5          # eps inside the norm's square root
     norm_bias: bool = True          # LayerNorm has a shift b
     norm_position: str = "pre"      # "pre": x + f(norm(x)); "post": norm(x + f(x))
-    mlp: str = "gelu"               # "gelu" (erf), "gelu_tanh", "relu" or "swiglu"
+    mlp: str = "gelu"               # "gelu" (erf), "gelu_tanh", "relu", "silu" or "swiglu"
     qkv_bias: bool = True           # biases on the q, k, v projections
     out_bias: bool = True           # bias on the attention output projection
     mlp_bias: bool = True           # biases on the MLP projections

@@ -1,6 +1,7 @@
 """The position-wise feed-forward block, plain or gated.
 
     plain (GPT-2, BERT, original):  y = act(x W_up + b_up) W_down + b_down
+                                    (act: GELU, tanh GELU, ReLU, or SiLU: Marian's "swish")
     gated (LLaMA, Qwen2):           y = (silu(x W_gate) * (x W_up)) W_down        (SwiGLU)
 
 x (B, T, C) -> hidden (B, T, F) -> y (B, T, C). In the gated form x feeds two projections, so its
@@ -17,7 +18,7 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.lora import projection_backward, projection_forward
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
-                                        relu_forward)
+                                        relu_forward, silu_backward, silu_forward)
 from glassformer.ops.linear import LinearCtx
 from glassformer.ops.lora import LoraLinearCtx
 from glassformer.ops.swiglu import swiglu_backward, swiglu_forward
@@ -34,6 +35,8 @@ class MLPCtx(NamedTuple):
 def _activation_forward(kind: str, h: np.ndarray, inference: bool):
     if kind == "relu":
         return relu_forward(h)
+    if kind == "silu":
+        return silu_forward(h)
     return gelu_forward(h, approximate="tanh" if kind == "gelu_tanh" else "none",
                         keep_slope=not inference)
 
@@ -41,6 +44,8 @@ def _activation_forward(kind: str, h: np.ndarray, inference: bool):
 def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
     if kind == "relu":
         return relu_backward(dout, ctx)
+    if kind == "silu":
+        return silu_backward(dout, ctx)
     return gelu_backward(dout, ctx)
 
 

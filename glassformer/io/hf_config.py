@@ -46,7 +46,8 @@ METADATA_KEYS = frozenset({
 })
 # Marian and BART: switches shared by both (activations as transformers' ACT2FN spells them).
 SEQ2SEQ_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-                       "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
+                       "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+                       "swish": "silu", "silu": "silu"}   # the hub's opus-mt models: swish
 SEQ2SEQ_REQUIRED = {"is_encoder_decoder": (True,), "activation_function": tuple(SEQ2SEQ_ACTIVATIONS),
                     "normalize_before": (False,), "add_final_layer_norm": (False,),
                     "add_bias_logits": (False,),
@@ -427,7 +428,8 @@ def _marian_to_hf(cfg: Seq2SeqConfig) -> dict:
     if problems:
         raise GlassformerError("a Marian folder needs " + ", ".join(problems) +
                                "; this encoder-decoder differs")
-    activation = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new"}[cfg.activation]
+    activation = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new",
+                  "silu": "swish"}[cfg.activation]
     return {"architectures": ["MarianMTModel"], "model_type": "marian",
             "vocab_size": cfg.vocab_size, "decoder_vocab_size": cfg.vocab_size,
             "max_position_embeddings": cfg.max_seq_len, "d_model": cfg.d_model,

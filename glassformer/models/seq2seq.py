@@ -15,7 +15,7 @@ Flags (Seq2SeqConfig), so one module covers the paper, Marian and BART:
     positions         sinusoidal              sinusoidal          learned, pos_offset = 2
     scale_embedding   True (x sqrt(C))        True                False
     emb_norm          False                   False               True (layernorm_embedding)
-    activation        relu                    swish / gelu        gelu
+    activation        relu                    silu ("swish")      gelu
     logits_bias       False                   True                True (final_logits_bias)
 
 Sinusoidal positions are laid out [sin | cos] (the first C/2 columns sin, the rest cos, as
@@ -76,7 +76,7 @@ from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forwar
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 from glassformer.ops.position import sinusoidal_positions
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned")
 NOT_A_PAIR = ("the transformer (encoder-decoder) family takes x = (src_ids (B, S), tgt_in_ids "
               "(B, T)); to generate, use glassformer.translate")
@@ -94,7 +94,7 @@ class Seq2SeqConfig:
     d_ff: int | None = None         # F (None: 4 C)
     norm_eps: float = 1e-5          # LayerNorm eps
     norm_position: str = "post"     # "post" (paper, Marian, BART) or "pre" (adds norm_f per stack)
-    activation: str = "relu"        # MLP: "relu" (paper), "gelu" (erf; BART), "gelu_tanh"
+    activation: str = "relu"        # MLP: "relu" (paper), "gelu" (erf; BART), "gelu_tanh", "silu"
     positions: str = "sinusoidal"   # fixed [sin | cos] table, or "learned" (enc./dec.pos_emb)
     pos_offset: int = 0             # learned table rows before position 0 (BART: 2)
     scale_embedding: bool = True    # token embeddings times sqrt(C) (paper, Marian)

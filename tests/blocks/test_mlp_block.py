@@ -1,4 +1,4 @@
-"""MLP block (GELU erf/tanh, ReLU, SwiGLU; with and without biases): float64 gradcheck, float32
+"""MLP block (GELU erf/tanh, ReLU, SiLU, SwiGLU; with and without biases): float64 gradcheck, float32
 parity with a torch mirror (forward and every gradient), dtypes, bad input."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from glassformer.gradcheck.cases.mlp_block import CASES
 
 # Finite differences in float64 agree to ~1e-9 when the backward is right.
 GRADCHECK_TOL = 1e-6
-KINDS = ("gelu", "gelu_tanh", "relu", "swiglu")
+KINDS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.mode)

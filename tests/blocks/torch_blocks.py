@@ -162,6 +162,8 @@ class TorchMLP(nn.Module):
             hidden = F.silu(self.gate(x)) * self.up(x)
         elif self.kind == "relu":
             hidden = F.relu(self.up(x))
+        elif self.kind == "silu":
+            hidden = F.silu(self.up(x))
         else:
             hidden = F.gelu(self.up(x), approximate="tanh" if self.kind == "gelu_tanh" else "none")
         return self.down(hidden)

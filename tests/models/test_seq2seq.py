@@ -29,7 +29,7 @@ PAPER = Seq2SeqConfig(**TINY)
 BART_LIKE = Seq2SeqConfig(**TINY, norm_position="pre", positions="learned", pos_offset=2,
                           emb_norm=True, activation="gelu", scale_embedding=False,
                           share_embeddings=False, tie_embeddings=False, logits_bias=True)
-MARIAN_LIKE = Seq2SeqConfig(**TINY, activation="gelu_tanh", logits_bias=True)
+MARIAN_LIKE = Seq2SeqConfig(**TINY, activation="silu", logits_bias=True)
 CONFIGS = {"paper": PAPER, "bart-like": BART_LIKE, "marian-like": MARIAN_LIKE}
 
 

@@ -1,4 +1,4 @@
-"""Gradcheck cases for the MLP block: GELU (erf), GELU (tanh), ReLU and SwiGLU, each with and
+"""Gradcheck cases for the MLP block: GELU (erf), GELU (tanh), ReLU, SiLU and SwiGLU, each with and
 without biases. Params are inputs under their block-local names ("mlp.w_up", ...), so x and every
 parameter are checked. Shapes: B=2, T=3, C=8, F=12.
 """
@@ -36,5 +36,5 @@ def _case(kind: str, bias: bool) -> GradcheckCase:
     return GradcheckCase("mlp_block", mode, make, forward, backward)
 
 
-CASES = [_case(kind, bias) for kind in ("gelu", "gelu_tanh", "relu", "swiglu")
+CASES = [_case(kind, bias) for kind in ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
          for bias in (True, False)]
