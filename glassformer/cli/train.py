@@ -9,6 +9,7 @@ from glassformer.blas import blas_threads
 from glassformer.cli.common import model_help
 from glassformer.cli.launch import as_rank, launch_ranks, saved_train_config
 from glassformer.errors import GlassformerError
+from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
@@ -42,13 +43,18 @@ TRAIN_FLAGS = {
     "--eval-iters": ("eval_iters", int, "batches per train/val loss estimate"),
     "--workers": ("workers", int, "batch shards trained in parallel, one per CPU core "
                                   "(default: every usable core)"),
+    "--objective": ("objective", str, "what the run learns: next-token (a decoder) or mlm "
+                                      "(BERT's masked-LM, with --arch bert)"),
+    "--mask-prob": ("mask_prob", float, "--objective mlm: share of the tokens chosen to "
+                                        "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
 }
 
 
 # The model flags: (config field, new run's default, help). On --resume the checkpoint's model
 # is kept, and a flag that differs from it is refused.
 MODEL_FLAGS = {
-    "--arch": ("arch", "gpt2", "model family to train from scratch: gpt2 or llama"),
+    "--arch": ("arch", "gpt2", "model family to train from scratch: gpt2, llama, or bert "
+                               "(an encoder, trained with --objective mlm)"),
     "--n-layer": ("n_layer", 4, "transformer layers L"),
     "--n-head": ("n_head", 4, "attention heads H"),
     "--n-kv-head": ("n_kv_head", None, "key/value heads K for --arch llama (default: n-head)"),
@@ -87,7 +93,7 @@ def add_arguments(parser) -> None:
                              "recorded one (changed, or another --data)")
     for flag, (field, default, text) in MODEL_FLAGS.items():
         kind = str if field == "arch" else float if field == "dropout" else int
-        choices = ["gpt2", "llama"] if field == "arch" else None
+        choices = ["gpt2", "llama", "bert"] if field == "arch" else None
         parser.add_argument(flag, type=kind, default=None, choices=choices,
                             help=f"{text} (default: {default})")
     parser.add_argument("--bias", action="store_true", default=None,
@@ -101,8 +107,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+# --arch bert: the masked-LM recipe on the Tang poems (docs/bert.md), where a flag is not given
+MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 64, "batch_size": 32, "lr": 1e-3,
+                      "min_lr": 1e-4, "warmup_iters": 200, "max_iters": 3000,
+                      "lr_decay_iters": 3000, "weight_decay": 0.01, "beta2": 0.999,
+                      "eval_interval": 500, "eval_iters": 10}
+MLM_MODEL_DEFAULTS = {"n_layer": 4, "n_head": 4, "d_model": 128}
+
+
+def with_mlm_defaults(train: dict, model: dict) -> tuple[dict, dict]:
+    """A new run's given settings, completed by the masked-LM recipe when it trains a BERT;
+    --objective mlm on a decoder, or a BERT with another objective, is refused in one line."""
+    arch, objective = model.get("arch", "gpt2"), train.get("objective")
+    if objective == "mlm" and arch != "bert":
+        raise GlassformerError(f"--objective mlm trains an encoder: give --arch bert (got "
+                               f"--arch {arch}, a decoder, which predicts the next token)")
+    if arch != "bert":
+        return train, model
+    if objective not in (None, "mlm"):
+        raise GlassformerError(f"--arch bert trains with --objective mlm, got --objective "
+                               f"{objective}")
+    return {**MLM_TRAIN_DEFAULTS, **train}, {**MLM_MODEL_DEFAULTS, **model}
+
+
 def model_config(flags: dict, vocab_size: int):
     """The new model's config from the model flags, once the char tokenizer knows vocab_size."""
+    if flags["arch"] == "bert":
+        return BertConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
+                          n_layer=flags["n_layer"], n_head=flags["n_head"],
+                          d_model=flags["d_model"], dropout=flags["dropout"], mlm_head=True)
     if flags["arch"] == "llama":
         return LlamaConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                            n_layer=flags["n_layer"], n_head=flags["n_head"],
@@ -156,7 +189,9 @@ def run(args) -> int:
     if comm is not None:
         return as_rank(comm, partial(train_as_rank, args, comm))
     saved = saved_train_config(args.out) if args.resume else {}  # a resume keeps its ranks
-    batch_size = args.batch_size or saved.get("batch_size") or TrainConfig().batch_size
+    default_batch = (MLM_TRAIN_DEFAULTS if args.arch == "bert" else {}).get(
+        "batch_size", TrainConfig().batch_size)
+    batch_size = args.batch_size or saved.get("batch_size") or default_batch
     workers = args.workers or saved.get("workers") or default_workers(batch_size)
     check_shards(batch_size, workers)
     workers = capped_to_cores(workers, batch_size, args.hostfile)
@@ -208,6 +243,7 @@ def train_here(args, comm=None) -> int:
                 on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
                 steps=steps)
         else:
+            train_given, model_given = with_mlm_defaults(train_given, model_given)
             train_cfg = TrainConfig(**train_given)
             flags = {field: default for field, default, _ in MODEL_FLAGS.values()}
             flags.update(bias=False, **model_given, block_size=train_cfg.block_size)

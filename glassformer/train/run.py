@@ -47,6 +47,8 @@ from glassformer.train.checks import (check_model_flags, check_train_config,
 from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
 from glassformer.train.evaluate import token_byte_lengths, tokens_per_byte
 from glassformer.train.lock import hold_run_folder
+from glassformer.train.mlm import SPECIALS as MLM_SPECIALS
+from glassformer.train.mlm import check_mlm_vocabulary, mlm_data
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
 from glassformer.train.step import IN_PROCESS, Steps
 
@@ -118,8 +120,10 @@ def _tokenizer_layout(tokenizer, out_dir: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str | None = None):
-    """(model config, params or None, tokenizer) for a new run."""
+def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str | None = None,
+                special_tokens: tuple[str, ...] = ()):
+    """(model config, params or None, tokenizer) for a new run (special_tokens: the default char
+    vocabulary's, after its characters)."""
     if init is not None and tokenizer_path is not None:
         raise GlassformerError("--init brings its model's own tokenizer; give --init or "
                                "--tokenizer, not both")
@@ -127,7 +131,7 @@ def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str 
         tokenizer = load_tokenizer(tokenizer_path)
         return model_cfg_for(padded_vocab(tokenizer.vocab_size)), None, tokenizer
     if init is None:
-        tokenizer = CharTokenizer.from_text(text)
+        tokenizer = CharTokenizer.from_text(text, special_tokens)
         return model_cfg_for(tokenizer.vocab_size), None, tokenizer
     model = load_pretrained(init)
     if model.arch not in ("gpt2", "llama"):
@@ -138,6 +142,16 @@ def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str 
     params = {key: np.ascontiguousarray(value, dtype=np.float32).copy()
               for key, value in model.params.items()}
     return model.cfg, params, model.tokenizer
+
+
+def _objective_data(train_cfg: TrainConfig, tokenizer, train_data, val_data, val_tpb):
+    """What the objective's draw reads: the token streams, or for masked-LM the streams with the
+    special ids masking needs (train/mlm.py). Masked-LM reports no bits per byte: its loss is
+    on the masked tokens only, not a next-token code length."""
+    if train_cfg.objective != "mlm":
+        return train_data, val_data, val_tpb
+    specials, vocab = tokenizer.special_tokens, tokenizer.vocab_size
+    return mlm_data(train_data, specials, vocab), mlm_data(val_data, specials, vocab), None
 
 
 def _write_data_record(out: Path, record: dict) -> None:
@@ -164,7 +178,11 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
     out = _run_folder(out_dir)
     check_train_config(train_cfg)
     text = read_text(data) if data else default_corpus_text()
-    model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for, tokenizer)
+    # masked-LM: the char vocabulary gets BERT's [PAD] [UNK] [CLS] [SEP] [MASK] (train/mlm.py)
+    specials = MLM_SPECIALS if train_cfg.objective == "mlm" else ()
+    model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for, tokenizer, specials)
+    if train_cfg.objective == "mlm":
+        check_mlm_vocabulary(tokenizer.special_tokens)   # before anything is written
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
                                f"context max_seq_len={model_cfg.max_seq_len}")
@@ -178,6 +196,8 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
         _write_data_record(out, file_fingerprint(data_path))
         train_data, val_data, val_tpb = _tokens(data_path, out, tokenizer, layout,
                                                 train_cfg.block_size)
+        train_data, val_data, val_tpb = _objective_data(train_cfg, tokenizer, train_data,
+                                                        val_data, val_tpb)
         run = new_run(model_cfg, train_cfg, params)
         if on_start:
             on_start(train_cfg.max_iters, run.it)
@@ -299,6 +319,8 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         layout = ckpt.tokenizer_json
         train_data, val_data, val_tpb = _tokens(data_path, out, run_tokenizer, layout,
                                                 train_cfg.block_size)
+        train_data, val_data, val_tpb = _objective_data(train_cfg, run_tokenizer, train_data,
+                                                        val_data, val_tpb)
         if on_start:
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
