@@ -104,7 +104,8 @@ READ_KEYS["marian"] = {
     "attention_dropout", "activation_dropout",   # glassformer has neither dropout (training)
     "encoder_layerdrop", "decoder_layerdrop",    # layer dropping (training only)
     "init_std", "num_hidden_layers", "classif_dropout", "classifier_dropout", "_num_labels",
-    "output_past", "gradient_checkpointing"}     # init, an alias of encoder_layers, heads unused
+    "output_past", "gradient_checkpointing",     # init, an alias of encoder_layers, heads unused
+    "force_bos_token_to_be_generated"}           # a generation setting of old BART configs
 READ_KEYS["bart"] = READ_KEYS["marian"] - {"decoder_vocab_size"}
 READ_KEYS["qwen2"] = READ_KEYS["llama"] | {"use_sliding_window", "sliding_window",
                                            "max_window_layers", "layer_types"}

@@ -220,10 +220,14 @@ def _read_headers(folder: Path) -> dict[str, tuple]:
 
 
 def _config_from_hf(folder: Path, arch: str, config: dict, table: dict):
-    """The family config from config.json (a BERT's MLM head is seen from its tensors)."""
+    """The family config from config.json (a BERT's MLM head is seen from its tensors; so is an
+    encoder-decoder's final_logits_bias, which a bare BartModel file lacks: zeros, so none)."""
     has_mlm = arch == "bert" and any(name.startswith("cls.predictions.") for name in table)
     try:
-        return config_from_hf(config, mlm_head=has_mlm)
+        cfg = config_from_hf(config, mlm_head=has_mlm)
+        if arch == "transformer" and "final_logits_bias" not in table:
+            cfg = replace(cfg, logits_bias=False)
+        return cfg
     except KeyError as err:
         raise CheckpointError(f"{folder / 'config.json'} lacks the key {err.args[0]!r}") from None
     except (GlassformerError, TypeError) as err:

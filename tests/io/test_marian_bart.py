@@ -174,3 +174,76 @@ def test_greedy_translate_ids_equal_transformers_generate(name, tmp_path):
         if model.cfg.eos_id in theirs:
             theirs = theirs[:theirs.index(model.cfg.eos_id)]
         assert ids == theirs
+
+
+# config.json of the hub's Helsinki-NLP/opus-mt-en-de and facebook/bart-base as written by older
+# transformers (legacy keys included); id2label/label2id and task_specific_params left out.
+OPUS_MT_EN_DE = {
+    "_num_labels": 3, "activation_dropout": 0.0, "activation_function": "swish",
+    "add_bias_logits": False, "add_final_layer_norm": False, "architectures": ["MarianMTModel"],
+    "attention_dropout": 0.0, "bad_words_ids": [[58100]], "bos_token_id": 0,
+    "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 512,
+    "decoder_attention_heads": 8, "decoder_ffn_dim": 2048, "decoder_layerdrop": 0.0,
+    "decoder_layers": 6, "decoder_start_token_id": 58100, "decoder_vocab_size": 58101,
+    "dropout": 0.1, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+    "encoder_layerdrop": 0.0, "encoder_layers": 6, "eos_token_id": 0, "forced_eos_token_id": 0,
+    "gradient_checkpointing": False, "init_std": 0.02, "is_encoder_decoder": True,
+    "max_length": 512, "max_position_embeddings": 512, "model_type": "marian",
+    "normalize_before": False, "normalize_embedding": False, "num_beams": 4,
+    "num_hidden_layers": 6, "pad_token_id": 58100, "scale_embedding": True,
+    "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+    "transformers_version": "4.22.0.dev0", "use_cache": True, "vocab_size": 58101}
+BART_BASE = {
+    "activation_dropout": 0.1, "activation_function": "gelu", "add_bias_logits": False,
+    "add_final_layer_norm": False, "architectures": ["BartModel"], "attention_dropout": 0.1,
+    "bos_token_id": 0, "classif_dropout": 0.1, "classifier_dropout": 0.0, "d_model": 768,
+    "decoder_attention_heads": 12, "decoder_ffn_dim": 3072, "decoder_layerdrop": 0.0,
+    "decoder_layers": 6, "decoder_start_token_id": 2, "dropout": 0.1, "early_stopping": True,
+    "encoder_attention_heads": 12, "encoder_ffn_dim": 3072, "encoder_layerdrop": 0.0,
+    "encoder_layers": 6, "eos_token_id": 2, "forced_bos_token_id": 0, "forced_eos_token_id": 2,
+    "gradient_checkpointing": False, "init_std": 0.02, "is_encoder_decoder": True,
+    "max_position_embeddings": 1024, "model_type": "bart", "no_repeat_ngram_size": 3,
+    "normalize_before": False, "normalize_embedding": True, "num_beams": 4,
+    "num_hidden_layers": 6, "pad_token_id": 1, "scale_embedding": False,
+    "transformers_version": "4.12.0.dev0", "use_cache": True, "vocab_size": 50265}
+
+
+def test_the_hubs_marian_and_bart_configs_are_read():
+    from glassformer.io.hf_config import config_from_hf
+    marian = config_from_hf(OPUS_MT_EN_DE)
+    assert (marian.activation, marian.positions, marian.scale_embedding, marian.pad_id,
+            marian.eos_id, marian.decoder_start_id, marian.n_layer, marian.decoder_layers,
+            marian.max_seq_len) == ("silu", "sinusoidal", True, 58100, 0, 58100, 6, 6, 512)
+    bart = config_from_hf(BART_BASE)
+    assert (bart.positions, bart.pos_offset, bart.emb_norm, bart.activation, bart.d_model,
+            bart.pad_id, bart.decoder_start_id) == ("learned", 2, True, "gelu", 768, 1, 2)
+
+
+def test_bare_bart_and_old_marian_files_load(tmp_path):
+    """A bare BartModel file (no model. prefix, no final_logits_bias, no head) and a Marian file
+    that stores its fixed sinusoids (as older conversions did) give transformers' logits."""
+    from safetensors.numpy import load_file, save_file
+    hf = hf_model("bart")
+    with torch.no_grad():
+        hf.final_logits_bias.zero_()                  # a bare model has none
+    hf.model.save_pretrained(tmp_path / "bare")
+    bare = load_pretrained(tmp_path / "bare")
+    assert not bare.cfg.logits_bias
+    src, tgt = batch(bare.cfg)
+    assert relative(bare(src, decoder_input_ids=tgt), hf_logits(hf, src, tgt)) < HF_RTOL
+    hf = hf_model("marian")
+    hf.save_pretrained(tmp_path / "old")
+    weights = tmp_path / "old" / "model.safetensors"
+    tensors = load_file(weights)
+    for side in ("encoder", "decoder"):
+        table = getattr(hf.model, side).embed_positions.weight.detach().numpy()
+        tensors[f"model.{side}.embed_positions.weight"] = table
+    save_file(tensors, weights, metadata={"format": "pt"})
+    old = load_pretrained(tmp_path / "old")
+    src, tgt = batch(old.cfg)
+    assert relative(old(src, decoder_input_ids=tgt), hf_logits(hf, src, tgt)) < HF_RTOL
+    tensors["model.decoder.embed_positions.weight"] = tensors[
+        "model.decoder.embed_positions.weight"][:, ::-1].copy()     # columns reversed: not Marian's
+    save_file(tensors, weights, metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="not the sinusoidal"):
+        load_pretrained(tmp_path / "old")
