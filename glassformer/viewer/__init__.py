@@ -2,6 +2,8 @@
 
     inspection.py  inspect() -> Inspection: tokens, attentions (as transformers'
                    output_attentions), hidden states, residual stream, logit lens, from the ctx
+    seq2seq_inspection.py  inspect() of an encoder-decoder -> Seq2SeqInspection: encoder,
+                   decoder and cross-attentions (as transformers' output_attentions)
     tokens.py      tokens as characters or ⟨hex⟩ bytes, and groups that join back to the text
     pack.py        attention as uint8 per row, lower triangle, base64
     page_data.py   what a model page holds;  seed_page.py: the seed walkthrough page's data
@@ -11,3 +13,4 @@
 docs/viewer.md describes the page and its `window.glassformerViewer` contract.
 """
 from glassformer.viewer.inspection import Inspection, LogitLens, inspect  # noqa: F401
+from glassformer.viewer.seq2seq_inspection import Seq2SeqInspection  # noqa: F401

@@ -33,6 +33,7 @@ from glassformer.models.common import lm_head_forward
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.linear import linear_forward
 from glassformer.ops.softmax import softmax_forward
+from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
 from glassformer.viewer.tokens import describe_tokens
 
 
@@ -91,12 +92,18 @@ def _ids_of(model, text_or_ids) -> np.ndarray:
     return ids
 
 
-def inspect(model, text_or_ids, *, attention_mask=None) -> Inspection:
+def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_input_ids=None):
     """Run `model` once on a text (or ids (T,) or (B, T)) and collect what it computed.
 
     attention_mask: (B, T), 1 for real tokens and 0 for padding (encoders: padding keys get
     weight 0, as in transformers).
+    An encoder-decoder (arch "transformer") reads `text_or_ids` as its source and returns a
+    Seq2SeqInspection (viewer/seq2seq_inspection.py): target (text or ids; default: the model's
+    greedy translation) or decoder_input_ids, as transformers takes them.
     """
+    if model.arch == "transformer" or target is not None or decoder_input_ids is not None:
+        return inspect_seq2seq(model, text_or_ids, target=target,
+                               decoder_input_ids=decoder_input_ids, attention_mask=attention_mask)
     ids = _ids_of(model, text_or_ids)
     key_mask = np.ones(ids.shape, bool) if attention_mask is None else \
         np.asarray(attention_mask).astype(bool)

@@ -1,0 +1,160 @@
+"""`inspect(model, source, target=...)` for an encoder-decoder (models/seq2seq.py: the paper's
+Transformer, MarianMT, BART): its three kinds of attention, read from its own forward.
+
+One forward pass of the whole model in eval mode on (source ids, decoder input ids), then every
+weight is read from the ctx that `seq2seq.backward` would use (no second model, no hooks), with
+the names transformers' seq2seq models give them under output_attentions=True:
+
+    encoder_attentions[l]  ctx.encoder.blocks[l].attn.body.attn.softmax.probs   (B, H, S, S)
+                           bidirectional: every source token reads every other (padding never)
+    decoder_attentions[l]  ctx.decoder.blocks[l].attn.body.attn.softmax.probs   (B, H, T, T)
+                           causal: decoder position t reads positions 0..t (the lower triangle)
+    cross_attentions[l]    ctx.decoder.blocks[l].cross.body.attn.softmax.probs  (B, H, T, S)
+                           row t: which source tokens decoder position t reads (all of them;
+                           only source padding is masked)
+
+The decoder's positions, for a target y_1 .. y_n (teacher forcing, as in training):
+
+    decoder input   <start>  y_1  ...  y_n          (decoder_input_ids, T = n + 1)
+    writes          y_1      y_2  ...  </s>         (output_ids: the next input, </s> last)
+
+so row t of a cross-attention table is "the output token y_{t+1} (or </s>) reads these source
+tokens". Without a target the model's own greedy translation (glassformer.translate) is the
+target: the page then shows what the model read while writing its own output.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.viewer.tokens import describe_tokens
+
+
+class Seq2SeqInspection(NamedTuple):
+    """What one forward pass of an encoder-decoder computed. See the module docstring."""
+    model: object
+    source_ids: np.ndarray           # (B, S) int64
+    source_mask: np.ndarray          # (B, S) bool, False on source padding
+    decoder_input_ids: np.ndarray    # (B, T) int64: <start> then the target
+    output_ids: np.ndarray           # (B, T) int64: what each decoder position writes
+    out: np.ndarray                  # logits (B, T, V)
+    encoder_attentions: list[np.ndarray]   # L_enc arrays (B, H, S, S) float32
+    decoder_attentions: list[np.ndarray]   # L_dec arrays (B, H, T, T) float32
+    cross_attentions: list[np.ndarray]     # L_dec arrays (B, H, T, S) float32
+    ctx: object                      # the forward's Seq2SeqCtx
+
+    @property
+    def source_tokens(self) -> list:
+        """One `Token(id, text, hex, whole)` per source position of row 0."""
+        return describe_tokens(self.model.tokenizer, self.source_ids[0].tolist())
+
+    @property
+    def decoder_tokens(self) -> list:
+        """One Token per decoder input of row 0 (the keys of decoder self-attention)."""
+        return describe_tokens(self.model.tokenizer, self.decoder_input_ids[0].tolist())
+
+    @property
+    def output_tokens(self) -> list:
+        """One Token per decoder position of row 0: what it writes (the rows of every table)."""
+        return describe_tokens(self.model.tokenizer, self.output_ids[0].tolist())
+
+
+def head_probs(attention_block_ctx) -> np.ndarray:
+    """One attention block's weights: (B, K, G, T, S) -> (B, H, T, S), a view (h = k * G + g)."""
+    probs = attention_block_ctx.attn.softmax.probs
+    b, k, g, t, s = probs.shape
+    return probs.reshape(b, k * g, t, s)
+
+
+def _source_ids(model, source) -> np.ndarray:
+    """(B, S) int64 from a text (the model's tokenizer) or ids (S,) / (B, S)."""
+    if isinstance(source, str):
+        if not source:
+            raise GlassformerError("the source text is empty: give at least one character")
+        if model.tokenizer is None:
+            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+        source = model.tokenizer.encode(source)
+    ids = np.asarray(source, dtype=np.int64)
+    if ids.ndim == 1:
+        ids = ids[None]                                                     # (S,) -> (1, S)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise GlassformerError(f"expected a source text or ids of shape (S,) or (B, S) with "
+                               f"S >= 1, got shape {ids.shape}")
+    return ids
+
+
+def _target_rows(model, target, batch: int) -> list[list[int]]:
+    """The target token ids of each row (no <start>, no </s>), from a text or ids."""
+    if isinstance(target, str):
+        if model.tokenizer is None or not hasattr(model.tokenizer, "encode_target"):
+            raise GlassformerError("this model has no pair tokenizer to encode a target text "
+                                   "with: give the target as token ids")
+        target = [model.tokenizer.encode_target(target)]
+    rows = np.asarray(target, dtype=np.int64)
+    rows = rows[None] if rows.ndim == 1 else rows                            # (T,) -> (1, T)
+    if rows.ndim != 2 or rows.shape[0] != batch:
+        raise GlassformerError(f"expected {batch} target row(s) of ids, got shape {rows.shape}")
+    return rows.tolist()
+
+
+def _translated(model, source_ids: np.ndarray, source_mask: np.ndarray) -> list[list[int]]:
+    """The model's greedy translation of each source row (its real tokens only)."""
+    from glassformer.generate.translate import translate_ids  # decoding sits above the viewer
+    sources = [row[keep].tolist() for row, keep in zip(source_ids, source_mask)]
+    return translate_ids(model, sources, beam=1)
+
+
+def _decoder_rows(cfg, targets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Targets -> (decoder_input_ids, output_ids), both (B, T); shorter rows padded with pad_id
+    after their </s> (causal attention: a position never reads the padding after it)."""
+    width = 1 + max(len(row) for row in targets)
+    inputs = np.full((len(targets), width), cfg.pad_id, np.int64)
+    outputs = np.full((len(targets), width), cfg.pad_id, np.int64)
+    for i, row in enumerate(targets):  # note: one row per target, building a small batch
+        inputs[i, :len(row) + 1] = [cfg.decoder_start_id] + row
+        outputs[i, :len(row) + 1] = row + [cfg.eos_id]
+    return inputs, outputs
+
+
+def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
+                    attention_mask=None) -> Seq2SeqInspection:
+    """Run the encoder-decoder once and collect its three kinds of attention.
+
+    source: a text or ids (S,) / (B, S). attention_mask (B, S): 1 for real source tokens
+    (default: ids != pad_id). Then one of:
+      target            a text (the model's pair tokenizer) or target ids (T,) / (B, T);
+                        the decoder reads <start> + target and writes target + </s>
+      decoder_input_ids ids (B, T) given as is, as transformers takes them; output_ids are the
+                        next inputs, then </s>
+      neither           the model's own greedy translation is the target
+    """
+    if model.arch != "transformer":
+        raise GlassformerError(f"target= and decoder_input_ids= are for encoder-decoders; "
+                               f"{model.arch} reads one sequence")
+    cfg = model.cfg
+    src = _source_ids(model, source)
+    mask = src != cfg.pad_id if attention_mask is None else np.asarray(attention_mask, bool)
+    if mask.shape != src.shape:
+        raise GlassformerError(f"attention_mask has shape {mask.shape}, the source {src.shape}")
+    if decoder_input_ids is not None:
+        if target is not None:
+            raise GlassformerError("give target or decoder_input_ids, not both")
+        dec_in = np.asarray(decoder_input_ids, dtype=np.int64).reshape(src.shape[0], -1)
+        eos = np.full((dec_in.shape[0], 1), cfg.eos_id, np.int64)
+        dec_out = np.concatenate([dec_in[:, 1:], eos], axis=1)      # (B, T): the next inputs
+    else:
+        targets = _translated(model, src, mask) if target is None else \
+            _target_rows(model, target, src.shape[0])
+        dec_in, dec_out = _decoder_rows(cfg, targets)
+    if dec_in.shape[1] > cfg.max_seq_len:
+        raise GlassformerError(f"the target takes {dec_in.shape[1]} decoder positions, past this "
+                               f"model's {cfg.max_seq_len}")
+    logits, ctx = model.family.forward(model.params, (src, dec_in), cfg, src_mask=mask)
+    return Seq2SeqInspection(
+        model, src, mask, dec_in, dec_out, logits,
+        encoder_attentions=[head_probs(block.attn.body) for block in ctx.encoder.blocks],
+        decoder_attentions=[head_probs(block.attn.body) for block in ctx.decoder.blocks],
+        cross_attentions=[head_probs(block.cross.body) for block in ctx.decoder.blocks],
+        ctx=ctx)
