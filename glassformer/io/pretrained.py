@@ -308,8 +308,11 @@ def _check_tied_copies(folder: Path, arch: str, cfg, tensors: dict) -> None:
 
 
 def _tokenizer(folder: Path):
-    """The folder's tokenizer, or None when it has none."""
+    """The folder's tokenizer, or None when it has none (or only Marian's SentencePiece pair,
+    source.spm + target.spm, which glassformer does not read: such a model takes ids)."""
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    if (folder / "source.spm").is_file() and not (folder / "tokenizer.json").is_file():
         return None
     return load_tokenizer(folder)
 

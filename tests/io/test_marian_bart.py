@@ -233,6 +233,9 @@ def test_bare_bart_and_old_marian_files_load(tmp_path):
     assert relative(bare(src, decoder_input_ids=tgt), hf_logits(hf, src, tgt)) < HF_RTOL
     hf = hf_model("marian")
     hf.save_pretrained(tmp_path / "old")
+    # Marian's own tokenizer files (SentencePiece models and their vocab.json) are left alone
+    (tmp_path / "old" / "source.spm").write_bytes(b"not read")
+    (tmp_path / "old" / "vocab.json").write_text('{"</s>": 0}')
     weights = tmp_path / "old" / "model.safetensors"
     tensors = load_file(weights)
     for side in ("encoder", "decoder"):
@@ -240,6 +243,7 @@ def test_bare_bart_and_old_marian_files_load(tmp_path):
         tensors[f"model.{side}.embed_positions.weight"] = table
     save_file(tensors, weights, metadata={"format": "pt"})
     old = load_pretrained(tmp_path / "old")
+    assert old.tokenizer is None
     src, tgt = batch(old.cfg)
     assert relative(old(src, decoder_input_ids=tgt), hf_logits(hf, src, tgt)) < HF_RTOL
     tensors["model.decoder.embed_positions.weight"] = tensors[
