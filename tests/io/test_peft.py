@@ -66,8 +66,8 @@ def assert_rel(ours, ref, rtol):
     np.testing.assert_allclose(ours, ref, rtol=0, atol=rtol * float(np.abs(ref).max()))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gpt2", "bert"])
-@pytest.mark.parametrize("rslora", [False, True])
+@pytest.mark.parametrize("kind, rslora", [("llama", False), ("llama", True), ("gpt2", False),
+                                          ("bert", True)])
 def test_peft_adapter_loads_with_peft_logits(kind, rslora, tmp_path):
     model = peft_adapter(kind, use_rslora=rslora)
     base_model(kind).save_pretrained(tmp_path / "base")   # the same seeded base, no adapters
