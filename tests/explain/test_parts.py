@@ -45,6 +45,7 @@ FORWARD_KEYS = {
     "cross_entropy": ["logits", "targets", "log_probs", "picked", "n_valid", "loss", "probs",
                       "onehot"],
     "embedding": ["table", "ids", "out"],
+    "lora": ["x", "w", "a", "b", "scale", "h", "delta", "base", "out"],
     "rope": ["positions", "cos", "sin", "q", "q_rot", "q_fixed", "k_fixed", "scores_fixed",
              "score_a", "score_b", "score_c"],
     "mha": ["x", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "q", "k", "v", "q_heads",
@@ -71,6 +72,7 @@ BACKWARD_KEYS = {
     "embedding": ["G", "dtable", "repeated_id", "repeated_at", "repeated_G", "repeated_dtable",
                   "unused_ids"],
     "rope": ["G", "dq"],
+    "lora": ["G", "g", "dB", "dh", "dA", "dx", "dW"],
     "mha": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx"],
     "cross_attention": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx",
                         "dmemory"],
@@ -175,7 +177,8 @@ def test_every_step_has_a_text_in_both_languages(name):
 OP_CASES = {"layer_norm": ("layer_norm", "bias"), "rms_norm": ("rms_norm", "eps-1e-6"),
             "gelu": ("gelu", "erf"), "silu": ("silu", "plain"), "swiglu": ("swiglu", "batched"),
             "softmax": ("softmax", "rows"), "cross_entropy": ("cross_entropy", "plain-BTV"),
-            "embedding": ("embedding", "repeated-ids"), "rope": ("rope", "theta-100")}
+            "embedding": ("embedding", "repeated-ids"), "rope": ("rope", "theta-100"),
+            "lora": ("lora", "no-bias")}
 
 
 @pytest.mark.parametrize("name", list(OP_CASES))
