@@ -18,6 +18,8 @@ from glassformer.train.distributed import (agreed_stop, check_shards, default_wo
                                            threads_per_rank, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.progress import progress_printer
+from glassformer.train.pairs_run import (G2P_RECIPE, run_pairs_training, transformer_config,
+                                         with_seq2seq_defaults)
 from glassformer.train.run import plot_loss_curve, resume_training, run_training
 from glassformer.train.signals import stop_on_signals
 
@@ -45,6 +47,10 @@ TRAIN_FLAGS = {
                                   "(default: every usable core)"),
     "--objective": ("objective", str, "what the run learns: next-token (a decoder) or mlm "
                                       "(BERT's masked-LM, with --arch bert)"),
+    "--schedule": ("schedule", str, "learning-rate schedule: cosine (warmup, cosine decay to "
+                                    "--min-lr) or inverse-sqrt (the Transformer paper's warmup, "
+                                    "then 1/sqrt(step))"),
+    "--label-smoothing": ("label_smoothing", float, "cross-entropy label smoothing"),
     "--mask-prob": ("mask_prob", float, "--objective mlm: share of the tokens chosen to "
                                         "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
 }
@@ -53,8 +59,11 @@ TRAIN_FLAGS = {
 # The model flags: (config field, new run's default, help). On --resume the checkpoint's model
 # is kept, and a flag that differs from it is refused.
 MODEL_FLAGS = {
-    "--arch": ("arch", "gpt2", "model family to train from scratch: gpt2, llama, or bert "
-                               "(an encoder, trained with --objective mlm)"),
+    "--arch": ("arch", "gpt2", "model family to train from scratch: gpt2, llama, bert "
+                               "(an encoder, trained with --objective mlm), or transformer (the "
+                               "paper's encoder-decoder, on --data cmudict, "
+                               "tang-couplets:PATH or a source<TAB>target TSV file; defaults: "
+                               "the G2P recipe, docs/seq2seq.md)"),
     "--n-layer": ("n_layer", 4, "transformer layers L"),
     "--n-head": ("n_head", 4, "attention heads H"),
     "--n-kv-head": ("n_kv_head", None, "key/value heads K for --arch llama (default: n-head)"),
@@ -93,7 +102,7 @@ def add_arguments(parser) -> None:
                              "recorded one (changed, or another --data)")
     for flag, (field, default, text) in MODEL_FLAGS.items():
         kind = str if field == "arch" else float if field == "dropout" else int
-        choices = ["gpt2", "llama", "bert"] if field == "arch" else None
+        choices = ["gpt2", "llama", "bert", "transformer"] if field == "arch" else None
         parser.add_argument(flag, type=kind, default=None, choices=choices,
                             help=f"{text} (default: {default})")
     parser.add_argument("--bias", action="store_true", default=None,
@@ -172,6 +181,9 @@ def check_flags(args) -> None:
     if args.init is not None and args.tokenizer is not None:
         raise GlassformerError("--init brings its model's own tokenizer; give --init or "
                                "--tokenizer, not both")
+    if args.arch == "transformer" and (args.init is not None or args.tokenizer is not None):
+        raise GlassformerError("--arch transformer builds its pair vocabulary from --data; "
+                               "--init and --tokenizer do not apply")
     if args.init is not None:
         resolve_path(args.init, MODEL)  # a missing model or package: one line before any launch
     if args.tokenizer is not None:
@@ -189,8 +201,8 @@ def run(args) -> int:
     if comm is not None:
         return as_rank(comm, partial(train_as_rank, args, comm))
     saved = saved_train_config(args.out) if args.resume else {}  # a resume keeps its ranks
-    default_batch = (MLM_TRAIN_DEFAULTS if args.arch == "bert" else {}).get(
-        "batch_size", TrainConfig().batch_size)
+    recipe = {"bert": MLM_TRAIN_DEFAULTS, "transformer": G2P_RECIPE}.get(args.arch, {})
+    default_batch = recipe.get("batch_size", TrainConfig().batch_size)
     batch_size = args.batch_size or saved.get("batch_size") or default_batch
     workers = args.workers or saved.get("workers") or default_workers(batch_size)
     check_shards(batch_size, workers)
@@ -244,15 +256,23 @@ def train_here(args, comm=None) -> int:
                 steps=steps)
         else:
             train_given, model_given = with_mlm_defaults(train_given, model_given)
+            train_given, model_given = with_seq2seq_defaults(train_given, model_given)
             train_cfg = TrainConfig(**train_given)
             flags = {field: default for field, default, _ in MODEL_FLAGS.values()}
             flags.update(bias=False, **model_given, block_size=train_cfg.block_size)
             init = None if args.init is None else str(resolve_path(args.init, MODEL))
-            run_state, model_cfg = run_training(
-                data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, flags),
-                train_cfg=train_cfg, init=init, tokenizer=args.tokenizer,
-                on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
-                steps=steps)
+            if flags["arch"] == "transformer":    # pairs, its own vocabulary: train/pairs_run.py
+                run_state, model_cfg = run_pairs_training(
+                    data=args.data, out_dir=args.out,
+                    model_cfg_for=partial(transformer_config, flags), train_cfg=train_cfg,
+                    on_start=progress.start, on_step=progress.on_step,
+                    should_stop=should_stop, steps=steps)
+            else:
+                run_state, model_cfg = run_training(
+                    data=args.data, out_dir=args.out, model_cfg_for=partial(model_config, flags),
+                    train_cfg=train_cfg, init=init, tokenizer=args.tokenizer,
+                    on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
+                    steps=steps)
     if stop.signal_name:
         say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
             f"{args.out}. Continue with: glassformer train --out {shlex.quote(args.out)} "

@@ -38,7 +38,7 @@ from glassformer.train.step import IN_PROCESS, Steps
 
 DATA_RECORD = "data.json"
 # `--arch transformer` defaults (TrainConfig fields): the G2P recipe
-G2P_RECIPE = dict(objective="seq2seq", label_smoothing=0.1, schedule="inverse-sqrt",
+G2P_RECIPE = dict(objective="seq2seq", label_smoothing=0.1, schedule="cosine",
                   batch_size=64, lr=1e-3, warmup_iters=400, max_iters=6000, min_lr=1e-4,
                   lr_decay_iters=6000, weight_decay=0.01, beta1=0.9, beta2=0.98,
                   eval_interval=500, eval_iters=10)
@@ -146,8 +146,9 @@ def run_pairs_training(*, data: str | None, out_dir: str,
 
 def resume_pair_data(out: Path, data: str | None, allow_new_data: bool,
                      tokenizer: PairTokenizer, batch_size: int
-                     ) -> tuple[PairData, PairData, str | None]:
-    """(train, val, a note when the pairs are not the recorded ones) for a resumed run."""
+                     ) -> tuple[PairData, PairData, dict, str | None]:
+    """(train, val, the data record, a note when the pairs are not the recorded ones) for a
+    resumed run."""
     try:
         record = json.loads((out / DATA_RECORD).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -164,4 +165,4 @@ def resume_pair_data(out: Path, data: str | None, allow_new_data: bool,
         _write_record(out, now)
         note = f"training on {now['path']} ({now['pairs']:,} pairs) (--allow-new-data)"
     train_data, val_data = encoded_splits(split_pairs(pairs), tokenizer, batch_size)
-    return train_data, val_data, note
+    return train_data, val_data, now, note

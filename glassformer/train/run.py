@@ -50,6 +50,7 @@ from glassformer.train.lock import hold_run_folder
 from glassformer.train.mlm import SPECIALS as MLM_SPECIALS
 from glassformer.train.mlm import check_mlm_vocabulary, mlm_data
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
+from glassformer.train.pairs_run import resume_pair_data
 from glassformer.train.step import IN_PROCESS, Steps
 
 DEFAULT_CORPUS_NAME = "glassformer's own source code"
@@ -301,8 +302,13 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         saved = train_config_from_dict(ckpt.state["train_config"])
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
-        data_record, data_note = resume_data(out, data, allow_new_data)
-        data_path = Path(data_record["path"])
+        seq2seq = train_cfg.objective == "seq2seq"  # pairs, not a text file (train/pairs_run.py)
+        if seq2seq:
+            run_tokenizer = load_tokenizer(ckpt.path)
+            train_data, val_data, data_record, data_note = resume_pair_data(
+                out, data, allow_new_data, run_tokenizer, train_cfg.batch_size)
+        else:
+            data_record, data_note = resume_data(out, data, allow_new_data)
         run = resume_run(ckpt)
         if changed or data_note:
             entry = {"iter": run.it, "resumed_with": changed}
@@ -315,12 +321,14 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
                 on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
             if data_note:
                 on_note(data_note)
-        run_tokenizer = load_tokenizer(ckpt.path)
         layout = ckpt.tokenizer_json
-        train_data, val_data, val_tpb = _tokens(data_path, out, run_tokenizer, layout,
-                                                train_cfg.block_size)
-        train_data, val_data, val_tpb = _objective_data(train_cfg, run_tokenizer, train_data,
-                                                        val_data, val_tpb)
+        val_tpb = None
+        if not seq2seq:
+            run_tokenizer = load_tokenizer(ckpt.path)
+            train_data, val_data, val_tpb = _tokens(Path(data_record["path"]), out,
+                                                    run_tokenizer, layout, train_cfg.block_size)
+            train_data, val_data, val_tpb = _objective_data(train_cfg, run_tokenizer, train_data,
+                                                            val_data, val_tpb)
         if on_start:
             on_start(train_cfg.max_iters, run.it)
         run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
