@@ -1,6 +1,7 @@
 """`glassformer show --model M [--out page.html] [--png DIR] [--layers ...] [--heads ...] TEXT`.
 
-One self-contained HTML page of what the model computes on TEXT (glassformer/viewer/).
+One self-contained HTML page of what the model computes on TEXT (glassformer/viewer/). For an
+encoder-decoder TEXT is the source: `--target OUTPUT`, or the model's own greedy translation.
 """
 from __future__ import annotations
 
@@ -28,9 +29,12 @@ def add_arguments(parser) -> None:
                         help="guesses per cell in the logit lens (default: 5)")
     parser.add_argument("--pad-to", type=int, default=None, metavar="N",
                         help="encoders (BERT): append padding up to N tokens, to see it ignored")
+    parser.add_argument("--target", default=None, metavar="TEXT",
+                        help="encoder-decoders: the output to show for the source TEXT "
+                             "(default: the model's own greedy translation)")
     parser.add_argument("--lang", choices=["en", "zh"], default=None,
                         help="page language, switchable on the page (default: from the locale)")
-    parser.add_argument("text", help="the text to run the model on")
+    parser.add_argument("text", help="the text to run the model on (an encoder-decoder: the source)")
 
 
 def run(args) -> int:
@@ -39,6 +43,6 @@ def run(args) -> int:
     model = load_model_shown(args.model)
     path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
                 lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
-                png_dir=args.png, pad_to=args.pad_to)
+                png_dir=args.png, pad_to=args.pad_to, target=args.target)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0

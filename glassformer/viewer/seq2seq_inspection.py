@@ -19,8 +19,11 @@ The decoder's positions, for a target y_1 .. y_n (teacher forcing, as in trainin
     writes          y_1      y_2  ...  </s>         (output_ids: the next input, </s> last)
 
 so row t of a cross-attention table is "the output token y_{t+1} (or </s>) reads these source
-tokens". Without a target the model's own greedy translation (glassformer.translate) is the
-target: the page then shows what the model read while writing its own output.
+tokens". Without a target the model's own greedy translation (glassformer.translate, at most
+max_seq_len - 1 tokens, so the row that writes </s> fits) is the target, and output_ids are the
+model's own argmax at each position (its translation, then </s>, or the token it would write
+next if it stopped at the length limit): the page then shows what the model read while writing
+its own output.
 """
 from __future__ import annotations
 
@@ -103,7 +106,7 @@ def _translated(model, source_ids: np.ndarray, source_mask: np.ndarray) -> list[
     """The model's greedy translation of each source row (its real tokens only)."""
     from glassformer.generate.translate import translate_ids  # decoding sits above the viewer
     sources = [row[keep].tolist() for row, keep in zip(source_ids, source_mask)]
-    return translate_ids(model, sources, beam=1)
+    return translate_ids(model, sources, beam=1, max_new_tokens=model.cfg.max_seq_len - 1)
 
 
 def _decoder_rows(cfg, targets: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +131,8 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
                         the decoder reads <start> + target and writes target + </s>
       decoder_input_ids ids (B, T) given as is, as transformers takes them; output_ids are the
                         next inputs, then </s>
-      neither           the model's own greedy translation is the target
+      neither           the model's own greedy translation is the target, and output_ids
+                        the model's argmax at each position
     """
     if model.arch != "transformer":
         raise GlassformerError(f"target= and decoder_input_ids= are for encoder-decoders; "
@@ -152,6 +156,8 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
         raise GlassformerError(f"the target takes {dec_in.shape[1]} decoder positions, past this "
                                f"model's {cfg.max_seq_len}")
     logits, ctx = model.family.forward(model.params, (src, dec_in), cfg, src_mask=mask)
+    if target is None and decoder_input_ids is None:
+        dec_out = logits.argmax(axis=-1)         # (B, T): what the model itself writes there
     return Seq2SeqInspection(
         model, src, mask, dec_in, dec_out, logits,
         encoder_attentions=[head_probs(block.attn.body) for block in ctx.encoder.blocks],

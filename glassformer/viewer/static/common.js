@@ -106,3 +106,22 @@ GF.langBar = function (onChange) {
                              onclick: function () { onChange(code); } });
   }));
 };
+
+/* Which keys a query may read, as a small picture and one sentence: kind "bidirectional" (an
+   encoder: the full square, every token reads every other), "causal" (a decoder: the lower
+   triangle, a token reads itself and the tokens before it) or "cross" (an encoder-decoder's
+   cross-attention: every output token may read every source token). The element carries
+   data-kind for tests. */
+GF.maskLegend = function (id, kind, text) {
+  const rows = 5, cols = kind === "cross" ? 7 : 5, cell = 7;
+  const icon = GF.el("canvas", { width: cols * cell + 1, height: rows * cell + 1, class: "mask-icon" });
+  const ctx = icon.getContext("2d");
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      const open = kind !== "causal" || j <= i;
+      ctx.fillStyle = open ? "#2f5fb3" : "#eef0f4";
+      ctx.fillRect(j * cell + 1, i * cell + 1, cell - 1, cell - 1);
+    }
+  }
+  return GF.el("div", { class: "mask-legend", id: id, "data-kind": kind }, [icon, GF.el("span", { text: text })]);
+};

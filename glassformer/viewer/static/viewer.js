@@ -18,6 +18,8 @@ const TEXT = {
     steps: "One head, step by step", query: "query", key: "key", weight: "weight",
     bidir: "bidirectional (encoder): every token sees every other token",
     causal: "causal (decoder): a token sees itself and the tokens before it",
+    bidirLegend: "Bidirectional (encoder): every token reads every other token, before and after it: the whole matrix is filled.",
+    causalLegend: "Causal (decoder): a token reads only itself and the tokens before it: the lower triangle.",
     token: "token", id: "id", bytes: "bytes", group: "character", rank: "rank of final", entropy: "entropy (bits)",
     gqaText: function (h, k, g) { return h + " query heads share " + k + " key/value heads: query head h reads KV head floor(h / " + g + ")."; },
     mha: "Every query head has its own key/value head (no grouping).",
@@ -37,6 +39,8 @@ const TEXT = {
     steps: "一个头的计算步骤", query: "查询", key: "键", weight: "权重",
     bidir: "双向（编码器）：每个词元都能看到所有词元",
     causal: "因果（解码器）：词元只能看到自己和之前的词元",
+    bidirLegend: "双向（编码器）：每个词元都读取所有其他词元，前面的和后面的都读：整个矩阵都有值。",
+    causalLegend: "因果（解码器）：词元只读取自己和它之前的词元：只有下三角。",
     token: "词元", id: "编号", bytes: "字节", group: "字", rank: "最终预测的排名", entropy: "熵（比特）",
     gqaText: function (h, k, g) { return h + " 个查询头共享 " + k + " 个键/值头：查询头 h 读取键值头 floor(h / " + g + ")。"; },
     mha: "每个查询头都有自己的键/值头（没有分组）。",
@@ -240,8 +244,9 @@ function heatmapSection() {
     colLabels: D.tokens.map(function (tok, i) { return label(i); }),
     describe: function (i, j, v) { return t("query") + " " + i + " " + JSON.stringify(label(i)) + " → " + t("key") + " " + j + " " + JSON.stringify(label(j)) + "\n" + t("weight") + " " + GF.fmt(v); } });
   canvas.id = "heatmap-canvas";
+  const legend = GF.maskLegend("attention-kind", D.causal ? "causal" : "bidirectional", D.causal ? t("causalLegend") : t("bidirLegend"));
   return GF.el("section", { id: "heatmap" }, [GF.el("h2", { text: t("heatmap") + " · " + t("layer") + " " + state.layer + " · " + t("head") + " " + state.head }),
-    GF.el("p", { class: "note", text: t("heatmapNote") }), canvas]);
+    legend, GF.el("p", { class: "note", text: t("heatmapNote") }), canvas]);
 }
 function gqaSection() {
   const groups = D.n_head / D.n_kv_head;
