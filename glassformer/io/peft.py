@@ -190,7 +190,10 @@ def merge_adapters(model: Model, adapters: dict, lora_cfg: LoraConfig | None = N
         merged = lora_merge(joined, adapter.a, adapter.b, adapter.scale)
         widths = np.cumsum([params[p].shape[1] for p in parts])[:-1]
         for part, piece in zip(parts, np.split(merged, widths, axis=1)):
-            params[part] = np.ascontiguousarray(piece)
+            # note: keep the base weight's memory order (a checkpoint's transposed weights are
+            # column-major, the order decoding's matrix-vector products stream fastest)
+            fortran = params[part].flags.f_contiguous and not params[part].flags.c_contiguous
+            params[part] = np.asfortranarray(piece) if fortran else np.ascontiguousarray(piece)
     return Model(model.cfg, params, model.tokenizer)
 
 

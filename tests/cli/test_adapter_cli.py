@@ -40,8 +40,10 @@ def test_convert_merge_writes_the_merged_model(base_and_adapter, tmp_path):
     expected = load_pretrained(base, adapter=adapter)
     for name, value in expected.params.items():
         np.testing.assert_array_equal(merged.params[name], value)
-    assert not np.array_equal(merged.params["blocks.0.attn.wq"],
-                              load_pretrained(base).params["blocks.0.attn.wq"])
+    plain = load_pretrained(base).params["blocks.0.attn.wq"]
+    assert not np.array_equal(merged.params["blocks.0.attn.wq"], plain)
+    # the merged weight keeps the loaded one's memory order (column-major: decoding's fast order)
+    assert expected.params["blocks.0.attn.wq"].flags.f_contiguous == plain.flags.f_contiguous
 
 
 def test_generate_uses_the_adapter(base_and_adapter, capsys):
