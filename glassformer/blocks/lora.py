@@ -1,4 +1,4 @@
-"""LoRA adapters inside the blocks: their param names, and the projection that uses one when present.
+"""LoRA adapters inside the blocks: their param names, and the projection that uses one if present.
 
 An adapter sits beside the weight it adapts, under the weight's own name plus a suffix:
 

@@ -59,7 +59,7 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only."""
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     options = dict(frozen=frozen, train=train, rng=rng)
-    up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)    # (B, T, C) -> (B, T, F)
+    up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)   # (B, T, C) -> (B, T, F)
     gate_ctx = None
     if cfg.mlp == "swiglu":
         gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # -> (B, T, F)

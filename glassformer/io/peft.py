@@ -11,8 +11,8 @@ The Python API (what `glassformer finetune` calls):
     frozen = {**model.params, **adapter_constants(adapters, lora_cfg)}
     # train: params=adapters (the optimizer's), frozen=frozen (read by the forward, never updated);
     # family.forward({**frozen, **adapters}, ...) sees the adapters and runs the base frozen
-    save_adapter(out_dir, model, adapters, lora_cfg)   # adapter_config.json + adapter_model.safetensors
-    adapters, lora_cfg = load_adapter(out_dir, model)  # A, B and the constants; any PEFT LoRA folder
+    save_adapter(out_dir, model, adapters, lora_cfg)   # adapter_config.json, adapter_model.safetensors
+    adapters, lora_cfg = load_adapter(out_dir, model)  # A, B, constants; any PEFT LoRA folder
     merged = merge_adapters(model, adapters)           # a plain Model, W' = W + s A B
     merged = merge_adapters(model, trained, lora_cfg)  # a run's A and B: the config gives s
     # glassformer.load_pretrained(BASE, adapter=DIR) is load_adapter + merge_adapters

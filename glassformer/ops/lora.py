@@ -109,8 +109,8 @@ def lora_delta_forward(x: np.ndarray, a: np.ndarray, b: np.ndarray, *, scale: fl
     check_same_dtype(x=x, A=a, B=b)
     u, drop_ctx = dropout_forward(x, p=dropout, rng=rng, train=train)       # (..., C_in)
     rows = u.reshape(-1, sizes["C_in"])                                      # -> (N, C_in)
-    h = rows @ a                                                             # (N, C_in) @ (C_in, r) -> (N, r)
-    delta = (h @ b) * float(scale)                                           # (N, r) @ (r, C_out) -> (N, C_out)
+    h = rows @ a                                  # (N, C_in) @ (C_in, r) -> (N, r)
+    delta = (h @ b) * float(scale)                # (N, r) @ (r, C_out) -> (N, C_out)
     delta = delta.reshape(x.shape[:-1] + (sizes["C_out"],))                  # -> (..., C_out)
     return delta, LoraCtx(drop=drop_ctx, u=u, h=h, a=a, b=b, scale=float(scale))
 
