@@ -6,7 +6,7 @@
 
 Layout. glassformer keeps every weight (in, out), so A and B are stored (C_in, r) and (r, C_out);
 PEFT's files hold them as torch does, lora_A.weight (r, C_in) = A^T and lora_B.weight
-(r, C_out)^T = B^T (io/peft.py transposes once, on load and save). In PEFT's notation the same line
+(C_out, r) = B^T (io/peft.py transposes once, on load and save). In PEFT's notation the same line
 reads y = x W^T + (dropout(x) A^T) B^T · s.
 
 Init (PEFT's default): A uniform in ±1/sqrt(C_in) (kaiming_uniform with a = sqrt(5) on an (r, C_in)
