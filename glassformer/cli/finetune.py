@@ -1,0 +1,151 @@
+"""`glassformer finetune`: LoRA (or full) fine-tuning of a pretrained model on chat or text data.
+
+The defaults are the Tang recipe (docs/finetune.md): SmolLM2-135M-Instruct learns to write Tang
+quatrains from ../shared/data/tang_sft.jsonl in about half an hour on two CPU cores.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+
+from glassformer.cli.common import model_help
+from glassformer.cli.train import SIGNAL_EXIT, TRAIN_FLAGS
+from glassformer.errors import GlassformerError
+from glassformer.io.peft import LoraConfig
+from glassformer.packaged import MODEL, resolve_path
+from glassformer.train.finetune import resume_finetune, run_finetune
+from glassformer.train.loop import TrainConfig
+from glassformer.train.progress import progress_printer
+from glassformer.train.run import plot_loss_curve
+from glassformer.train.signals import stop_on_signals
+
+NAME = "finetune"
+HELP = ("fine-tune a pretrained causal LM on chat JSONL (loss on the replies) or text: LoRA "
+        "adapters saved in PEFT's format, or --full")
+
+# The Tang recipe: TrainConfig's fields that differ from `glassformer train`'s defaults.
+RECIPE = TrainConfig(batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
+                     lr_decay_iters=300, max_iters=300, weight_decay=0.0, beta2=0.999,
+                     eval_interval=50, eval_iters=4)
+LORA_RECIPE = LoraConfig(r=16, alpha=32.0, dropout=0.0,
+                         targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                  "down_proj"))
+# train's flags that finetune does not take: one process (BLAS on every core, docs/finetune.md),
+# and the objective follows from the data file (chat JSONL: sft; text: next-token)
+NOT_HERE = ("workers", "objective", "mask_prob")
+RESUME_HELP = ("continue the run in --out from its last checkpoint, with its own base model, "
+               "LoRA and settings; only --max-iters, --eval-interval, --lr-decay-iters, "
+               "--min-lr and --workers may be changed")
+
+
+def add_arguments(parser) -> None:
+    # note: the training flags default to None, so a resume can tell the ones given
+    parser.set_defaults(seed=None)
+    parser.add_argument("--model", default=None,
+                        help=model_help("the pretrained causal LM to fine-tune (gpt2 or llama "
+                                        "family); on --resume, the run's own"))
+    parser.add_argument("--data", default=None,
+                        help="training data: .jsonl chat conversations ({\"messages\": [...]} a "
+                             "line, loss on the assistant's replies) or a UTF-8 text file (loss "
+                             "everywhere); on --resume, the run's own")
+    parser.add_argument("--out", required=True, help="run folder (checkpoints, log, adapter)")
+    parser.add_argument("--lora-r", type=int, default=None,
+                        help=f"LoRA rank r (default: {LORA_RECIPE.r})")
+    parser.add_argument("--lora-alpha", type=float, default=None,
+                        help=f"LoRA alpha; the update is scaled by alpha / r (default: "
+                             f"{LORA_RECIPE.alpha:g})")
+    parser.add_argument("--lora-dropout", type=float, default=None,
+                        help=f"dropout on the adapters' input (default: {LORA_RECIPE.dropout:g})")
+    parser.add_argument("--rslora", action="store_true", default=None,
+                        help="scale by alpha / sqrt(r) (rank-stabilized LoRA)")
+    parser.add_argument("--target", default=None,
+                        help="comma-separated PEFT module names to adapt (default: "
+                             f"{','.join(LORA_RECIPE.targets)}; GPT-2: c_attn,c_proj,c_fc)")
+    parser.add_argument("--full", action="store_true", default=None,
+                        help="train every weight instead of LoRA adapters")
+    parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
+    parser.add_argument("--allow-new-data", action="store_true",
+                        help="on --resume, train on a data file that differs from the run's")
+    for flag, (field, kind, text) in TRAIN_FLAGS.items():
+        if field in NOT_HERE:
+            continue
+        parser.add_argument(flag, type=kind, default=None,
+                            help=f"{text} (default: {getattr(RECIPE, field)})")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def say(line: str) -> None:
+    print(f"glassformer finetune: {line}", file=sys.stderr)
+
+
+def given_train_flags(args) -> dict:
+    """Training settings given on the command line (TrainConfig field -> value)."""
+    given = {field: getattr(args, flag[2:].replace("-", "_"))
+             for flag, (field, _, _) in TRAIN_FLAGS.items() if field not in NOT_HERE}
+    given["seed"] = args.seed
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def lora_config(args) -> LoraConfig | None:
+    """The LoRA settings from the flags (None with --full)."""
+    if args.full:
+        return None
+    targets = LORA_RECIPE.targets
+    if args.target is not None:
+        targets = tuple(name.strip() for name in args.target.split(",") if name.strip())
+        if not targets:
+            raise GlassformerError("--target needs at least one module name, e.g. "
+                                   "q_proj,v_proj")
+    return LoraConfig(r=LORA_RECIPE.r if args.lora_r is None else args.lora_r,
+                      alpha=LORA_RECIPE.alpha if args.lora_alpha is None else args.lora_alpha,
+                      dropout=(LORA_RECIPE.dropout if args.lora_dropout is None
+                               else args.lora_dropout),
+                      targets=targets, rslora=bool(args.rslora))
+
+
+def check_flags(args) -> None:
+    """What only the command line can get wrong."""
+    lora_flags = [flag for flag, value in (("--lora-r", args.lora_r), ("--lora-alpha",
+                  args.lora_alpha), ("--lora-dropout", args.lora_dropout), ("--target",
+                  args.target), ("--rslora", args.rslora)) if value is not None]
+    if args.resume:
+        fixed = lora_flags + [flag for flag, value in (("--model", args.model),
+                                                       ("--full", args.full)) if value]
+        if fixed:
+            raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
+        return
+    if args.allow_new_data:
+        raise GlassformerError("--allow-new-data only applies to --resume")
+    if args.model is None or args.data is None:
+        raise GlassformerError("a new fine-tuning run needs --model and --data")
+    if args.full and lora_flags:
+        raise GlassformerError(f"--full trains every weight, so {lora_flags[0]} does not apply")
+    resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
+
+
+def run(args) -> int:
+    check_flags(args)
+    given = given_train_flags(args)
+    with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
+        hooks = dict(on_note=say, on_start=progress.start, on_step=progress.on_step,
+                     should_stop=stop)
+        if args.resume:
+            run_state, _ = resume_finetune(out_dir=args.out, data=args.data, given=given,
+                                           allow_new_data=args.allow_new_data, **hooks)
+        else:
+            if "max_iters" in given and "lr_decay_iters" not in given:
+                given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
+            train_cfg = dataclasses.replace(RECIPE, **given)
+            run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
+                                        train_cfg=train_cfg, lora_cfg=lora_config(args),
+                                        **hooks)
+    if stop.signal_name:
+        say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
+            f"{args.out}. Continue with: glassformer finetune --out {shlex.quote(args.out)} "
+            "--resume")
+        return SIGNAL_EXIT.get(stop.signal_name, 130)
+    plot = plot_loss_curve(args.out)
+    print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; run in "
+          f"{args.out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
+    return 0

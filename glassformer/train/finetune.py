@@ -1,0 +1,239 @@
+"""Fine-tuning a pretrained causal LM: LoRA adapters in PEFT's format, or every weight (full).
+
+This is what `glassformer finetune` calls.
+
+    run_finetune     a new run: the model is loaded, the data encoded and every setting checked
+                     before anything is written; then the run folder is locked and filled
+    resume_finetune  continue the run in a folder with its own base model, LoRA and settings
+                     (only train/checks.py's SAFE_ON_RESUME may change)
+
+Data. A `.jsonl`/`.json` file is chat data, `{"messages": [...]}` a line, rendered with the base
+model's chat template with loss on the replies only (train/sft.py, objective "sft"); any other
+file is plain text with loss on every token (objective "next-token": random windows, as
+`glassformer train`). The last 5% of conversations (10% of a text's tokens) are the val split.
+
+LoRA. The adapters (io/peft.py: A (C_in, r) uniform, B (r, C_out) zeros, on the PEFT modules
+named by `targets`) are the run's only params: the optimizer, its moments and the checkpoints
+hold them alone. The base weights and the adapters' constants (scale, dropout) are `frozen`
+(train/objective.py): the forward reads them, nothing updates them, and the blocks compute no
+gradient for them. Full fine-tuning (lora None) trains every weight, as `train --init` does.
+
+The run folder:
+
+    RUN/finetune.json               the base model, LoRA settings (or "full"), data format
+    RUN/data.json                   path, size and sha256 of the data file (train/run.py's record)
+    RUN/tokenizer/                  the base model's tokenizer
+    RUN/latest, RUN/ckpt-*/         the training loop's checkpoints (train/loop.py)
+    RUN/train_log.jsonl
+    RUN/adapter_config.json         PEFT's two files, rewritten after every checkpoint, so
+    RUN/adapter_model.safetensors   peft.PeftModel.from_pretrained(base, RUN) loads the run
+
+Use a LoRA run with `--model BASE --adapter RUN` (generate, chat, convert --merge); a full run is
+a model folder of its own (`--model RUN`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.generate.templates import chat_template_of
+from glassformer.io.checkpoint import load_checkpoint
+from glassformer.io.named_models import load_model
+from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters, save_adapter
+from glassformer.io.safetensors import write_atomically
+from glassformer.packaged import MODEL, resolve_path
+from glassformer.train.checks import (check_train_config, check_training_memory, resumed_config,
+                                      train_config_from_dict)
+from glassformer.train.data import file_fingerprint, read_text, split_train_val
+from glassformer.train.lock import hold_run_folder
+from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
+from glassformer.train.run import _run_folder, _tokenizer_layout, _write_data_record, resume_data
+from glassformer.train.sft import encode_chat_file, is_chat_file, split_chat
+from glassformer.train.step import IN_PROCESS, Steps
+
+RECORD = "finetune.json"
+# PEFT writes the base model's hub id as base_model_name_or_path; for the packaged models we know it
+HUB_IDS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+class Base(NamedTuple):
+    """The loaded base model and what a run of it trains and freezes."""
+    model: object          # glassformer Model (float32 params)
+    params: dict           # trained: the adapters (LoRA) or every weight (full)
+    frozen: dict           # read, never updated: base weights and adapter constants, or {}
+
+
+def load_base(name_or_path: str):
+    """The base model, float32, with its tokenizer; only causal LMs can be fine-tuned here."""
+    model = load_model(name_or_path)
+    if model.arch not in ("gpt2", "llama"):
+        raise GlassformerError(f"finetune needs a causal LM (gpt2 or llama family), got "
+                               f"{model.arch}")
+    if model.tokenizer is None:
+        raise GlassformerError(f"{name_or_path} has no tokenizer, so the data cannot be encoded")
+    model.params = {key: np.ascontiguousarray(value, dtype=np.float32)
+                    for key, value in model.params.items()}
+    return model
+
+
+def lora_setup(model, lora_cfg: LoraConfig, params: dict | None, seed: int) -> Base:
+    """Base for a LoRA run: fresh adapters (params None) or the checkpoint's, base frozen."""
+    if params is None:
+        rng = np.random.default_rng([seed, 0x10_4A])   # the adapters' own stream
+        params = init_adapters(model, lora_cfg, rng)   # refuses a target the model lacks
+    frozen = {**model.params, **adapter_constants(params, lora_cfg)}
+    return Base(model, params, frozen)
+
+
+def encode_data(path: str | Path, model, train_cfg: TrainConfig):
+    """(train data, val data, the objective's name) for the data file, all in memory."""
+    tokenizer = model.tokenizer
+    if is_chat_file(path):
+        data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
+                                block_size=train_cfg.block_size)
+        train_data, val_data = split_chat(data)
+        return train_data, val_data, "sft", data.truncated
+    ids = np.asarray(tokenizer.encode(read_text(path)), dtype=np.int64)
+    train_data, val_data = split_train_val(ids)
+    for split, part in (("train", train_data), ("val", val_data)):
+        if len(part) < train_cfg.block_size + 1:
+            raise GlassformerError(
+                f"the {split} split of {path} has {len(part)} tokens, fewer than block size "
+                f"{train_cfg.block_size} + 1; use a smaller --block-size or more data")
+    return train_data, val_data, "next-token", 0
+
+
+def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str) -> dict:
+    lora = None
+    if lora_cfg is not None:
+        targets = lora_cfg.targets   # a list of module names, or one regex string
+        lora = {**dataclasses.asdict(lora_cfg),
+                "targets": targets if isinstance(targets, str) else list(targets)}
+    return {"model": model_given, "model_path": str(resolve_path(model_given, MODEL).resolve()),
+            "full": lora_cfg is None, "lora": lora, "objective": objective}
+
+
+def _write_json(path: Path, value: dict) -> None:
+    text = (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    write_atomically(path, lambda f: f.write(text))
+
+
+def adapter_saver(out: Path, base: Base, lora_cfg: LoraConfig | None, run_of: Callable,
+                  on_step=None):
+    """on_step for the loop: after each record that comes with a checkpoint (it has val_loss),
+    write PEFT's files from the run's current adapters; then pass the record on."""
+    def on_record(record: dict) -> None:
+        if lora_cfg is not None and "val_loss" in record:
+            save_adapter(out, base.model, run_of().params, lora_cfg)
+        if on_step:
+            on_step(record)
+    return on_record
+
+
+def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layout, *,
+           on_start, on_step, should_stop, steps) -> RunState:
+    """The loop, with the adapter files kept beside each checkpoint."""
+    train_data, val_data = data
+    if on_start:
+        on_start(train_cfg.max_iters, run.it)
+    saver = adapter_saver(out, base, lora_cfg, lambda: run, on_step)
+    run = train(base.model.cfg, train_cfg, run, train_data=train_data, val_data=val_data,
+                out_dir=out, tokenizer_json=layout, on_step=saver, should_stop=should_stop,
+                steps=steps, frozen=base.frozen)
+    if lora_cfg is not None and steps.writes_files:
+        save_adapter(out, base.model, run.params, lora_cfg)  # also after a stop between evals
+    return run
+
+
+def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
+                 lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
+                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+    """Start a fine-tuning run and train it; returns (final RunState, model config).
+
+    model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
+    Everything is checked (model, targets, every data line, settings) before the run folder is
+    touched, so a refused run leaves nothing behind.
+    """
+    out = _run_folder(out_dir)
+    check_train_config(train_cfg)
+    base_model = load_base(model)
+    if base_model.cfg.max_seq_len < train_cfg.block_size:
+        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
+                               f"context max_seq_len={base_model.cfg.max_seq_len}")
+    if lora_cfg is not None:
+        lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or HUB_IDS.get(
+            model, str(resolve_path(model, MODEL).resolve())))
+        base = lora_setup(base_model, lora_cfg, None, train_cfg.seed)
+    else:
+        check_training_memory(base_model.cfg, train_cfg)
+        base = Base(base_model, dict(base_model.params), {})
+    train_data, val_data, objective, truncated = encode_data(data, base_model, train_cfg)
+    if truncated and on_note:
+        on_note(f"{truncated:,} conversations are longer than block size "
+                f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
+    train_cfg = dataclasses.replace(train_cfg, objective=objective)
+    with hold_run_folder(out):  # note: nothing is written into `out` before this line
+        if (out / "latest").exists():
+            raise GlassformerError(f"{out} already holds a run; pass --resume to continue it or "
+                                   "choose another --out")
+        _write_json(out / RECORD, _record(model, lora_cfg, objective))
+        _write_data_record(out, file_fingerprint(data))
+        layout = _tokenizer_layout(base_model.tokenizer, out)
+        run = new_run(base_model.cfg, train_cfg, base.params)
+        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout,
+                     on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
+    return run, base_model.cfg
+
+
+def read_record(out: Path) -> dict:
+    """The run's finetune.json; GlassformerError when the folder holds no fine-tuning run."""
+    path = out / RECORD
+    if not path.is_file():
+        raise GlassformerError(f"{out} holds no fine-tuning run ({RECORD} is missing)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise GlassformerError(f"{path} is not valid JSON") from None
+
+
+def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None = None,
+                    allow_new_data: bool = False, on_note=None, on_start=None, on_step=None,
+                    should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+    """Continue the fine-tuning run in `out_dir` from its last checkpoint, on its own base model
+    and LoRA; given: the training settings given explicitly (see train/checks.py)."""
+    out = _run_folder(out_dir)
+    if not out.is_dir():
+        raise GlassformerError(f"there is no run to resume: {out} does not exist")
+    with hold_run_folder(out):
+        record = read_record(out)
+        ckpt = load_checkpoint(out)
+        saved = train_config_from_dict(ckpt.state["train_config"])
+        train_cfg, changed = resumed_config(saved, given or {})
+        check_train_config(train_cfg)
+        data_record, data_note = resume_data(out, data, allow_new_data)
+        base_model = load_base(record["model_path"])
+        run = resume_run(ckpt)
+        if record["full"]:
+            base, lora_cfg = Base(base_model, run.params, {}), None
+        else:
+            lora = dict(record["lora"])
+            targets = lora["targets"]
+            lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
+                                     else tuple(targets)})
+            base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
+        if on_note:
+            on_note(f"resuming {out} at iteration {run.it} of {saved.max_iters}")
+            for name, (old, new) in changed.items():
+                on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
+            if data_note:
+                on_note(data_note)
+        train_data, val_data, _, _ = encode_data(data_record["path"], base_model, train_cfg)
+        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
+                     ckpt.tokenizer_json, on_start=on_start, on_step=on_step,
+                     should_stop=should_stop, steps=steps)
+    return run, base_model.cfg
