@@ -29,8 +29,9 @@ target_modules, bias "none", task_type, base_model_name_or_path, use_rslora, fan
 and the rest of PEFT's LoraConfig fields at their defaults. adapter_model.safetensors holds, per
 adapted module, "base_model.model.<HF module>.lora_A.weight" (r, in) and "....lora_B.weight"
 (out, r): torch's layout, the transpose of ours (io transposes once, here). Its metadata carries a
-probe of the base model (a few values of one adapted weight), so that loading onto another model
-with the same shapes is refused too; PEFT ignores it.
+probe of the base model (64 values of one adapted weight), so that loading onto an unrelated model
+with the same shapes is refused too (the same base in another precision, a 4-bit GGUF included,
+passes: the samples are compared by cosine); PEFT ignores it.
 """
 from __future__ import annotations
 
@@ -56,8 +57,10 @@ ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 PROBE_KEY = "glassformer_base_probe"   # safetensors metadata: a few values of the base model
-PROBE_VALUES = 8
-PROBE_RTOL = 1e-2   # the same base read from bf16, f16 or f32 files agrees far closer than this
+PROBE_VALUES = 64
+# The probes of one base read from f32, bf16 or a 4-bit GGUF point the same way (cosine > 0.99);
+# an unrelated model's are near orthogonal (cosine ~ 0 +- 1/sqrt(64)).
+PROBE_MIN_COSINE = 0.9
 TASK_TYPES = {"gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM", "bert": "FEATURE_EXTRACTION"}
 # Our block-local weights and the HF bias they share a module with, for the module table.
 ADAPTABLE = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w_gate", "mlp.w_up", "mlp.w_down")
@@ -381,8 +384,11 @@ def _check_probe(folder: Path, model: Model, metadata: dict, config: dict) -> No
     except (ValueError, KeyError, TypeError, IndexError):
         raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: unreadable {PROBE_KEY} metadata") \
             from None
-    if ours.shape != (len(probe["values"]),) or not np.allclose(
-            ours, probe["values"], rtol=PROBE_RTOL, atol=PROBE_RTOL * 1e-2):
+    theirs = np.asarray(probe["values"], np.float64)
+    norms = float(np.linalg.norm(ours) * np.linalg.norm(theirs))
+    cosine = float(ours @ theirs) / norms if ours.shape == theirs.shape and norms > 0.0 else 0.0
+    if cosine < PROBE_MIN_COSINE:
         base = config.get("base_model_name_or_path") or "another model"
         raise CheckpointError(f"{folder}: this adapter was trained on {base}, whose weights "
-                              f"differ from this model's ({probe['weight']} does not match)")
+                              f"differ from this model's ({probe['weight']}: cosine "
+                              f"{cosine:.2f} between samples, expected >= {PROBE_MIN_COSINE})")

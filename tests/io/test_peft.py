@@ -155,6 +155,12 @@ def test_bad_adapters_are_one_line_each(tmp_path):
     other.save_pretrained(tmp_path / "other")
     with pytest.raises(CheckpointError, match="this adapter was trained on .*weights differ"):
         load_pretrained(tmp_path / "other", adapter=tmp_path / "ours")
+    # the same base at lower precision (noise of 5% of each weight, worse than bf16 or 4 bits)
+    noisy = load_pretrained(tmp_path / "base")
+    noise = np.random.default_rng(3).standard_normal(noisy.params["blocks.0.attn.wq"].shape)
+    noisy.params["blocks.0.attn.wq"] = (noisy.params["blocks.0.attn.wq"] * (1 + 0.05 * noise)
+                                        ).astype(np.float32)
+    assert load_adapter(tmp_path / "ours", noisy)[1].r == 2
     # other shapes
     gpt2 = peft_adapter("gpt2")
     gpt2.save_pretrained(tmp_path / "gpt2")
