@@ -42,11 +42,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--approximate", choices=["none", "tanh"], default=None,
                         help="gelu: exact erf form (none, default) or GPT-2's tanh form")
     parser.add_argument("--ckpt", default=None,
-                        help="gpt2: a trained model folder (run, checkpoint or HF) instead of "
-                             "the tiny random model")
+                        help="gpt2, cross_attention: a trained model folder (run, checkpoint "
+                             "or HF; cross_attention: an encoder-decoder run) instead of the "
+                             "tiny random model")
     parser.add_argument("--prompt", default=None,
                         help="gpt2: the text to run (default: hello; the tiny random model knows "
-                             "lowercase letters, space and .,;!?')")
+                             "lowercase letters, space and .,;!?'); cross_attention --ckpt: the "
+                             "source text to translate")
     parser.add_argument("--json", action="store_true",
                         help="print every array as JSON under stable keys instead of prose")
 

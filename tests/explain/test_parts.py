@@ -372,3 +372,30 @@ def test_cross_attention_reads_only_real_source_tokens_and_memory_sums_two_paths
     assert np.all(weights[..., ~mask[0]] == 0.0)                     # padding is never read
     assert len(forward["reads"]) == weights.shape[2]
     assert np.all(backward["dmemory"][:, ~mask[0]] == 0.0) and result.check.ok
+
+
+def test_cross_attention_on_a_trained_encoder_decoder_shows_its_tokens(tmp_path):
+    """--ckpt RUN --prompt TEXT: the last decoder layer of a saved encoder-decoder, over the
+    prompt's characters and the model's own greedy output (a random model here: the steps, not
+    the alignment, are what is tested)."""
+    from glassformer.errors import GlassformerError
+    from glassformer.io.safetensors import save_safetensors
+    from glassformer.models import seq2seq
+    from glassformer.tokenizers.pairs import PairTokenizer
+    tokenizer = PairTokenizer.from_pairs(["hello"], ["HH AH L OW"], target_split="space")
+    cfg = seq2seq.Seq2SeqConfig(vocab_size=tokenizer.vocab_size, max_seq_len=8, n_layer=1,
+                                n_dec_layer=2, n_head=2, d_model=8, pad_id=0, eos_id=1,
+                                decoder_start_id=2)
+    save_safetensors(tmp_path / "model.safetensors",
+                     seq2seq.init_params(cfg, np.random.default_rng(0)))
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
+    tokenizer.save(tmp_path)
+    result = explain_part("cross_attention", {"ckpt": str(tmp_path), "prompt": "hello"}, seed=0,
+                          grad="ones")
+    forward = values(result)
+    assert forward["source"] == list("hello") and result.check is None
+    assert forward["weights"].shape[:2] == (1, 2) and forward["weights"].shape[3] == 5
+    assert len(forward["reads"]) == forward["weights"].shape[2]
+    assert "decoder layer 1" in result.forward[0].text["en"]
+    with pytest.raises(GlassformerError, match="needs --prompt"):
+        explain_part("cross_attention", {"ckpt": str(tmp_path)}, seed=0)

@@ -13,6 +13,11 @@ starts); only the source padding is masked:
 Backward: memory fed both the key and the value projection, so dmemory is their sum; in a whole
 model every decoder layer reads the same memory, and models/seq2seq.py sums the layers' dmemory
 on one line.
+
+With --ckpt RUN --prompt TEXT the block is the last decoder layer's cross-attention of a trained
+encoder-decoder (a `glassformer train --arch transformer` run): the source is the prompt's
+tokens, the outputs are the model's greedy translation, and x and memory are what that layer
+read in a forward over them (its ctx). No finite-difference check then (too many weights).
 """
 from __future__ import annotations
 
@@ -20,13 +25,20 @@ import numpy as np
 
 from glassformer.blocks.attention import init_attention
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.names import sub_params
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
 from glassformer.explain.parts.attention_block import head_arrays, param_grad_step, projections
+from glassformer.generate.beam import greedy_search
 from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases._block_params import prefixed
+from glassformer.io.pretrained import load_pretrained
+from glassformer.models import seq2seq
 
-SIZES = {"batch": 1, "seq": 3, "d_model": 8, "heads": 2}
+# None: not given (the random block then uses TINY's size; a loaded model refuses sizes)
+DEFAULTS = {"batch": None, "seq": None, "d_model": None, "heads": None, "ckpt": None,
+            "prompt": None}
+TINY = {"batch": 1, "seq": 3, "d_model": 8, "heads": 2}
 # A toy source sentence, its last slot padding so the mask shows; the output tokens are named
 # by position (the weights are a random block's, not a translation model's).
 SOURCE = ("le", "chat", "noir", "</s>", "<pad>")
@@ -38,6 +50,9 @@ TEXT = with_common({
     "en": {
         "title": "Cross-attention (blocks/attention.py with memory)",
         "source": "The source tokens the encoder read (S = {s}); the last is padding.",
+        "source_loaded": "The prompt's tokens, read by the encoder (S = {s}). The outputs below "
+                         "are the model's greedy translation: {outputs}. Shown: decoder layer "
+                         "{layer}, the last one.",
         "x": "Decoder states x (B, T, C): one row per output token so far. They ask the "
              "questions (queries).",
         "memory": "Encoder output memory (B, S, C): one row per source token. It answers (keys "
@@ -66,6 +81,8 @@ TEXT = with_common({
     "zh": {
         "title": "交叉注意力（blocks/attention.py，带 memory）",
         "source": "编码器读入的源语言 token（S = {s}）；最后一个是填充。",
+        "source_loaded": "提示文本的 token，由编码器读入（S = {s}）。下面的输出是模型的贪心翻译："
+                         "{outputs}。这里展示的是最后一个解码器层（第 {layer} 层）。",
         "x": "解码器状态 x (B, T, C)：到目前为止每个输出 token 一行。由它提问（查询）。",
         "memory": "编码器输出 memory (B, S, C)：每个源 token 一行。由它作答（键和值）。"
                   "编码器只运行一次，解码器的每一层都读取同一个 memory。",
@@ -91,7 +108,12 @@ TEXT = with_common({
 
 
 def _inputs(options: dict, rng) -> Setup:
-    b, t, c, h = options["batch"], options["seq"], options["d_model"], options["heads"]
+    if options["ckpt"] is not None:
+        return _loaded_inputs(options)
+    if options["prompt"] is not None:
+        raise GlassformerError("--prompt applies with --ckpt (a trained encoder-decoder)")
+    sizes = {name: TINY[name] if options[name] is None else options[name] for name in TINY}
+    b, t, c, h = sizes["batch"], sizes["seq"], sizes["d_model"], sizes["heads"]
     if c % h:
         raise GlassformerError(f"--heads {h} must divide --d-model {c}")
     cfg = BlockConfig(d_model=c, n_head=h, norm_position="post", mlp="relu")
@@ -103,14 +125,53 @@ def _inputs(options: dict, rng) -> Setup:
     inputs = {"x": normal(rng, (b, t, c)), "memory": normal(rng, (b, s, c)), "key_mask": mask,
               **prefixed(params, PREFIX)}
     case = attention_block.case("explain", cfg, causal=False, cross=True, with_key_bias=True)
-    return Setup(inputs, case, {"cfg": cfg, "params": params})
+    outputs = [f"out{i}" for i in range(t)]
+    return Setup(inputs, case, {"cfg": cfg, "params": params, "source": list(SOURCE),
+                                "outputs": outputs, "layer": None})
 
 
-def _reads(weights: np.ndarray) -> list[str]:
-    """'out t -> source token (mean weight)' for batch item 0: weights (B, H, T, S)."""
+def _loaded_inputs(options: dict) -> Setup:
+    """The last decoder layer's cross-attention of a trained model, over the prompt and the
+    model's greedy output (see the module docstring)."""
+    if any(options[name] is not None for name in TINY):
+        raise GlassformerError("--batch, --seq, --d-model and --heads do not apply with --ckpt: "
+                               "the loaded model and the prompt set them")
+    if options["prompt"] is None:
+        raise GlassformerError("explain cross_attention --ckpt needs --prompt, the source text")
+    model = load_pretrained(options["ckpt"])
+    tokenizer = model.tokenizer
+    if model.arch != "transformer":
+        raise GlassformerError(f"explain cross_attention --ckpt needs an encoder-decoder "
+                               f"(arch transformer), got {model.arch}")
+    if tokenizer is None or not hasattr(tokenizer, "id_to_piece"):
+        raise GlassformerError(f"{options['ckpt']} has no pair tokenizer to encode --prompt with")
+    cfg, params = model.cfg, model.params
+    src = np.array([tokenizer.encode(options["prompt"])], dtype=np.int64)     # (1, S)
+    if not 1 <= src.shape[1] <= cfg.max_seq_len:
+        raise GlassformerError(f"--prompt must encode to 1 .. {cfg.max_seq_len} tokens, got "
+                               f"{src.shape[1]}")
+    out = greedy_search(params, cfg, src, max_new_tokens=cfg.max_seq_len)[0].tolist()
+    out = out[:out.index(cfg.eos_id) + 1] if cfg.eos_id in out else out      # keep its </s>
+    tgt_in = np.array([[cfg.decoder_start_id] + out[:-1]], dtype=np.int64)  # (1, T)
+    _, ctx = seq2seq.forward(params, (src, tgt_in), cfg)
+    layer = cfg.decoder_layers - 1
+    cross = ctx.decoder.blocks[layer].cross.body     # what that layer's cross-attention read
+    block_params = sub_params(params, f"dec.blocks.{layer}.cross.")
+    inputs = {"x": cross.q_proj.x, "memory": cross.k_proj.x, "key_mask": src != -1,
+              **prefixed(block_params, PREFIX)}
+    bcfg = cfg.block_config()
+    case = attention_block.case("explain", bcfg, causal=False, cross=True, with_key_bias=True)
+    static = {"cfg": bcfg, "params": block_params, "layer": layer,
+              "source": [tokenizer.id_to_piece(int(i)) for i in src[0]],
+              "outputs": [tokenizer.id_to_piece(int(i)) for i in out]}
+    return Setup(inputs, case, static, checked=())
+
+
+def _reads(weights: np.ndarray, source: list[str], outputs: list[str]) -> list[str]:
+    """'output token -> source token (mean weight)' for batch item 0: weights (B, H, T, S)."""
     mean = weights[0].mean(axis=0)                                      # (H, T, S) -> (T, S)
     best = mean.argmax(axis=1)                                          # (T,)
-    return [f"out{t}->{SOURCE[j]}({mean[t, j]:.2f})" for t, j in enumerate(best)]
+    return [f"{outputs[t]}->{source[j]}({mean[t, j]:.2f})" for t, j in enumerate(best)]
 
 
 def _steps(inputs, y, ctx, static):
@@ -119,21 +180,31 @@ def _steps(inputs, y, ctx, static):
     proj = projections(ctx, params)
     weights = head_arrays(ctx, cfg.n_head)["weights"]                   # (B, H, T, S)
     merged = ctx.out_proj.x                                             # (B, T, H*D)
+    source, outputs = static["source"], static["outputs"]
+    if static["layer"] is None:
+        first = step(TEXT, "source", source, f"S = {len(source)}", show="tokens", s=len(source))
+    else:
+        first = step(TEXT, "source", source, f"S = {len(source)}", text="source_loaded",
+                     show="tokens", s=len(source), outputs=" ".join(outputs),
+                     layer=static["layer"])
+    wide = "full" if static["layer"] is None else "line"   # a trained model's C is too wide
     return [
-        step(TEXT, "source", list(SOURCE), f"S = {len(SOURCE)}", show="tokens", s=len(SOURCE)),
-        step(TEXT, "x", x, shape_of(x)),
-        step(TEXT, "memory", memory, shape_of(memory)),
+        first,
+        step(TEXT, "x", x, shape_of(x), show=wide),
+        step(TEXT, "memory", memory, shape_of(memory), show=wide),
         step(TEXT, "mask", mask, shape_of(mask)),
-        step(TEXT, "q", proj["q"], f"x @ wq + bq: {shape_of(x)} -> {shape_of(proj['q'])}"),
+        step(TEXT, "q", proj["q"], f"x @ wq + bq: {shape_of(x)} -> {shape_of(proj['q'])}",
+             show=wide),
         step(TEXT, "k", proj["k"], f"memory @ wk + bk: {shape_of(memory)} -> "
-                                   f"{shape_of(proj['k'])}"),
+                                   f"{shape_of(proj['k'])}", show=wide),
         step(TEXT, "v", proj["v"], f"memory @ wv + bv: {shape_of(memory)} -> "
-                                   f"{shape_of(proj['v'])}"),
+                                   f"{shape_of(proj['v'])}", show=wide),
         step(TEXT, "weights", weights, f"softmax over S of q k^T / sqrt(D), padding masked: "
                                        f"{shape_of(weights)}", show="heads"),
-        step(TEXT, "reads", _reads(weights), "argmax over S of mean over H", show="tokens"),
-        step(TEXT, "merged", merged, f"weights @ v, merged: {shape_of(merged)}"),
-        step(TEXT, "y", y, f"merged @ wo + bo: {shape_of(merged)} -> {shape_of(y)}"),
+        step(TEXT, "reads", _reads(weights, source, outputs), "argmax over S of mean over H",
+             show="tokens"),
+        step(TEXT, "merged", merged, f"weights @ v, merged: {shape_of(merged)}", show=wide),
+        step(TEXT, "y", y, f"merged @ wo + bo: {shape_of(merged)} -> {shape_of(y)}", show=wide),
     ]
 
 
@@ -150,5 +221,5 @@ def _backward_steps(dout, grads, ctx, static):
     return steps
 
 
-CROSS_ATTENTION = Part(name="cross_attention", defaults=dict(SIZES), make_inputs=_inputs,
+CROSS_ATTENTION = Part(name="cross_attention", defaults=dict(DEFAULTS), make_inputs=_inputs,
                        forward_steps=_steps, backward_steps=_backward_steps, text=TEXT)
