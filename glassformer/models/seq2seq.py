@@ -1,10 +1,10 @@
 """The encoder-decoder Transformer (Vaswani et al. 2017, "Attention Is All You Need"), composed of
 the shared ops and blocks; HF MarianMT and BART load into it (io/hf_config.py, io/hf_names.py).
 
-    src_ids (B, S) -> embed -> L_enc x block (bidirectional; padding keys masked)  -> memory (B, S, C)
+    src_ids (B, S) -> embed -> L_enc x block (bidirectional, padding masked) -> memory (B, S, C)
     tgt_in  (B, T) -> embed -> L_dec x block (causal self-attention,
                                               cross-attention over memory, MLP)
-                   -> [norm_f] -> x @ tok_emb^T (or lm_head) [+ logits_bias]     -> logits (B, T, V)
+                   -> [norm_f] -> x @ tok_emb^T (or lm_head) [+ logits_bias] -> logits (B, T, V)
 
     embed(ids) = dropout([emb_norm](tok_emb[ids] * [sqrt(C)] + positions))
 
@@ -28,7 +28,7 @@ d memory is the sum of the L_dec layers' contributions: one commented line in `b
 With shared embeddings tok_emb fans out three ways (encoder lookup, decoder lookup, output
 head); its three gradients are summed on one line too.
 
-Public API (H2's decoding and training build on exactly this):
+Public API (generate/beam.py's decoding and the seq2seq objective build on exactly this):
 
     forward(params, (src_ids, tgt_in_ids), cfg, *, src_mask=None, train=False, rng=None)
         -> (logits (B, T, V), ctx)      src_mask (B, S) bool, default src_ids != cfg.pad_id
@@ -63,7 +63,7 @@ from glassformer.blocks.attention import cross_kv
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.names import prefixed, sub_params
-from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
+from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
@@ -122,9 +122,11 @@ class Seq2SeqConfig:
                                    f"got {self.positions!r}")
         if self.positions == "sinusoidal" and (self.pos_offset or self.d_model % 2):
             raise GlassformerError("sinusoidal positions need an even d_model and pos_offset 0")
-        for field in ("pos_offset", "pad_id", "eos_id", "decoder_start_id"):
+        if self.pos_offset < 0:
+            raise GlassformerError(f"pos_offset must be at least 0, got {self.pos_offset}")
+        for field in ("pad_id", "eos_id", "decoder_start_id"):
             value = getattr(self, field)
-            if value < 0 or (field != "pos_offset" and value >= self.vocab_size):
+            if not 0 <= value < self.vocab_size:
                 raise GlassformerError(f"{field}={value} is outside [0, V={self.vocab_size})")
         self.block_config()  # validates n_head vs d_model, norm_position, dropout range
 
@@ -404,7 +406,8 @@ def backward(dlogits: np.ndarray, ctx: Seq2SeqCtx) -> dict:
     grads.update(block_grads)
     emb_grads, d_tgt_table = _embed_backward(dh, dec.embed, "dec")
     grads.update(emb_grads)
-    dmemory = np.sum(dmemories, axis=0)  # fan-out: every decoder layer's cross-attention read memory
+    # fan-out: every decoder layer's cross-attention read memory, so their gradients add up
+    dmemory = np.sum(dmemories, axis=0)                     # L_dec x (B, S, C) -> (B, S, C)
     if enc.norm_f is not None:
         norm_grads, dmemory = norm_backward(dmemory, enc.norm_f)
         grads.update(prefixed(norm_grads, "enc.norm_f."))

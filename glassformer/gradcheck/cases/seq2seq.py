@@ -13,8 +13,6 @@ Sizes: V=7, C=4, H=2 (D=2), F=8, one encoder and one decoder layer, B=2, S=4, T=
 """
 from __future__ import annotations
 
-import numpy as np
-
 from glassformer.gradcheck.cases._block_params import WEIGHT_STD, drop_key_bias, exercised
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.models.seq2seq import Seq2SeqConfig, backward, forward, init_params
