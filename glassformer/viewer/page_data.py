@@ -7,6 +7,8 @@ static/viewer.js draws it. Keys (docs/viewer.md lists them with the page contrac
     tokens  [{id, text, hex, whole, pad}]        groups  [{text, tokens}]
     attention {layer: {"q", "max"}}               (pack.py; only the layers and heads chosen)
     lens    {k, layers: [{ids, p, rank, entropy}]} or null for an encoder; vocab {id: text}
+    mlm     a BERT with its masked-LM head: {k, ids (T, k), p (T, k), masked: [positions of
+            [MASK]]}, the model's own top-k at every position; else null
     norms   (L + 1) x T residual-stream norms
     steps   one head's sub-steps: {layer, head, kv_head, scores, masked, weights, output, text}
 """
@@ -19,7 +21,7 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
-from glassformer.ops.softmax import masked_logits
+from glassformer.ops.softmax import masked_logits, softmax_forward
 from glassformer.viewer.inspection import Inspection
 from glassformer.viewer.pack import pack_layer
 from glassformer.viewer.tokens import describe_tokens, token_groups
@@ -82,11 +84,34 @@ def model_page_data(inspection: Inspection, *, name: str, text: str | None, laye
                       for layer in layers},
         "norms": np.round(inspection.residual_norms()[:, 0], 3).tolist(),       # (L + 1, T)
         "steps": head_steps(inspection, layers[0], heads[0]),
-        "lens": None, "vocab": {},
+        "lens": None, "mlm": None, "vocab": {},
     }
     if causal:
         data["lens"], data["vocab"] = lens_data(inspection, k)
+    elif getattr(model.cfg, "mlm_head", False):
+        data["mlm"], data["vocab"] = mlm_data(inspection, k)
     return data
+
+
+def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
+    """A masked-LM BERT's top-k tokens at every position of row 0 (its logits, softmaxed), and
+    the display text of every id named; `masked` lists the [MASK] positions."""
+    probs, _ = softmax_forward(inspection.out[0])                            # (T, V)
+    k = min(k, probs.shape[-1])
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]                  # (T, k), best first
+    top_probs = np.take_along_axis(probs, top, axis=-1)                      # (T, k)
+    tokenizer = inspection.model.tokenizer
+    mask_id = tokenizer.special_tokens.get("[MASK]") if tokenizer is not None else None
+    ids = inspection.ids[0]
+    named = sorted(set(top.ravel().tolist()))
+    size = tokenizer.vocab_size if tokenizer is not None else probs.shape[-1]
+    # a --tokenizer run's model pads its vocab past the tokenizer's (train/run.py): no text there
+    vocab = {str(tok.id): tok.text
+             for tok in describe_tokens(tokenizer, [i for i in named if i < size])}
+    vocab.update({str(i): f"<padding id {i}>" for i in named if i >= size})
+    return {"k": k, "ids": top.tolist(),
+            "p": np.round(top_probs.astype(np.float64), DIGITS).tolist(),
+            "masked": np.flatnonzero(ids == mask_id).tolist() if mask_id is not None else []}, vocab
 
 
 def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:

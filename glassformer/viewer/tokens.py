@@ -67,7 +67,8 @@ def token_groups(tokenizer, ids: list[int], text: str | None = None) -> list[Gro
     if isinstance(tokenizer, WordPieceTokenizer) and text is not None:
         return _aligned_groups(tokenizer, ids, text)
     if tokenizer is None or not hasattr(tokenizer, "token_bytes"):
-        return [Group(token.text, [i]) for i, token in enumerate(describe_tokens(tokenizer, ids))]
+        groups = [Group(token.text, [i]) for i, token in enumerate(describe_tokens(tokenizer, ids))]
+        return _unframed(tokenizer, groups, text)
     groups, pending, data = [], [], b""
     for position, token_id in enumerate(ids):
         pending.append(position)
@@ -80,6 +81,18 @@ def token_groups(tokenizer, ids: list[int], text: str | None = None) -> list[Gro
         pending, data = [], b""
     if pending:                        # the ids end inside a character
         groups.append(_bytes_group(data, pending))
+    return groups
+
+
+def _unframed(tokenizer, groups: list[Group], text: str | None) -> list[Group]:
+    """A BERT's [CLS] ... [SEP] added around a text (a char-level masked-LM run's tokenizer):
+    those two groups get an empty text, so the groups join back to the text as typed."""
+    specials = getattr(tokenizer, "special_tokens", {})
+    if text is None or "".join(g.text for g in groups) == text or len(groups) < 2:
+        return groups
+    framed = groups[0].text == "[CLS]" and groups[-1].text == "[SEP]"
+    if framed and "[CLS]" in specials and "[SEP]" in specials:
+        groups = [Group("", groups[0].tokens)] + groups[1:-1] + [Group("", groups[-1].tokens)]
     return groups
 
 

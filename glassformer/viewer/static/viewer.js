@@ -14,6 +14,8 @@ const TEXT = {
     gqa: "Grouped-query attention", lens: "Logit lens",
     lensNote: "Final norm and unembedding applied to the residual stream after each layer: top guess and its probability. Hover for the top-k, the rank of the final prediction and the entropy. Green outline: the model's final prediction.",
     noLens: "An encoder has no LM head, so there is no logit lens.",
+    mlm: "Masked-LM predictions", mlmNote: "The masked-LM head's top guesses at every position (rows: 1st, 2nd, ...), from the same forward as the attention above. [MASK] positions are outlined: the model reads both sides of them to fill them in.",
+    guess: "guess",
     norms: "Residual stream norm", normsNote: "||x|| of the residual stream at each position (column) before layer 0 (row 0) and after each layer.",
     steps: "One head, step by step", query: "query", key: "key", weight: "weight",
     bidir: "bidirectional (encoder): every token sees every other token",
@@ -35,6 +37,8 @@ const TEXT = {
     gqa: "分组查询注意力（GQA）", lens: "Logit 透镜",
     lensNote: "对每一层之后的残差流做最终归一化和反嵌入：最可能的下一个词元及其概率。悬停查看前 k 个、最终预测的排名和熵。绿框：模型最终的预测。",
     noLens: "编码器没有语言模型头，所以没有 logit 透镜。",
+    mlm: "掩码语言模型的预测", mlmNote: "掩码语言模型头在每个位置最可能的几个词元（第 1、2……行），和上面的注意力来自同一次前向计算。[MASK] 的位置有框：模型读取它前后两边的字来填空。",
+    guess: "候选",
     norms: "残差流范数", normsNote: "残差流在每个位置（列）的范数 ||x||：第 0 行在第 0 层之前，其余在每层之后。",
     steps: "一个头的计算步骤", query: "查询", key: "键", weight: "权重",
     bidir: "双向（编码器）：每个词元都能看到所有词元",
@@ -283,6 +287,27 @@ function lensSection() {
   section.appendChild(GF.el("table", { class: "lens", id: "lens-table" }, body));
   return section;
 }
+function mlmAt(position) {
+  if (!D.mlm) return null;
+  return D.mlm.ids[position].map(function (id, k) { return { id: id, text: D.vocab[String(id)], p: D.mlm.p[position][k] }; });
+}
+function mlmSection() {
+  const head = GF.el("tr", {}, [GF.el("th", { text: t("guess") })].concat(D.tokens.map(function (tok, i) {
+    return GF.el("th", { class: D.mlm.masked.indexOf(i) >= 0 ? "final" : "", text: label(i) }); })));
+  const body = [head];
+  for (let r = 0; r < D.mlm.k; r++) {
+    const cells = [GF.el("th", { text: String(r + 1) })];
+    for (let i = 0; i < T; i++) {
+      const g = mlmAt(i)[r], c = GF.blue(g.p);
+      cells.push(GF.el("td", { class: D.mlm.masked.indexOf(i) >= 0 ? "final" : "", "data-pos": i, "data-rank": r,
+        style: "background:" + GF.rgb(c) + ";color:" + (g.p > 0.55 ? "#fff" : "#1d2330"),
+        title: JSON.stringify(g.text) + " " + GF.fmt(g.p, 3), text: visible(g.text) + " " + Math.round(100 * g.p) + "%" }));
+    }
+    body.push(GF.el("tr", {}, cells));
+  }
+  return GF.el("section", { id: "mlm" }, [GF.el("h2", { text: t("mlm") }), GF.el("p", { class: "note", text: t("mlmNote") }),
+    GF.el("table", { class: "lens", id: "mlm-table" }, body)]);
+}
 function normsSection() {
   const max = Math.max.apply(null, D.norms.map(function (r) { return Math.max.apply(null, r); }));
   const canvas = GF.heatmap(D.norms, { colour: function (v) { return GF.blue(v / max); }, greyCols: padRows,
@@ -312,8 +337,9 @@ function stepsSection() {
 function render() {
   document.documentElement.lang = GF.lang === "zh" ? "zh-CN" : "en";
   const app = document.getElementById("app");
-  app.replaceChildren(header(), GF.el("main", {}, [tokensSection(), headView(), modelView(), heatmapSection(),
-    gqaSection(), lensSection(), normsSection(), stepsSection()]));
+  const sections = [tokensSection(), headView(), modelView(), heatmapSection(), gqaSection(), lensSection()];
+  if (D.mlm) sections.push(mlmSection());
+  app.replaceChildren(header(), GF.el("main", {}, sections.concat([normsSection(), stepsSection()])));
 }
 function setLang(code) {
   if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
@@ -329,6 +355,7 @@ window.glassformerViewer = {
   heads: function () { return D.heads.slice(); },
   attention: attention,
   logitLens: lensAt,
+  maskedLM: mlmAt,
   decodedLayers: function () { return Array.from(decoded.keys()).sort(function (a, b) { return a - b; }); },
   setLang: setLang,
   lang: function () { return GF.lang; },
