@@ -124,18 +124,22 @@ MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 64, "batch_size": 32, "l
 MLM_MODEL_DEFAULTS = {"n_layer": 4, "n_head": 4, "d_model": 128}
 
 
-def with_mlm_defaults(train: dict, model: dict) -> tuple[dict, dict]:
-    """A new run's given settings, completed by the masked-LM recipe when it trains a BERT;
-    --objective mlm on a decoder, or a BERT with another objective, is refused in one line."""
-    arch, objective = model.get("arch", "gpt2"), train.get("objective")
+def check_objective(arch: str, objective: str | None) -> None:
+    """--objective mlm on a decoder, or a BERT with another objective: one line each."""
     if objective == "mlm" and arch != "bert":
         raise GlassformerError(f"--objective mlm trains an encoder: give --arch bert (got "
                                f"--arch {arch}, a decoder, which predicts the next token)")
-    if arch != "bert":
-        return train, model
-    if objective not in (None, "mlm"):
+    if arch == "bert" and objective not in (None, "mlm"):
         raise GlassformerError(f"--arch bert trains with --objective mlm, got --objective "
                                f"{objective}")
+
+
+def with_mlm_defaults(train: dict, model: dict) -> tuple[dict, dict]:
+    """A new run's given settings, completed by the masked-LM recipe when it trains a BERT."""
+    arch = model.get("arch", "gpt2")
+    check_objective(arch, train.get("objective"))
+    if arch != "bert":
+        return train, model
     return {**MLM_TRAIN_DEFAULTS, **train}, {**MLM_MODEL_DEFAULTS, **model}
 
 
@@ -188,6 +192,8 @@ def check_flags(args) -> None:
         resolve_path(args.init, MODEL)  # a missing model or package: one line before any launch
     if args.tokenizer is not None:
         resolve_path(args.tokenizer, TOKENIZER)
+    if not args.resume:
+        check_objective(args.arch or "gpt2", args.objective)   # before any rank is launched
 
 
 def say(line: str) -> None:
