@@ -9,6 +9,7 @@
     page_data.py   what a model page holds;  seed_page.py: the seed walkthrough page's data
     page.py        the one self-contained HTML file (static/*.css, *.js inline)
     figures.py     the same views as PNG figures (matplotlib, the `plot` extra)
+    seq2seq_page.py, seq2seq_figures.py   the encoder-decoder page's data and PNG figures
 
 docs/viewer.md describes the page and its `window.glassformerViewer` contract.
 """

@@ -74,9 +74,9 @@ def show_seq2seq(model, source: str, out: Path, *, name: str, lang: str, layers:
                  heads: str | None, png_dir, pad_to, target: str | None) -> Path:
     """The encoder-decoder page: cross-attention (output tokens x source tokens), encoder and
     decoder self-attention (viewer/seq2seq_page.py, static/seq2seq.js)."""
-    if png_dir is not None or pad_to is not None:
-        raise GlassformerError("--png and --pad-to are not available for encoder-decoders: "
-                               "the page shows their source padding as given")
+    if pad_to is not None:
+        raise GlassformerError("--pad-to is not available for encoder-decoders: the source is "
+                               "padded only in a batch")
     if target == "":
         raise GlassformerError("the target is empty: give at least one token, or no --target "
                                "to see the model's own translation")
@@ -89,5 +89,8 @@ def show_seq2seq(model, source: str, out: Path, *, name: str, lang: str, layers:
     data = seq2seq_page_data(inspection, name=name, source=source, target=target_text,
                              translated=target is None, enc_layers=enc_layers,
                              dec_layers=dec_layers, heads=chosen_heads)
+    if png_dir is not None:
+        from glassformer.viewer.seq2seq_figures import write_seq2seq_figures  # the `plot` extra
+        write_seq2seq_figures(inspection, data, png_dir)
     return write_page(out, data, title=f"glassformer · {name}", lang=lang,
                       scripts=SEQ2SEQ_SCRIPTS)

@@ -106,3 +106,13 @@ def test_encoder_decoder_show_errors_are_one_line(argv, message, tmp_path, capsy
                  *argv, SOURCE]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_png_figures_of_the_three_kinds(tmp_path):
+    pytest.importorskip("matplotlib")
+    tiny_model_folder(tmp_path / "model")
+    assert main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "p.html"),
+                 "--layers", "1", "--heads", "0", "--png", str(tmp_path), SOURCE]) == 0
+    names = sorted(path.name for path in tmp_path.glob("*.png"))
+    assert names == ["cross_L1_H0.png", "decoder_L1_H0.png", "encoder_L1_H0.png"]
+    assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in names)
