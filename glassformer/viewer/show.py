@@ -77,6 +77,10 @@ def show_seq2seq(model, source: str, out: Path, *, name: str, lang: str, layers:
     if pad_to is not None:
         raise GlassformerError("--pad-to is not available for encoder-decoders: the source is "
                                "padded only in a batch")
+    if model.tokenizer is None:
+        raise GlassformerError("this encoder-decoder came without a tokenizer glassformer reads "
+                               "(MarianMT and BART folders use SentencePiece or BPE files): "
+                               "inspect it from Python with source and target ids")
     if target == "":
         raise GlassformerError("the target is empty: give at least one token, or no --target "
                                "to see the model's own translation")

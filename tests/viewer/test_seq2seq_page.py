@@ -108,6 +108,15 @@ def test_encoder_decoder_show_errors_are_one_line(argv, message, tmp_path, capsy
     assert message in err and err.count("\n") == 1
 
 
+def test_a_model_without_a_tokenizer_is_one_line(tmp_path, capsys):
+    cfg = Seq2SeqConfig(vocab_size=9, max_seq_len=8, n_layer=1, n_head=2, d_model=8)
+    save_pretrained(Model(cfg, init_params(cfg, np.random.default_rng(0))), tmp_path / "m")
+    assert main(["show", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "p.html"),
+                 "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "without a tokenizer" in err and err.count("\n") == 1
+
+
 def test_png_figures_of_the_three_kinds(tmp_path):
     pytest.importorskip("matplotlib")
     tiny_model_folder(tmp_path / "model")
