@@ -287,6 +287,19 @@ def load_adapter(directory, model: Model) -> tuple[dict, LoraConfig]:
     return adapters, lora_cfg
 
 
+def not_a_model(folder: Path) -> str | None:
+    """The one-line error for a model path that is an adapter folder (a LoRA run), else None."""
+    if not (folder / ADAPTER_CONFIG).is_file() or (folder / "config.json").is_file():
+        return None
+    try:
+        base = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        base = base.get("base_model_name_or_path") or "its base model"
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        base = "its base model"
+    return (f"{folder} is a LoRA adapter, not a model: load it on {base}, as --model BASE "
+            f"--adapter {folder} (glassformer.load_pretrained(BASE, adapter=...))")
+
+
 def _read_adapter_config(folder: Path) -> dict:
     path = folder / ADAPTER_CONFIG
     if not path.is_file():

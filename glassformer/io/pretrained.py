@@ -28,7 +28,7 @@ from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
 from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
-from glassformer.io.peft import load_adapter, merge_adapters
+from glassformer.io.peft import load_adapter, merge_adapters, not_a_model
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
@@ -84,6 +84,8 @@ def _load_model(path, tokenizer: bool) -> Model:
                               "(config.json + model.safetensors) or a glassformer run folder")
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
+    if not_a_model(folder):
+        raise CheckpointError(not_a_model(folder))
     if (folder / LATEST).is_file() or (folder / MANIFEST).is_file():
         return _load_glassformer_run(folder, tokenizer)
     config = _read_config(folder)
