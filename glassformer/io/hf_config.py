@@ -5,7 +5,8 @@ config.json's `model_type` picks the family (`HF_ARCHS`):
     gpt2                   -> GPT2Config     (GPT2LMHeadModel / GPT2Model files)
     llama, qwen2, mistral  -> LlamaConfig    (*ForCausalLM / *Model files)
     bert                   -> BertConfig     (BertModel, or BertForMaskedLM with its MLM head)
-    marian, bart           -> Seq2SeqConfig  (MarianMTModel, BartForConditionalGeneration files)
+    marian, bart, mbart    -> Seq2SeqConfig  (MarianMTModel, BartForConditionalGeneration,
+                                              MBartForConditionalGeneration files)
 
 `config_from_hf` accepts a config.json only if every key is known, either as one the family
 reads (`READ_KEYS`), as harmless metadata (`METADATA_KEYS`), or as a switch set to the one value
@@ -25,7 +26,8 @@ from glassformer.ops.rope_scaling import yarn_mscale
 
 # model_type in config.json -> glassformer arch
 HF_ARCHS = {"gpt2": "gpt2", "llama": "llama", "qwen2": "llama", "mistral": "llama",
-            "bert": "bert", "marian": "transformer", "bart": "transformer"}
+            "bert": "bert", "marian": "transformer", "bart": "transformer",
+            "mbart": "transformer"}
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")  # three spellings of tanh GELU
 
 # Metadata, generation defaults and init settings: they never change a forward or backward pass.
@@ -73,6 +75,9 @@ REQUIRED_VALUES = {
                "normalize_embedding": (False,), "share_encoder_decoder_embeddings": (True,)},
     "bart": {**SEQ2SEQ_REQUIRED, "static_position_embeddings": (False,),
              "normalize_embedding": (True,), "extra_pos_embeddings": (2,)},
+    # mBART is BART in pre-norm, with a final LayerNorm after each stack
+    "mbart": {**SEQ2SEQ_REQUIRED, "normalize_before": (True,), "add_final_layer_norm": (True,),
+              "static_position_embeddings": (False,), "normalize_embedding": (True,)},
 }
 # Keys each family reads (or may ignore, with the reason in the comment).
 READ_KEYS = {
@@ -107,6 +112,7 @@ READ_KEYS["marian"] = {
     "output_past", "gradient_checkpointing",     # init, an alias of encoder_layers, heads unused
     "force_bos_token_to_be_generated"}           # a generation setting of old BART configs
 READ_KEYS["bart"] = READ_KEYS["marian"] - {"decoder_vocab_size"}
+READ_KEYS["mbart"] = READ_KEYS["bart"]
 READ_KEYS["qwen2"] = READ_KEYS["llama"] | {"use_sliding_window", "sliding_window",
                                            "max_window_layers", "layer_types"}
 READ_KEYS["mistral"] = READ_KEYS["llama"] | {"sliding_window", "layer_types"}
@@ -384,7 +390,9 @@ def _seq2seq_from_hf(hf: dict) -> Seq2SeqConfig:
 
     Marian: fixed [sin | cos] positions, optional sqrt(C) scaling, no embedding norm.
     BART: learned positions whose table starts 2 rows early, LayerNorm on the embeddings.
-    Both: post-norm, LayerNorm eps 1e-5 (torch's default), a final_logits_bias, one shared
+    mBART: BART in pre-norm with a final norm per stack; its decoder starts from a language code
+    (transformers' shift_tokens_right), so without decoder_start_token_id the start id is </s>
+    and decoder_input_ids should be given. All: post-norm (mBART: pre-norm), LayerNorm eps 1e-5 (torch's default), a final_logits_bias, one shared
     embedding. The encoder and decoder must agree in width, heads and MLP size.
     """
     marian = hf["model_type"] == "marian"
@@ -397,13 +405,17 @@ def _seq2seq_from_hf(hf: dict) -> Seq2SeqConfig:
         raise GlassformerError(f"config.json has decoder_vocab_size={hf['decoder_vocab_size']} "
                                f"but vocab_size={hf['vocab_size']}; glassformer shares one "
                                "vocabulary")
+    hf = dict(hf)
+    if hf["model_type"] == "mbart" and hf.get("decoder_start_token_id") is None:
+        hf["decoder_start_token_id"] = hf.get("eos_token_id")
     for key in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
         if hf.get(key) is None:
             raise GlassformerError(f"config.json lacks {key}, which the encoder-decoder needs")
     return Seq2SeqConfig(vocab_size=hf["vocab_size"], max_seq_len=hf["max_position_embeddings"],
                          n_layer=hf["encoder_layers"], n_dec_layer=hf["decoder_layers"],
                          n_head=hf["encoder_attention_heads"], d_model=hf["d_model"],
-                         d_ff=hf["encoder_ffn_dim"], norm_eps=1e-5, norm_position="post",
+                         d_ff=hf["encoder_ffn_dim"], norm_eps=1e-5,
+                         norm_position="pre" if hf["model_type"] == "mbart" else "post",
                          activation=SEQ2SEQ_ACTIVATIONS[hf.get("activation_function", "gelu")],
                          positions="sinusoidal" if marian else "learned",
                          pos_offset=0 if marian else 2,

@@ -30,7 +30,8 @@ CROSS_SCALE = 6.0    # see hf_model   # HF inits with std 0.02; scaled up so a w
 SIZES = dict(vocab_size=V, d_model=16, encoder_attention_heads=2, decoder_attention_heads=2,
              encoder_ffn_dim=24, decoder_ffn_dim=24, max_position_embeddings=40)
 # (model_type, extra config): Marian as the hub's (scaled, tied, swish) and a ReLU one with
-# more decoder layers; BART with GELU, and one with scaled embeddings and tanh GELU.
+# more decoder layers; BART with GELU, and one with scaled embeddings and tanh GELU; mBART
+# (BART in pre-norm with final norms).
 CONFIGS = {
     "marian": ("marian", dict(encoder_layers=2, decoder_layers=2, scale_embedding=True,
                               activation_function="swish",
@@ -41,6 +42,7 @@ CONFIGS = {
     "bart": ("bart", dict(encoder_layers=2, decoder_layers=2)),
     "bart-scaled-tanh": ("bart", dict(encoder_layers=1, decoder_layers=2, scale_embedding=True,
                                       activation_function="gelu_new")),
+    "mbart": ("mbart", dict(encoder_layers=2, decoder_layers=1, scale_embedding=True)),
 }
 
 
@@ -51,6 +53,9 @@ def hf_model(name: str, cross_scale: float = 1.0):
     torch.manual_seed(0)
     if kind == "marian":
         model = transformers.MarianMTModel(transformers.MarianConfig(**SIZES, **extra))
+    elif kind == "mbart":
+        model = transformers.MBartForConditionalGeneration(
+            transformers.MBartConfig(**SIZES, **extra))
     else:
         model = transformers.BartForConditionalGeneration(
             transformers.BartConfig(**SIZES, **extra))
