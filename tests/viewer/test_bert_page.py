@@ -1,7 +1,8 @@
 """Bidirectional vs causal on the model page, in Chromium: a masked-LM BERT (char vocabulary with
 BERT's specials, as `train --arch bert --objective mlm` makes it) reads its text framed as
 [CLS] ... [SEP] with a typed [MASK], its attention fills the whole matrix and the page says so
-in English and 中文; its masked-LM head's guesses are shown, [MASK] outlined; a GPT-2 page's
+in English and 中文, with the share of weight each head puts on later tokens (a decoder's is 0);
+its masked-LM head's guesses are shown, [MASK] outlined; a GPT-2 page's
 legend says causal (the lower triangle)."""
 import numpy as np
 
@@ -44,6 +45,11 @@ def test_masked_lm_bert_page_is_bidirectional_and_fills_the_mask(tmp_path, open_
     assert shown.shape == (len(ids), len(ids)) and np.triu(shown, 1).max() > 0.01
     assert page.get_attribute("#attention-kind", "data-kind") == "bidirectional"
     assert "every token reads every other token" in page.inner_text("#attention-kind")
+    ahead = page.evaluate(f"{V}.lookAhead(1, 0)")
+    expected = np.triu(seen.attentions[1][0, 0], 1).sum(-1).mean()
+    assert abs(ahead - expected) <= 0.01 and ahead > 0.05
+    shown_ahead = page.evaluate(f"{V}.lookAhead(0, 0)")      # the heatmap shows layer 0, head 0
+    assert f"{100 * shown_ahead:.1f}%" in page.inner_text("#look-ahead")
     guesses = page.evaluate(f"{V}.maskedLM({mask})")
     assert guesses[0]["id"] == int(seen.out[0, mask].argmax())
     assert [g["p"] for g in guesses] == sorted((g["p"] for g in guesses), reverse=True)
@@ -66,4 +72,6 @@ def test_decoder_page_legend_says_causal_in_both_languages(tmp_path, open_page):
     page.click("#lang-en")
     assert "lower triangle" in page.inner_text("#attention-kind")
     assert page.evaluate(f"{V}.maskedLM(0)") is None
+    assert page.evaluate(f"{V}.lookAhead(0, 1)") == 0.0
+    assert "0.0%" in page.inner_text("#look-ahead")
     watched.checked()

@@ -22,6 +22,7 @@ const TEXT = {
     causal: "causal (decoder): a token sees itself and the tokens before it",
     bidirLegend: "Bidirectional (encoder): every token reads every other token, before and after it: the whole matrix is filled.",
     causalLegend: "Causal (decoder): a token reads only itself and the tokens before it: the lower triangle.",
+    lookAhead: function (share) { return "This head puts " + share + " of its weight on tokens after the query (averaged over the queries; a decoder's is always 0%)."; },
     token: "token", id: "id", bytes: "bytes", group: "character", rank: "rank of final", entropy: "entropy (bits)",
     gqaText: function (h, k, g) { return h + " query heads share " + k + " key/value heads: query head h reads KV head floor(h / " + g + ")."; },
     mha: "Every query head has its own key/value head (no grouping).",
@@ -45,6 +46,7 @@ const TEXT = {
     causal: "因果（解码器）：词元只能看到自己和之前的词元",
     bidirLegend: "双向（编码器）：每个词元都读取所有其他词元，前面的和后面的都读：整个矩阵都有值。",
     causalLegend: "因果（解码器）：词元只读取自己和它之前的词元：只有下三角。",
+    lookAhead: function (share) { return "这个头把 " + share + " 的权重放在查询词元之后的词元上（对所有查询取平均；解码器永远是 0%）。"; },
     token: "词元", id: "编号", bytes: "字节", group: "字", rank: "最终预测的排名", entropy: "熵（比特）",
     gqaText: function (h, k, g) { return h + " 个查询头共享 " + k + " 个键/值头：查询头 h 读取键值头 floor(h / " + g + ")。"; },
     mha: "每个查询头都有自己的键/值头（没有分组）。",
@@ -241,6 +243,18 @@ function modelView() {
   });
   return GF.el("section", { id: "model-view" }, [GF.el("h2", { text: t("modelView") }), GF.el("p", { class: "note", text: t("modelNote") }), grid]);
 }
+/* the share of a head's weight on keys after the query, averaged over the real query rows:
+   0 for a causal decoder, well above 0 for a bidirectional encoder */
+function lookAhead(layer, head) {
+  const matrix = attention(layer, head);
+  let sum = 0, rows = 0;
+  for (let i = 0; i < T; i++) {
+    if (padRows[i]) continue;
+    for (let j = i + 1; j < S; j++) sum += matrix[i][j];
+    rows++;
+  }
+  return rows ? sum / rows : 0;
+}
 function heatmapSection() {
   const matrix = attention(state.layer, state.head);
   const canvas = GF.heatmap(matrix, { colour: function (v) { return GF.blue(Math.sqrt(v)); },
@@ -250,7 +264,8 @@ function heatmapSection() {
   canvas.id = "heatmap-canvas";
   const legend = GF.maskLegend("attention-kind", D.causal ? "causal" : "bidirectional", D.causal ? t("causalLegend") : t("bidirLegend"));
   return GF.el("section", { id: "heatmap" }, [GF.el("h2", { text: t("heatmap") + " · " + t("layer") + " " + state.layer + " · " + t("head") + " " + state.head }),
-    legend, GF.el("p", { class: "note", text: t("heatmapNote") }), canvas]);
+    legend, GF.el("p", { class: "note", id: "look-ahead", text: TEXT[GF.lang].lookAhead(GF.fmt(100 * lookAhead(state.layer, state.head), 1) + "%") }),
+    GF.el("p", { class: "note", text: t("heatmapNote") }), canvas]);
 }
 function gqaSection() {
   const groups = D.n_head / D.n_kv_head;
@@ -356,6 +371,7 @@ window.glassformerViewer = {
   attention: attention,
   logitLens: lensAt,
   maskedLM: mlmAt,
+  lookAhead: lookAhead,
   decodedLayers: function () { return Array.from(decoded.keys()).sort(function (a, b) { return a - b; }); },
   setLang: setLang,
   lang: function () { return GF.lang; },
