@@ -4,6 +4,9 @@
             embedding shared by source, target and output head; source padding in row 1
     bart    pre-norm with final norms, learned positions at offset 2, LayerNorm on the
             embeddings, GELU, separate source embedding, untied head, logits bias
+    paper-dropout  the paper's arrangement training with dropout (p=0.25) on the embeddings
+            and every sub-block output, the masks fixed by reseeding (as gradcheck/cases/
+            residual_block.py does)
 
 Every param is an input under its model name ("tok_emb", "enc.blocks.0.attn.wq",
 "dec.blocks.0.cross.wk", ...), so the cross-attention fan-out into the encoder and the
@@ -13,11 +16,16 @@ Sizes: V=7, C=4, H=2 (D=2), F=8, one encoder and one decoder layer, B=2, S=4, T=
 """
 from __future__ import annotations
 
+import numpy as np
+
 from glassformer.gradcheck.cases._block_params import WEIGHT_STD, drop_key_bias, exercised
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.models.seq2seq import Seq2SeqConfig, backward, forward, init_params
 
 B, S, T = 2, 4, 3
+# The dropout case reseeds its mask generator on every forward, so the + and - nudges of central
+# differences see the same masks, as one training step does.
+_DROPOUT_SEED = 1234
 _TINY = dict(vocab_size=7, max_seq_len=5, n_layer=1, n_head=2, d_model=4, d_ff=8, pad_id=0)
 
 
@@ -34,7 +42,9 @@ def case(mode: str, cfg: Seq2SeqConfig) -> GradcheckCase:
 
     def run_forward(inp):
         params = {name: value for name, value in inp.items() if not name.endswith("_ids")}
-        return forward(params, (inp["src_ids"], inp["tgt_ids"]), cfg)
+        train = cfg.dropout > 0.0
+        rng = np.random.default_rng(_DROPOUT_SEED) if train else None
+        return forward(params, (inp["src_ids"], inp["tgt_ids"]), cfg, train=train, rng=rng)
 
     def run_backward(dout, ctx):
         return drop_key_bias(backward(dout, ctx), keep=False)
@@ -48,4 +58,5 @@ CASES = [
                                emb_norm=True, activation="gelu", scale_embedding=False,
                                share_embeddings=False, tie_embeddings=False,
                                logits_bias=True)),
+    case("paper-dropout", Seq2SeqConfig(**_TINY, dropout=0.25)),
 ]
