@@ -11,7 +11,7 @@ The Python API (what `glassformer finetune` calls):
     frozen = {**model.params, **adapter_constants(adapters, lora_cfg)}
     # train: params=adapters (the optimizer's), frozen=frozen (read by the forward, never updated);
     # family.forward({**frozen, **adapters}, ...) sees the adapters and runs the base frozen
-    save_adapter(out_dir, model, adapters, lora_cfg)   # adapter_config.json, adapter_model.safetensors
+    save_adapter(out_dir, model, adapters, lora_cfg)   # the two files PEFT reads
     adapters, lora_cfg = load_adapter(out_dir, model)  # A, B, constants; any PEFT LoRA folder
     merged = merge_adapters(model, adapters)           # a plain Model, W' = W + s A B
     merged = merge_adapters(model, trained, lora_cfg)  # a run's A and B: the config gives s
@@ -36,18 +36,17 @@ passes: the samples are compared by cosine); PEFT ignores it.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_constants as
                                      _constants, adapter_name, adapter_of, is_adapter_key)
 from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.io.hf_names import Rename, Split, family_names
+from glassformer.io.hf_names import family_names
+from glassformer.io.lora_modules import module_list, modules, select_modules, sizes
 from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
 from glassformer.models.model import Model
@@ -62,8 +61,6 @@ PROBE_VALUES = 64
 # an unrelated model's are near orthogonal (cosine ~ 0 +- 1/sqrt(64)).
 PROBE_MIN_COSINE = 0.9
 TASK_TYPES = {"gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM", "bert": "FEATURE_EXTRACTION"}
-# Our block-local weights and the HF bias they share a module with, for the module table.
-ADAPTABLE = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w_gate", "mlp.w_up", "mlp.w_down")
 
 
 @dataclass(frozen=True)
@@ -88,63 +85,6 @@ class LoraConfig:
         return lora_scale(self.alpha, self.r, rslora=self.rslora)
 
 
-class Module(NamedTuple):
-    """One linear layer an adapter can sit on."""
-    weight: str          # our adapted weight: "blocks.3.attn.wq", or "blocks.3.attn.wqkv" (fused)
-    parts: tuple         # the base weights it covers, joined on the output axis
-    hf_module: str       # HF module name in the task model: "model.layers.3.self_attn.q_proj"
-
-
-def modules(arch: str, cfg) -> list[Module]:
-    """Every adaptable linear layer of this model, named as HF's task model names it."""
-    names = family_names(arch)
-    prefix = "" if arch == "bert" and not getattr(cfg, "mlm_head", False) else names.prefix
-    found = []
-    for i in range(cfg.n_layer):
-        for row in names.layer:
-            ours = row.ours if isinstance(row, Split) else (row.ours,)
-            if not row.theirs.endswith(".weight") or not set(ours) <= set(ADAPTABLE):
-                continue
-            module = prefix + row.theirs.format(i=i)[:-len(".weight")]
-            parts = tuple(f"blocks.{i}.{name}" for name in ours)
-            weight = parts[0] if len(parts) == 1 else f"blocks.{i}.attn.wqkv"
-            found.append(Module(weight, parts, module))
-    return found
-
-
-def _named(entry: str, module: str) -> bool:
-    """PEFT's rule for a list entry: the module's name is the entry or ends in "." + entry."""
-    return module == entry or module.endswith("." + entry)
-
-
-def select_modules(model: Model, targets) -> list[Module]:
-    """The modules the targets name (a list of names, or one regex for the whole name); a target
-    that names no module is an error."""
-    every = modules(model.arch, model.cfg)
-    if isinstance(targets, str):
-        chosen = [m for m in every if re.fullmatch(targets, m.hf_module)]
-        if not chosen:
-            raise GlassformerError(f"target regex {targets!r} matches no module of this "
-                                   f"{model.arch} model; {_module_list(every)}")
-        return chosen
-    for entry in targets:
-        if not any(_named(entry, m.hf_module) for m in every):
-            raise GlassformerError(f"target {entry!r} names no module of this "
-                                   f"{model.arch} model; {_module_list(every)}")
-    return [m for m in every if any(_named(entry, m.hf_module) for entry in targets)]
-
-
-def _module_list(every: list[Module]) -> str:
-    short = sorted({m.hf_module.rsplit(".", 1)[-1] for m in every})
-    return "its linear modules are " + ", ".join(short)
-
-
-def _sizes(params: dict, module: Module) -> tuple[int, int]:
-    """(C_in, C_out) of the module's (joined) weight."""
-    c_in = params[module.parts[0]].shape[0]
-    return c_in, sum(params[part].shape[1] for part in module.parts)
-
-
 # ---------------------------------------------------------------- making and merging
 
 def init_adapters(model: Model, lora_cfg: LoraConfig, rng: np.random.Generator) -> dict:
@@ -152,7 +92,7 @@ def init_adapters(model: Model, lora_cfg: LoraConfig, rng: np.random.Generator) 
     the model's layer order: {"blocks.{i}.attn.wq.lora_A": (C_in, r), ".lora_B": (r, C_out)}."""
     adapters = {}
     for module in select_modules(model, lora_cfg.targets):
-        c_in, c_out = _sizes(model.params, module)
+        c_in, c_out = sizes(model.params, module)
         a, b = init_lora(c_in, c_out, lora_cfg.r, rng)
         adapters[adapter_name(module.weight, LORA_A)] = a
         adapters[adapter_name(module.weight, LORA_B)] = b
@@ -361,8 +301,8 @@ def _place(path: Path, model: Model, shapes: dict) -> dict:
         if module is None:
             raise CheckpointError(f"{path}: tensor {key!r} adapts module {found.group(1)!r}, "
                                   f"which this {model.arch} model lacks; "
-                                  f"{_module_list(list(by_module.values()))}")
-        c_in, c_out = _sizes(model.params, module)
+                                  f"{module_list(list(by_module.values()))}")
+        c_in, c_out = sizes(model.params, module)
         part = found.group(2)
         r = shape[0] if part == LORA_A else shape[-1]
         want = (r, c_in) if part == LORA_A else (c_out, r)

@@ -83,5 +83,6 @@ def test_adapter_errors_are_one_line(base_and_adapter, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert main(["generate", "--model", str(adapter), "hi"]) == 2   # an adapter is not a model
     err = capsys.readouterr().err
-    assert f"{adapter} is a LoRA adapter, not a model: load it on its base model, as --model BASE " \
-           f"--adapter {adapter}" in err and len(err.strip().splitlines()) == 1
+    expected = (f"{adapter} is a LoRA adapter, not a model: load it on its base model, as "
+                f"--model BASE --adapter {adapter}")
+    assert expected in err and len(err.strip().splitlines()) == 1

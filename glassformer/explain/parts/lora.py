@@ -6,8 +6,6 @@ shows what is not computed: W is frozen, so there is no dW, and the ctx kept no 
 """
 from __future__ import annotations
 
-import numpy as np
-
 from glassformer.explain.core import Part, Setup, normal, shape_of, step, with_common
 from glassformer.gradcheck.cases import find_case
 
