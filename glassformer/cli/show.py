@@ -26,8 +26,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--heads", default=None,
                         help="heads to include, e.g. 0-3 (default: all)")
     parser.add_argument("--top-k", type=int, default=5,
-                        help="guesses per cell in the logit lens, or per position of a masked-LM BERT "
-                             "(default: 5)")
+                        help="guesses per cell in the logit lens, or per position of a "
+                             "masked-LM BERT (default: 5)")
     parser.add_argument("--pad-to", type=int, default=None, metavar="N",
                         help="encoders (BERT): append padding up to N tokens, to see it ignored")
     parser.add_argument("--target", default=None, metavar="TEXT",
@@ -35,7 +35,8 @@ def add_arguments(parser) -> None:
                              "(default: the model's own greedy translation)")
     parser.add_argument("--lang", choices=["en", "zh"], default=None,
                         help="page language, switchable on the page (default: from the locale)")
-    parser.add_argument("text", help="the text to run the model on (an encoder-decoder: the source)")
+    parser.add_argument("text",
+                        help="the text to run the model on (an encoder-decoder: the source)")
 
 
 def run(args) -> int:

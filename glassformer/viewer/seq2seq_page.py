@@ -47,8 +47,8 @@ def _tokens(tokens) -> list[dict]:
 
 
 def seq2seq_page_data(inspection: Seq2SeqInspection, *, name: str, source: str | None,
-                      target: str | None, translated: bool, enc_layers: list[int], dec_layers: list[int],
-                      heads: list[int]) -> dict:
+                      target: str | None, translated: bool, enc_layers: list[int],
+                      dec_layers: list[int], heads: list[int]) -> dict:
     """Everything the encoder-decoder page shows, for batch row 0."""
     model = inspection.model
     s = inspection.source_ids.shape[1]
