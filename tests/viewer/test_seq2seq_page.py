@@ -12,6 +12,7 @@ from glassformer.io.pretrained import save_pretrained
 from glassformer.models.model import Model
 from glassformer.models.seq2seq import Seq2SeqConfig, init_params
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PairTokenizer
+from glassformer.viewer.show import show
 
 PAGE_ATOL = 5e-3      # uint8 per row: off by at most max/510 < 2e-3
 WEIGHT_GAIN = 25.0    # random weights scaled up so the attention is far from uniform
@@ -80,7 +81,7 @@ def test_cross_attention_page_rows_are_outputs_and_columns_are_sources(tmp_path,
 
 def test_without_a_target_the_page_shows_the_models_own_translation(tmp_path, open_page):
     model = tiny_model_folder(tmp_path / "model")
-    out = glassformer.viewer.show.show(model, SOURCE, tmp_path / "own.html", name="tiny")
+    out = show(model, SOURCE, tmp_path / "own.html", name="tiny")
     # a random model never writes </s>: it runs to the limit that leaves room for one more row
     translated = glassformer.translate(model, [model.tokenizer.encode(SOURCE)],
                                        max_new_tokens=model.cfg.max_seq_len - 1)[0]
