@@ -97,14 +97,16 @@ def test_without_a_target_the_page_shows_the_models_own_translation(tmp_path, op
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--target", ""], "the target is empty"),
-    (["--pad-to", "9"], "not available for encoder-decoders"),
-    (["--layers", "2"], "--layers 2 is out of range"),
+    (["--target", "", SOURCE], "the target is empty"),
+    (["--pad-to", "9", SOURCE], "not available for encoder-decoders"),
+    (["--layers", "2", SOURCE], "--layers 2 is out of range"),
+    (["--target", "K ZZ", SOURCE], "'ZZ' at position 1 is not in the vocabulary"),
+    (["cats" * 4], "longer than the model's context"),
 ])
 def test_encoder_decoder_show_errors_are_one_line(argv, message, tmp_path, capsys):
     tiny_model_folder(tmp_path / "model")
     assert main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "p.html"),
-                 *argv, SOURCE]) == 2
+                 *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
