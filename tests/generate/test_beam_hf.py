@@ -9,6 +9,7 @@ from glassformer.io.pretrained import load_pretrained
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow   # HF parity (STYLE.md section 10)
 
 V, EOS, PAD = 23, 0, 22
 NEW_TOKENS = 8
