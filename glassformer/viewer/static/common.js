@@ -56,7 +56,10 @@ GF.hideTip = function () { GF.tooltip().style.display = "none"; };
 GF.heatmap = function (matrix, opts) {
   const rows = matrix.length, cols = rows ? matrix[0].length : 0;
   const cell = opts.cell || Math.max(3, Math.min(28, Math.floor(560 / Math.max(rows, cols, 1))));
-  const left = opts.rowLabels ? 96 : 0, top = opts.colLabels ? 72 : 0;
+  /* column labels of one or two characters (a letter, a CJK character) stand upright in a
+     short band; longer ones are turned a quarter and get a taller one */
+  const upright = opts.colLabels && opts.colLabels.every(function (text) { return Array.from(text).length <= 2; });
+  const left = opts.rowLabels ? 96 : 0, top = opts.colLabels ? (upright ? 20 : 72) : 0;
   const canvas = GF.el("canvas", { width: left + cols * cell, height: top + rows * cell });
   const ctx = canvas.getContext("2d");
   for (let i = 0; i < rows; i++) {
@@ -76,7 +79,10 @@ GF.heatmap = function (matrix, opts) {
     ctx.textAlign = "right";
     opts.rowLabels.forEach(function (text, i) { ctx.fillText(text, left - 4, top + (i + 0.5) * cell, left - 6); });
   }
-  if (opts.colLabels && size <= cell + 1) {
+  if (upright && size <= cell + 1) {
+    ctx.textAlign = "center";
+    opts.colLabels.forEach(function (text, j) { ctx.fillText(text, left + (j + 0.5) * cell, top / 2, cell); });
+  } else if (opts.colLabels && size <= cell + 1) {
     ctx.textAlign = "left";
     opts.colLabels.forEach(function (text, j) {
       ctx.save(); ctx.translate(left + (j + 0.5) * cell, top - 4); ctx.rotate(-Math.PI / 2);
