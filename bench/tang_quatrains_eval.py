@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from glassformer.cli.common import blas_sized_to_free_cores
 from glassformer.generate.generate import generate
 from glassformer.generate.stream import end_of_text_ids
 from glassformer.generate.templates import chat_prompt_ids, chat_template_of
@@ -136,6 +137,13 @@ def main(argv=None) -> int:
                         help="reply length cap (a 7-character quatrain is ~75 SmolLM2 tokens)")
     parser.add_argument("--samples", type=int, default=6, help="replies shown in the JSON")
     args = parser.parse_args(argv)
+    # as the CLI does: BLAS threads = the cores free now (on a busy machine, two threads wait on
+    # each other in the small matrix products of decoding)
+    with blas_sized_to_free_cores():
+        return judge(args)
+
+
+def judge(args) -> int:
     start = time.perf_counter()
     model = load(args.model, args.adapter)
     conversations = load_conversations(Path(args.heldout), args.n)
