@@ -55,6 +55,11 @@ def test_cross_attention_page_rows_are_outputs_and_columns_are_sources(tmp_path,
         assert np.triu(encoder, 1).max() > 0.01                           # reads ahead
         decoder = np.array(page.evaluate(f"{V}.attention({layer}, {head}, 'decoder')"))
         assert decoder.shape == (5, 5) and np.triu(decoder, 1).max() == 0.0
+    ahead = page.evaluate(f"{V}.lookAhead(0, 0, 'encoder')")
+    assert abs(ahead - np.triu(seen.encoder_attentions[0][0, 0], 1).sum(-1).mean()) <= 0.01
+    assert f"{100 * ahead:.1f}%" in page.inner_text("#encoder-look-ahead")
+    assert page.evaluate(f"{V}.lookAhead(0, 0, 'decoder')") == 0.0
+    assert "0.0%" in page.inner_text("#decoder-look-ahead")
     most = page.evaluate(f"{V}.mostRead(1)")
     assert most == seen.cross_attentions[1][0].mean(0).argmax(-1).tolist()
     rows = page.locator("#cross-reads tr")

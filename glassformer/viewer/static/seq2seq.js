@@ -22,6 +22,7 @@ const TEXT = {
     decoderAttn: "Decoder self-attention", decoderNote: "Row = output token, column = decoder input token (key). Nothing above the diagonal.",
     causalLegend: "Causal (decoder): an output position reads only itself and the positions before it: the lower triangle.",
     query: "output", key: "source", weight: "weight", reads2: "reads",
+    lookAhead: function (share) { return "This head puts " + share + " of its weight on positions after the query (averaged over the queries)."; },
   },
   zh: {
     layer: "层", layers: "层", head: "头", heads: "个头", encoder: "编码器", decoder: "解码器",
@@ -39,6 +40,7 @@ const TEXT = {
     decoderAttn: "解码器自注意力", decoderNote: "行是输出词元，列是解码器输入词元（键）。对角线以上没有值。",
     causalLegend: "因果（解码器）：输出位置只读取自己和它之前的位置：只有下三角。",
     query: "输出", key: "源", weight: "权重", reads2: "读取",
+    lookAhead: function (share) { return "这个头把 " + share + " 的权重放在查询之后的位置上（对所有查询取平均）。"; },
   },
 };
 function t(key) { return TEXT[GF.lang][key]; }
@@ -91,6 +93,22 @@ function mostRead(layer) {
     best.push(top);
   }
   return best;
+}
+/* self-attention only: the share of a head's weight on keys after the query, averaged over the
+   real queries (0 for the causal decoder) */
+function lookAhead(layer, head, which) {
+  if (which !== "encoder" && which !== "decoder") throw new Error("lookAhead(layer, head, which): which is 'encoder' or 'decoder'");
+  const matrix = attention(layer, head, which), n = matrix.length;
+  let sum = 0, rows = 0;
+  for (let i = 0; i < n; i++) {
+    if (which === "encoder" && srcPad[i]) continue;
+    for (let j = i + 1; j < n; j++) sum += matrix[i][j];
+    rows++;
+  }
+  return rows ? sum / rows : 0;
+}
+function shareNote(id, layer, which) {
+  return GF.el("p", { class: "note", id: id, text: TEXT[GF.lang].lookAhead(GF.fmt(100 * lookAhead(layer, state.head, which), 1) + "%") });
 }
 function visible(text) { return text.replace(/\n/g, "↵").replace(/\t/g, "→"); }
 function srcLabel(j) { return visible(D.source_tokens[j].text); }
@@ -192,14 +210,14 @@ function drawSmall(canvas, layer, head) {
 function encoderSection() {
   return GF.el("section", { id: "encoder-attention" }, [
     GF.el("h2", { text: t("encoderAttn") + " · " + t("encLayer") + " " + state.enc + " · " + t("head") + " " + state.head }),
-    GF.maskLegend("encoder-kind", "bidirectional", t("bidirLegend")),
+    GF.maskLegend("encoder-kind", "bidirectional", t("bidirLegend")), shareNote("encoder-look-ahead", state.enc, "encoder"),
     GF.el("p", { class: "note", text: t("encoderNote") }),
     heatmap("encoder-canvas", "encoder", state.enc, srcLabel, srcLabel, srcPad)]);
 }
 function decoderSection() {
   return GF.el("section", { id: "decoder-attention" }, [
     GF.el("h2", { text: t("decoderAttn") + " · " + t("decLayer") + " " + state.dec + " · " + t("head") + " " + state.head }),
-    GF.maskLegend("decoder-kind", "causal", t("causalLegend")),
+    GF.maskLegend("decoder-kind", "causal", t("causalLegend")), shareNote("decoder-look-ahead", state.dec, "decoder"),
     GF.el("p", { class: "note", text: t("decoderNote") }),
     heatmap("decoder-canvas", "decoder", state.dec, outLabel, decLabel, null)]);
 }
@@ -224,6 +242,7 @@ window.glassformerViewer = {
   heads: function () { return D.heads.slice(); },
   attention: attention,
   mostRead: mostRead,
+  lookAhead: lookAhead,
   setLang: setLang,
   lang: function () { return GF.lang; },
 };
