@@ -155,7 +155,7 @@ def config_to_hf(cfg) -> dict:
     if arch == "llama":
         return _llama_to_hf(cfg)
     if arch == "transformer":
-        return _marian_to_hf(cfg)
+        return _seq2seq_to_hf(cfg)
     return _bert_to_hf(cfg)
 
 
@@ -426,33 +426,43 @@ def _seq2seq_from_hf(hf: dict) -> Seq2SeqConfig:
                          decoder_start_id=hf["decoder_start_token_id"])
 
 
-def _marian_to_hf(cfg: Seq2SeqConfig) -> dict:
-    """The config.json of an HF MarianMTModel computing the same function as `cfg`.
-
-    Marian is the paper's arrangement: only a post-norm model with fixed positions, no embedding
-    norm, one shared embedding and LayerNorm eps 1e-5 has a Marian twin (a missing logits bias
-    is written as zeros by save_pretrained)."""
-    problems = [text for bad, text in (
-        (cfg.norm_position != "post", "norm_position='post'"),
-        (cfg.positions != "sinusoidal", "positions='sinusoidal'"),
-        (cfg.emb_norm, "emb_norm=False"), (not cfg.share_embeddings, "share_embeddings=True"),
-        (not cfg.tie_embeddings, "tie_embeddings=True"),
-        (cfg.norm_eps != 1e-5, "norm_eps=1e-5")) if bad]
+def _seq2seq_to_hf(cfg: Seq2SeqConfig) -> dict:
+    """The config.json of the HF model computing the same function as `cfg`: MarianMTModel for
+    fixed positions (the paper's arrangement, as our runs train), BartForConditionalGeneration
+    (post-norm) or MBartForConditionalGeneration (pre-norm) for learned positions at offset 2
+    with an embedding norm. Each needs one shared, tied embedding and LayerNorm eps 1e-5 (a
+    missing logits bias is written as zeros by save_pretrained)."""
+    if cfg.positions == "sinusoidal":
+        model_type = "marian"
+        wanted = ((cfg.norm_position != "post", "norm_position='post'"),
+                  (cfg.emb_norm, "emb_norm=False"))
+    else:
+        model_type = "bart" if cfg.norm_position == "post" else "mbart"
+        wanted = ((cfg.pos_offset != 2, "pos_offset=2"), (not cfg.emb_norm, "emb_norm=True"))
+    wanted += ((not cfg.share_embeddings, "share_embeddings=True"),
+               (not cfg.tie_embeddings, "tie_embeddings=True"),
+               (cfg.norm_eps != 1e-5, "norm_eps=1e-5"))
+    problems = [text for bad, text in wanted if bad]
+    name = {"marian": "Marian", "bart": "BART", "mbart": "mBART"}[model_type]
     if problems:
-        raise GlassformerError("a Marian folder needs " + ", ".join(problems) +
+        raise GlassformerError(f"a {name} folder needs " + ", ".join(problems) +
                                "; this encoder-decoder differs")
+    architecture = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
+                    "mbart": "MBartForConditionalGeneration"}[model_type]
     activation = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new",
                   "silu": "swish"}[cfg.activation]
-    return {"architectures": ["MarianMTModel"], "model_type": "marian",
-            "vocab_size": cfg.vocab_size, "decoder_vocab_size": cfg.vocab_size,
-            "max_position_embeddings": cfg.max_seq_len, "d_model": cfg.d_model,
-            "encoder_layers": cfg.n_layer, "decoder_layers": cfg.decoder_layers,
-            "encoder_attention_heads": cfg.n_head, "decoder_attention_heads": cfg.n_head,
-            "encoder_ffn_dim": cfg.block_config().hidden,
-            "decoder_ffn_dim": cfg.block_config().hidden, "activation_function": activation,
-            "scale_embedding": cfg.scale_embedding, "share_encoder_decoder_embeddings": True,
-            "tie_word_embeddings": True, "dropout": cfg.dropout,
-            "attention_dropout": 0.0, "activation_dropout": 0.0, "is_encoder_decoder": True,
-            "pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id,
-            "decoder_start_token_id": cfg.decoder_start_id, "forced_eos_token_id": cfg.eos_id,
-            "bos_token_id": None, "dtype": "float32"}
+    hidden = cfg.block_config().hidden
+    config = {"architectures": [architecture], "model_type": model_type,
+              "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
+              "d_model": cfg.d_model, "encoder_layers": cfg.n_layer,
+              "decoder_layers": cfg.decoder_layers, "encoder_attention_heads": cfg.n_head,
+              "decoder_attention_heads": cfg.n_head, "encoder_ffn_dim": hidden,
+              "decoder_ffn_dim": hidden, "activation_function": activation,
+              "scale_embedding": cfg.scale_embedding, "tie_word_embeddings": True,
+              "dropout": cfg.dropout, "attention_dropout": 0.0, "activation_dropout": 0.0,
+              "is_encoder_decoder": True, "pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id,
+              "decoder_start_token_id": cfg.decoder_start_id, "forced_eos_token_id": cfg.eos_id,
+              "bos_token_id": None, "dtype": "float32"}
+    if model_type == "marian":
+        config.update(decoder_vocab_size=cfg.vocab_size, share_encoder_decoder_embeddings=True)
+    return config

@@ -122,14 +122,14 @@ def save_pretrained(model: Model, directory) -> Path:
                   for name, shape in shapes.items()}
     elif model.arch in ("llama", "bert"):
         hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
-    elif model.arch == "transformer":  # as a MarianMTModel folder (io/hf_config.py)
+    elif model.arch == "transformer":  # as a Marian, BART or mBART folder (io/hf_config.py)
         hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
         if not cfg.logits_bias:  # Marian always adds final_logits_bias: zeros are the same model
             cfg = replace(cfg, logits_bias=True)
             params = {**params, "logits_bias": np.zeros(cfg.vocab_size, np.float32)}
     else:
         raise GlassformerError(f"save_pretrained writes gpt2, llama, bert and transformer "
-                               f"(as Marian) models; got {model.arch}")
+                               f"(as Marian, BART or mBART) models; got {model.arch}")
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)

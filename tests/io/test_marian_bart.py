@@ -1,10 +1,10 @@
-"""Marian and BART through files: random-init transformers MarianMTModel and
-BartForConditionalGeneration models written with save_pretrained and read with
-glassformer.load_pretrained give the same (B, T_dec, V) logits as transformers (several
-configs, weights scaled up) and the same greedy outputs as generate(num_beams=1); our
-encoder-decoder exported as a Marian folder loads in
-transformers with the same logits; config fields glassformer does not implement are one error
-naming them."""
+"""Marian, BART and mBART through files: random-init transformers MarianMTModel,
+BartForConditionalGeneration and MBartForConditionalGeneration models written with
+save_pretrained and read with glassformer.load_pretrained give the same (B, T_dec, V) logits as
+transformers (several configs, weights scaled up) and the same greedy outputs as
+generate(num_beams=1); our encoder-decoder exported as a Marian folder, and loaded BART/mBART
+models saved back, load in transformers with the same logits; the hub's config.json files are
+read; config fields glassformer does not implement are one error naming them."""
 from __future__ import annotations
 
 import json
@@ -137,6 +137,19 @@ def test_our_model_exported_as_marian_loads_in_transformers_with_the_same_logits
     again = load_pretrained(tmp_path)           # and back: the same config and weights
     assert again.cfg == cfg.__class__(**{**cfg.__dict__, "logits_bias": True, "dropout": 0.0})
     assert np.array_equal(again(src, decoder_input_ids=tgt), model(src, decoder_input_ids=tgt))
+
+
+@pytest.mark.parametrize("name", ["bart", "mbart"])
+def test_loaded_bart_and_mbart_save_back_as_the_same_model(name, tmp_path):
+    hf = hf_model(name)
+    hf.save_pretrained(tmp_path / "hf")
+    model = load_pretrained(tmp_path / "hf")
+    save_pretrained(model, tmp_path / "ours")
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "ours").eval()
+    assert type(again) is type(hf)
+    src, tgt = batch(model.cfg)
+    assert relative(hf_logits(again, src, tgt), hf_logits(hf, src, tgt)) < HF_RTOL
+    assert load_pretrained(tmp_path / "ours").cfg == model.cfg
 
 
 def test_unsupported_fields_are_one_error_naming_them(tmp_path):
