@@ -13,6 +13,7 @@ from glassformer.errors import GlassformerError
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.seq2seq import CASES
 from glassformer.models import seq2seq
+from glassformer.models.model import Model
 from glassformer.models.seq2seq import Seq2SeqConfig
 
 # Finite differences in float64 agree to ~1e-8 when the backward is right.
@@ -161,3 +162,11 @@ def test_bad_input_is_one_clear_error():
         dataclasses.replace(cfg, positions="rope")
     with pytest.raises(GlassformerError, match="pad_id=30 is outside"):
         dataclasses.replace(cfg, pad_id=30)
+    # the generic causal-LM paths refuse it in one line
+    model = Model(cfg, params)
+    with pytest.raises(GlassformerError, match="decodes with glassformer.translate"):
+        model.new_cache(1)
+    with pytest.raises(GlassformerError, match="to generate, use glassformer.translate"):
+        model.forward(src)
+    with pytest.raises(GlassformerError, match="needs decoder_input_ids"):
+        model(src)
