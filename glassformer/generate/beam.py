@@ -109,6 +109,19 @@ def length_penalty(length: np.ndarray, alpha: float) -> np.ndarray:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """The column indices of each row's n largest scores (B, n), best first.
+
+    note: argpartition finds them in O(K V) per row; only those n are then sorted (a full sort of
+    the K V candidates dominated a step for a large vocabulary)."""
+    m = scores.shape[1]
+    if n >= m:
+        return np.argsort(-scores, axis=1, kind="stable")
+    part = np.argpartition(scores, m - n, axis=1)[:, m - n:]         # (B, n), unordered
+    order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, axis=1)
+
+
 def _merge_finished(pool_scores, pool_seqs, new_scores, new_seqs, k: int):
     """The K best of a pool (B, K) and new finished candidates (B, M), with their sequences."""
     scores = np.concatenate([pool_scores, new_scores], axis=1)       # (B, K + M)
@@ -127,7 +140,7 @@ def beam_search(params: dict, cfg, src_ids: np.ndarray, *, beam: int, src_mask=N
     """
     b, k, v = src_ids.shape[0], int(beam), cfg.vocab_size
     state = _start(params, cfg, src_ids, src_mask, k, max_new_tokens)
-    scores = np.full((b, k), -np.inf)
+    scores = np.full((b, k), -np.inf, dtype=np.float32)              # float32, as transformers
     scores[:, 0] = 0.0                                               # one live beam at first
     seqs = np.full((b, k, max_new_tokens), cfg.pad_id, dtype=np.int64)  # alive beams' tokens
     pool_scores = np.full((b, k), -np.inf)                           # finished, normalized
@@ -139,9 +152,9 @@ def beam_search(params: dict, cfg, src_ids: np.ndarray, *, beam: int, src_mask=N
     for step in range(max_new_tokens):
         logits = seq2seq.decode_step(params, tokens, state, cfg)     # (B K, 1, V)
         state.kv_cache.advance(1)
-        logp = _log_probs(logits, step, min_new_tokens, cfg.eos_id).astype(np.float64)
+        logp = _log_probs(logits, step, min_new_tokens, cfg.eos_id)   # (B K, V) float32
         cand = (scores[:, :, None] + logp.reshape(b, k, v)).reshape(b, k * v)  # (B, K V)
-        top = np.argsort(-cand, axis=1, kind="stable")[:, :2 * k]    # (B, 2K) best first
+        top = _best(cand, 2 * k)                                     # (B, 2K) best first
         top_scores = np.take_along_axis(cand, top, axis=1)           # (B, 2K)
         origin, token = top // v, top % v                            # beam and token of each
         history = np.take_along_axis(seqs, origin[:, :, None], axis=1)  # (B, 2K, T)
