@@ -117,9 +117,9 @@ def add_arguments(parser) -> None:
 
 
 # --arch bert: the masked-LM recipe on the Tang poems (docs/bert.md), where a flag is not given
-MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 64, "batch_size": 32, "lr": 1e-3,
-                      "min_lr": 1e-4, "warmup_iters": 200, "max_iters": 3000,
-                      "lr_decay_iters": 3000, "weight_decay": 0.01, "beta2": 0.999,
+MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 48, "batch_size": 32, "lr": 3e-3,
+                      "min_lr": 3e-4, "warmup_iters": 100, "max_iters": 2000,
+                      "lr_decay_iters": 2000, "weight_decay": 0.01, "beta2": 0.999,
                       "eval_interval": 500, "eval_iters": 10}
 MLM_MODEL_DEFAULTS = {"n_layer": 4, "n_head": 4, "d_model": 128}
 
@@ -148,7 +148,8 @@ def model_config(flags: dict, vocab_size: int):
     if flags["arch"] == "bert":
         return BertConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                           n_layer=flags["n_layer"], n_head=flags["n_head"],
-                          d_model=flags["d_model"], dropout=flags["dropout"], mlm_head=True)
+                          d_model=flags["d_model"], dropout=flags["dropout"], mlm_head=True,
+                          sinusoid_init=True)
     if flags["arch"] == "llama":
         return LlamaConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                            n_layer=flags["n_layer"], n_head=flags["n_head"],

@@ -23,10 +23,14 @@ Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `Ber
 Deviations (training only; inference is unaffected): no dropout on attention weights (BERT's
 attention_probs_dropout_prob), and the [PAD] row of tok_emb gets lookup gradients like any other
 (HF's nn.Embedding(padding_idx=pad_token_id) gives it none).
-Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own).
+Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own). With
+cfg.sinusoid_init the learned position table starts instead from Vaswani et al.'s sinusoids at the
+same scale (std 0.02 per entry): neighbouring positions start similar, which a masked-LM, whose
+every prediction must come through attention, needs to find a token's neighbours (docs/bert.md).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -46,6 +50,7 @@ from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forwar
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 from glassformer.ops.layer_norm import LayerNormCtx, layer_norm_backward, layer_norm_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
+from glassformer.ops.position import sinusoidal_positions
 
 POOL_EPS = 1e-9      # sentence-transformers clamps the token count to at least this
 NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize's default eps
@@ -67,6 +72,7 @@ class BertConfig:
     dropout: float = 0.0            # on embeddings and sub-block outputs, training only
     activation: str = "gelu"        # exact erf GELU; "gelu_tanh" for checkpoints using gelu_new
     mlm_head: bool = False          # params include the masked-LM head (mlm.*)
+    sinusoid_init: bool = False     # init pos_emb from the [sin, cos] table (still learned)
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
@@ -133,6 +139,11 @@ def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
     params = {}
     for name in ("tok_emb", "pos_emb", "type_emb"):                          # drawn in this order
         params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
+    if cfg.sinusoid_init:
+        # note: after the draw, so every other param is the same as without the flag.
+        # sin and cos entries have std 1/sqrt(2): scaled to the init's std per entry
+        table = sinusoidal_positions(cfg.max_seq_len, cfg.d_model, dtype=np.float32)  # (T_max, C)
+        params["pos_emb"] = (table * (std * math.sqrt(2.0))).astype(np.float32)
     params.update(prefixed(init_norm(bcfg), "emb_norm."))
     params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=std))
     if cfg.mlm_head:
