@@ -14,6 +14,7 @@ const TEXT = {
     gqa: "Grouped-query attention", lens: "Logit lens",
     lensNote: "Final norm and unembedding applied to the residual stream after each layer: top guess and its probability. Hover for the top-k, the rank of the final prediction and the entropy. Green outline: the model's final prediction.",
     noLens: "An encoder has no LM head, so there is no logit lens.",
+    mlmNoLens: "A masked-LM BERT predicts the token at each position, not the next one: no logit lens; its guesses are in the masked-LM section below.",
     mlm: "Masked-LM predictions", mlmNote: "The masked-LM head's top guesses at every position (rows: 1st, 2nd, ...), from the same forward as the attention above. [MASK] positions are outlined: the model reads both sides of them to fill them in.",
     guess: "guess",
     norms: "Residual stream norm", normsNote: "||x|| of the residual stream at each position (column) before layer 0 (row 0) and after each layer.",
@@ -38,6 +39,7 @@ const TEXT = {
     gqa: "分组查询注意力（GQA）", lens: "Logit 透镜",
     lensNote: "对每一层之后的残差流做最终归一化和反嵌入：最可能的下一个词元及其概率。悬停查看前 k 个、最终预测的排名和熵。绿框：模型最终的预测。",
     noLens: "编码器没有语言模型头，所以没有 logit 透镜。",
+    mlmNoLens: "掩码语言模型 BERT 预测的是每个位置本身的词元，而不是下一个词元：没有 logit 透镜；它的预测见下面的掩码语言模型一节。",
     mlm: "掩码语言模型的预测", mlmNote: "掩码语言模型头在每个位置最可能的几个词元（第 1、2……行），和上面的注意力来自同一次前向计算。[MASK] 的位置有框：模型读取它前后两边的字来填空。",
     guess: "候选",
     norms: "残差流范数", normsNote: "残差流在每个位置（列）的范数 ||x||：第 0 行在第 0 层之前，其余在每层之后。",
@@ -281,7 +283,7 @@ function gqaSection() {
 }
 function lensSection() {
   const section = GF.el("section", { id: "lens" }, [GF.el("h2", { text: t("lens") })]);
-  if (!D.lens) { section.appendChild(GF.el("p", { class: "note", text: t("noLens") })); return section; }
+  if (!D.lens) { section.appendChild(GF.el("p", { class: "note", text: t(D.mlm ? "mlmNoLens" : "noLens") })); return section; }
   section.appendChild(GF.el("p", { class: "note", text: t("lensNote") }));
   const head = GF.el("tr", {}, [GF.el("th", { text: t("layer") })].concat(D.tokens.map(function (tok, i) { return GF.el("th", { text: label(i) }); })));
   const body = [head];
