@@ -145,7 +145,11 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
     if decoder_input_ids is not None:
         if target is not None:
             raise GlassformerError("give target or decoder_input_ids, not both")
-        dec_in = np.asarray(decoder_input_ids, dtype=np.int64).reshape(src.shape[0], -1)
+        dec_in = np.asarray(decoder_input_ids, dtype=np.int64)
+        dec_in = dec_in[None] if dec_in.ndim == 1 else dec_in                # (T,) -> (1, T)
+        if dec_in.ndim != 2 or dec_in.shape[0] != src.shape[0] or dec_in.shape[1] == 0:
+            raise GlassformerError(f"decoder_input_ids must be (B, T) with B = {src.shape[0]} "
+                                   f"and T >= 1, got shape {dec_in.shape}")
         eos = np.full((dec_in.shape[0], 1), cfg.eos_id, np.int64)
         dec_out = np.concatenate([dec_in[:, 1:], eos], axis=1)      # (B, T): the next inputs
     else:

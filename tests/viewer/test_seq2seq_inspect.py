@@ -87,6 +87,8 @@ def test_bad_requests_are_one_line():
     model = tiny_pair_model()
     with pytest.raises(GlassformerError, match="not both"):
         glassformer.inspect(model, "cat", target="K", decoder_input_ids=[[BOS_ID]])
+    with pytest.raises(GlassformerError, match="decoder_input_ids must be"):
+        glassformer.inspect(model, [[3, 4], [4, 3]], decoder_input_ids=[[BOS_ID]])
     with pytest.raises(GlassformerError, match="empty"):
         glassformer.inspect(model, "", target="K")
     with pytest.raises(GlassformerError, match="past this model's"):
