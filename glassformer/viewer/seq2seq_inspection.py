@@ -3,7 +3,8 @@ Transformer, MarianMT, BART): its three kinds of attention, read from its own fo
 
 One forward pass of the whole model in eval mode on (source ids, decoder input ids), then every
 weight is read from the ctx that `seq2seq.backward` would use (no second model, no hooks), with
-the names transformers' seq2seq models give them under output_attentions=True:
+the names transformers' seq2seq models give them under output_attentions=True (and, for
+post-norm models, output_hidden_states=True: encoder_hidden_states, decoder_hidden_states):
 
     encoder_attentions[l]  ctx.encoder.blocks[l].attn.body.attn.softmax.probs   (B, H, S, S)
                            bidirectional: every source token reads every other (padding never)
@@ -49,6 +50,23 @@ class Seq2SeqInspection(NamedTuple):
     ctx: object                      # the forward's Seq2SeqCtx
 
     @property
+    def encoder_hidden_states(self) -> list[np.ndarray]:
+        """L_enc + 1 arrays (B, S, C), as transformers' encoder_hidden_states: each encoder
+        layer's input, then the encoder's output (the memory every cross-attention read)."""
+        inputs = [_layer_input(block, self.ctx.encoder, "encoder")
+                  for block in self.ctx.encoder.blocks]
+        memory = self.ctx.decoder.blocks[0].cross.body.k_proj.x           # (B, S, C)
+        return inputs + [memory]
+
+    @property
+    def decoder_hidden_states(self) -> list[np.ndarray]:
+        """L_dec + 1 arrays (B, T, C), as transformers' decoder_hidden_states: each decoder
+        layer's input, then the LM head's input."""
+        inputs = [_layer_input(block, self.ctx.decoder, "decoder")
+                  for block in self.ctx.decoder.blocks]
+        return inputs + [self.ctx.head.linear.x]
+
+    @property
     def source_tokens(self) -> list:
         """One `Token(id, text, hex, whole)` per source position of row 0."""
         return describe_tokens(self.model.tokenizer, self.source_ids[0].tolist())
@@ -62,6 +80,17 @@ class Seq2SeqInspection(NamedTuple):
     def output_tokens(self) -> list:
         """One Token per decoder position of row 0: what it writes (the rows of every table)."""
         return describe_tokens(self.model.tokenizer, self.output_ids[0].tolist())
+
+
+def _layer_input(block_ctx, stack_ctx, side: str) -> np.ndarray:
+    """A post-norm layer feeds its input straight to the q (or joined q|k|v) projection, whose
+    ctx keeps it. A pre-norm layer's input is not kept (its norm saves x-hat only)."""
+    if block_ctx.norm_position != "post":
+        raise GlassformerError(f"the {side}'s hidden states are read for post-norm models "
+                               "(the paper, Marian, BART); this one is pre-norm")
+    body = block_ctx.attn.body
+    proj = body.qkv_proj if body.qkv_proj is not None else body.q_proj
+    return proj.x
 
 
 def head_probs(attention_block_ctx) -> np.ndarray:

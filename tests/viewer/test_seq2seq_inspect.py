@@ -1,7 +1,10 @@
 """glassformer.inspect on an encoder-decoder: encoder, decoder and cross-attentions equal
 transformers' encoder_attentions / decoder_attentions / cross_attentions (eager attention) for
-random-init MarianMT and BART with source padding; a target text becomes <start> + target in and
-target + </s> out; without a target the model's greedy translation is shown."""
+random-init MarianMT and BART with source padding, and so do the hidden states (post-norm
+models); a target text becomes <start> + target in and target + </s> out; without a target the
+model's greedy translation is shown."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,6 +15,7 @@ from glassformer.models.seq2seq import Seq2SeqConfig, init_params
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PairTokenizer
 
 ATTN_ATOL = 1e-5      # float32 softmax weights, a few ops deep (as tests/viewer/test_inspect.py)
+HIDDEN_ATOL = 1e-4    # float32 sums over two layers (as tests/viewer/test_inspect.py)
 V = 41
 
 
@@ -46,7 +50,8 @@ def test_three_kinds_of_attention_equal_transformers(kind, tmp_path):
     seen = glassformer.inspect(model, src, attention_mask=mask, decoder_input_ids=dec_in)
     with torch.no_grad():
         ref = reference(torch.from_numpy(src), attention_mask=torch.from_numpy(mask),
-                        decoder_input_ids=torch.from_numpy(dec_in), output_attentions=True)
+                        decoder_input_ids=torch.from_numpy(dec_in), output_attentions=True,
+                        output_hidden_states=True)
     pairs = [(seen.encoder_attentions, ref.encoder_attentions),
              (seen.decoder_attentions, ref.decoder_attentions),
              (seen.cross_attentions, ref.cross_attentions)]
@@ -55,6 +60,11 @@ def test_three_kinds_of_attention_equal_transformers(kind, tmp_path):
         for ours, theirs in zip(ours_list, theirs_list):
             assert ours.dtype == np.float32 and ours.shape == tuple(theirs.shape)
             assert np.abs(ours - theirs.numpy()).max() <= ATTN_ATOL
+    for ours_list, theirs_list in [(seen.encoder_hidden_states, ref.encoder_hidden_states),
+                                   (seen.decoder_hidden_states, ref.decoder_hidden_states)]:
+        assert len(ours_list) == len(theirs_list) == 3
+        for ours, theirs in zip(ours_list, theirs_list):
+            assert np.abs(ours - theirs.numpy()).max() <= HIDDEN_ATOL
     assert seen.cross_attentions[0].shape == (2, 4, 5, 7)                # (B, H, T, S)
     assert np.abs(seen.cross_attentions[1][1, :, :, -2:]).max() == 0.0   # padding is never read
     assert np.array_equal(seen.output_ids[:, :-1], dec_in[:, 1:])
@@ -81,6 +91,17 @@ def test_target_text_and_greedy_translation():
     translated = glassformer.translate(model, [model.tokenizer.encode("cat")])[0]
     assert own.decoder_input_ids[0].tolist() == [BOS_ID] + translated
     assert own.output_ids[0].tolist() == translated + [EOS_ID]
+
+
+def test_hidden_states_of_a_post_norm_model_only():
+    model = tiny_pair_model()
+    seen = glassformer.inspect(model, "cat", target="K AE T")
+    assert [h.shape for h in seen.encoder_hidden_states] == [(1, 3, 8)] * 2
+    assert [h.shape for h in seen.decoder_hidden_states] == [(1, 4, 8)] * 2
+    cfg = dataclasses.replace(model.cfg, norm_position="pre")
+    pre = Model(cfg, init_params(cfg, np.random.default_rng(0)), model.tokenizer)
+    with pytest.raises(GlassformerError, match="pre-norm"):
+        glassformer.inspect(pre, "cat", target="K").encoder_hidden_states
 
 
 def test_bad_requests_are_one_line():
