@@ -117,8 +117,8 @@ def add_arguments(parser) -> None:
 
 
 # --arch bert: the masked-LM recipe on the Tang poems (docs/bert.md), where a flag is not given
-MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 48, "batch_size": 32, "lr": 3e-3,
-                      "min_lr": 3e-4, "warmup_iters": 100, "max_iters": 2000,
+MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 48, "batch_size": 32, "lr": 1e-3,
+                      "min_lr": 1e-4, "warmup_iters": 100, "max_iters": 2000,
                       "lr_decay_iters": 2000, "weight_decay": 0.01, "beta2": 0.999,
                       "eval_interval": 500, "eval_iters": 10}
 MLM_MODEL_DEFAULTS = {"n_layer": 4, "n_head": 4, "d_model": 128}
