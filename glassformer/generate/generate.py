@@ -103,6 +103,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
     cache keeps growing as tokens are generated. Default: a fresh cache.
     """
+    if model.arch == "transformer":
+        raise GlassformerError("this is an encoder-decoder: it writes an output for a source "
+                               "text, so use `glassformer translate` (glassformer.translate)")
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
         raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
     check_sampling(temperature, top_k, top_p)

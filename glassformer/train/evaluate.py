@@ -87,6 +87,7 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
         raise GlassformerError("eval measures next-token loss, which a BERT encoder does not "
                                "predict; judge a masked-LM BERT with fill-mask "
                                "(python -m bench.bert_fill_mask_eval --model RUN)")
+    check_causal(model)
     t = block_size or model.context_len
     if t > model.context_len:
         raise GlassformerError(f"block size {t} is longer than the model's context "
@@ -115,8 +116,17 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
                       bytes=n_bytes, bits_per_byte=bpb)
 
 
+def check_causal(model) -> None:
+    """One line for a model that predicts no next token (an encoder-decoder)."""
+    if model.arch == "transformer":
+        raise GlassformerError("eval measures next-token loss on a text; an encoder-decoder is "
+                               "judged on pairs (python -m bench.g2p_eval --model RUN, "
+                               "python -m bench.couplets_eval --model RUN)")
+
+
 def evaluate_text(model, text: str, **kwargs) -> EvalResult:
     """Encode `text` with the model's tokenizer, then `evaluate_ids`."""
+    check_causal(model)
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot read text")
     return evaluate_ids(model, np.array(model.tokenizer.encode(text)),

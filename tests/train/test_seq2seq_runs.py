@@ -57,3 +57,8 @@ def test_bad_inputs_are_one_line(reversal, tmp_path, capsys):
     assert main(["translate", "--model", str(run), "abcdabcdabcd"]) == 2
     err = capsys.readouterr().err
     assert "longer than the model's context" in err and len(err.strip().splitlines()) == 1
+    for command in (["generate", "--model", str(run), "abcd"],
+                    ["eval", "--model", str(run), "--data", str(reversal)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "encoder-decoder" in err and len(err.strip().splitlines()) == 1
