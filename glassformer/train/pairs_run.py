@@ -39,8 +39,8 @@ from glassformer.train.step import IN_PROCESS, Steps
 DATA_RECORD = "data.json"
 # `--arch transformer` defaults (TrainConfig fields): the G2P recipe
 G2P_RECIPE = dict(objective="seq2seq", label_smoothing=0.1, schedule="cosine",
-                  batch_size=64, lr=1e-3, warmup_iters=400, max_iters=4000, min_lr=1e-4,
-                  lr_decay_iters=4000, weight_decay=0.01, beta1=0.9, beta2=0.98,
+                  batch_size=64, lr=1e-3, warmup_iters=400, max_iters=10000, min_lr=1e-4,
+                  lr_decay_iters=10000, weight_decay=0.01, beta1=0.9, beta2=0.98,
                   eval_interval=500, eval_iters=10)
 # `--arch transformer` model defaults (Seq2SeqConfig fields)
 G2P_MODEL = dict(n_layer=3, n_head=4, d_model=128, dropout=0.1)
