@@ -38,6 +38,10 @@ def check_train_config(cfg: TrainConfig) -> None:
     for name in ("beta1", "beta2"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
             raise GlassformerError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
+    if cfg.schedule == "cosine" and cfg.lr_decay_iters <= cfg.warmup_iters:
+        raise GlassformerError(f"lr_decay_iters ({cfg.lr_decay_iters}) must be larger than "
+                               f"warmup_iters ({cfg.warmup_iters}): the cosine decay starts "
+                               "where the warmup ends")
 
 
 def train_config_from_dict(data: dict) -> TrainConfig:

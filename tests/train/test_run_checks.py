@@ -25,6 +25,8 @@ TINY = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--block-size", "8
     (["--batch-size", "0"], "batch_size must be at least 1, got 0"),
     (["--eval-interval", "0"], "eval_interval must be at least 1"),
     (["--max-iters", "-1"], "max_iters must be >= 0"),
+    (["--warmup-iters", "500", "--lr-decay-iters", "400"],
+     "lr_decay_iters (400) must be larger than warmup_iters (500)"),
     (["--d-model", "1000000"], "would need about"),
     (["--n-layer", "3000", "--d-model", "2048"], "would need about"),
     (["--block-size", "100000000"], "would need about"),
