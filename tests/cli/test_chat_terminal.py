@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -60,6 +61,9 @@ class Terminal:
     @staticmethod
     def _take_terminal():
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        # a person's shell starts programs with Ctrl-C at its default; a test run started in
+        # the background (`cmd &` without job control) would hand its children SIGINT ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     def send(self, keys: str) -> None:
         os.write(self.master, keys.encode())
