@@ -6,18 +6,16 @@ quatrains from ../shared/data/tang_sft.jsonl in about half an hour on two CPU co
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 
 from glassformer.cli.common import model_help
-from glassformer.cli.train import SIGNAL_EXIT, TRAIN_FLAGS
+from glassformer.cli.train import TRAIN_FLAGS, run_ended
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.finetune import resume_finetune, run_finetune
 from glassformer.train.loop import TrainConfig
 from glassformer.train.progress import progress_printer
-from glassformer.train.run import plot_loss_curve
 from glassformer.train.signals import stop_on_signals
 
 NAME = "finetune"
@@ -140,12 +138,4 @@ def run(args) -> int:
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
                                         **hooks)
-    if stop.signal_name:
-        say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
-            f"{args.out}. Continue with: glassformer finetune --out {shlex.quote(args.out)} "
-            "--resume")
-        return SIGNAL_EXIT.get(stop.signal_name, 130)
-    plot = plot_loss_curve(args.out)
-    print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; run in "
-          f"{args.out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
-    return 0
+    return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

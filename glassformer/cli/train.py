@@ -201,6 +201,20 @@ def say(line: str) -> None:
     print(f"glassformer train: {line}", file=sys.stderr)
 
 
+def run_ended(command: str, out: str, run_state, stop, *, saved_in: str) -> int:
+    """The last lines of a training command (train, finetune) and its exit status: how to
+    continue a run stopped by a signal, or the best val loss and the loss curve."""
+    if stop.signal_name:
+        print(f"glassformer {command}: stopped by {stop.signal_name} at iteration "
+              f"{run_state.it}; checkpoint saved in {out}. Continue with: glassformer {command} "
+              f"--out {shlex.quote(out)} --resume", file=sys.stderr)
+        return SIGNAL_EXIT.get(stop.signal_name, 130)
+    plot = plot_loss_curve(out)
+    print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; {saved_in} "
+          f"{out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     check_flags(args)
     # issue 15: --workers N > 1 starts N ranks through mpiexec; under mpiexec this is one of them
@@ -280,12 +294,4 @@ def train_here(args, comm=None) -> int:
                     train_cfg=train_cfg, init=init, tokenizer=args.tokenizer,
                     on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
                     steps=steps)
-    if stop.signal_name:
-        say(f"stopped by {stop.signal_name} at iteration {run_state.it}; checkpoint saved in "
-            f"{args.out}. Continue with: glassformer train --out {shlex.quote(args.out)} "
-            "--resume")
-        return SIGNAL_EXIT.get(stop.signal_name, 130)
-    plot = plot_loss_curve(args.out)
-    print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; checkpoint in "
-          f"{args.out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
-    return 0
+    return run_ended("train", args.out, run_state, stop, saved_in="checkpoint in")
