@@ -27,6 +27,7 @@ Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own). W
 cfg.sinusoid_init the learned position table starts instead from Vaswani et al.'s sinusoids at the
 same scale (std 0.02 per entry): neighbouring positions start similar, which a masked-LM, whose
 every prediction must come through attention, needs to find a token's neighbours (docs/bert.md).
+With cfg.neighbour_heads layer 0's heads start on fixed neighbours instead (neighbour_heads.py).
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ from glassformer.models.common import (check_ids_and_positions, init_layers, lay
                                        layers_forward, layers_shapes)
 from glassformer.models.family import (Family, check_config_values, config_from_dict,
                                        config_to_dict)
+from glassformer.models.neighbour_heads import check_neighbour_heads, neighbour_heads_init
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
@@ -73,6 +75,7 @@ class BertConfig:
     activation: str = "gelu"        # exact erf GELU; "gelu_tanh" for checkpoints using gelu_new
     mlm_head: bool = False          # params include the masked-LM head (mlm.*)
     sinusoid_init: bool = False     # init pos_emb from the [sin, cos] table (still learned)
+    neighbour_heads: bool = False   # init layer 0's heads on the neighbours (neighbour_heads.py)
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
@@ -83,6 +86,8 @@ class BertConfig:
             raise GlassformerError(f"BERT activation must be 'gelu' or 'gelu_tanh', "
                                    f"got {self.activation!r}")
         self.block_config()  # validates n_head vs d_model and the dropout range
+        if self.neighbour_heads:
+            check_neighbour_heads(self.d_model, self.n_head, self.max_seq_len)
 
     def block_config(self) -> BlockConfig:
         return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
@@ -151,6 +156,8 @@ def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
         params["mlm.b"] = np.zeros(shapes["mlm.b"], np.float32)
         params.update(prefixed(init_norm(bcfg), "mlm.norm."))
         params["mlm.bias"] = np.zeros(shapes["mlm.bias"], np.float32)
+    if cfg.neighbour_heads:
+        params = neighbour_heads_init(params, cfg, rng)   # after every draw above
     return params
 
 

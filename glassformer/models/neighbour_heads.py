@@ -1,0 +1,102 @@
+"""Neighbour heads: a BERT whose first layer starts out reading each token's neighbours.
+
+Why. A masked-LM sees [MASK] where the answer was, so everything it predicts there must come
+through attention, and at the usual init (every weight Normal(0, 0.02)) attention is uniform:
+the left and right neighbours, which say the most about a missing character, each get 1/T of it.
+Early in training the model is still fitting the unigram, and a signal that varies with the
+context only adds noise to that fit, so the gradient spreads attention out and shrinks it; the
+model sits on the unigram for thousands of steps (docs/bert.md). Here layer 0's heads start
+looking at fixed offsets (-1, +1, -2, +2, -3, ...), one offset per head, and carry the token
+there back to the query's position; `TrainConfig.hold_iters` then holds the weights that point
+the heads (`held_keys`) still for the first iterations, while the rest of the model learns to
+use what they bring. After that everything trains: it is an ordinary BERT, and it exports as one.
+
+How (C = d_model, H heads of size d = C / H, M = d // 2 frequencies, N = 2M + 1 >= T):
+
+    pos_emb[p]  = a * [cos(theta_m p), sin(theta_m p)]   in the last 2M dims, 0 elsewhere
+                  theta_m = 2 pi m / N, m = 1..M;  tok_emb is 0 in those dims at first
+    head h, offset delta_h: W_q maps the code at p to the code at p + delta_h (each (cos, sin)
+                  pair turned by theta_m delta_h), W_k reads the code as it is, so
+
+    q_i . k_j  ~  sum_m cos(theta_m (i + delta_h - j))  =  M       when j = i + delta_h
+                                                        = -1/2     otherwise (|j - i| < N)
+
+a Dirichlet kernel: one sharp peak, scaled so the score gap is `GAP` (the head puts ~80% of its
+weight on its neighbour). W_v takes the token part (the first C - 2M dims) through an
+orthonormal (C - 2M, d) map Q_h, W_o = Q_h^T writes it back there. Everything else keeps
+BERT's Normal(0, 0.02) init. `a` makes the code's energy equal to the token embeddings'.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+
+GAP = 10.0                  # score of the head's neighbour minus any other position's, at init
+EMB_STD = 0.02              # BERT's init of the embedding tables (models/bert.py)
+
+
+def offsets(n_head: int) -> list[int]:
+    """The offset each head of layer 0 starts on: -1, +1, -2, +2, -3, ..."""
+    return [(h // 2 + 1) * (-1 if h % 2 == 0 else 1) for h in range(n_head)]
+
+
+def check_neighbour_heads(d_model: int, n_head: int, max_seq_len: int) -> None:
+    """The position code must fit one head and not wrap inside the position table."""
+    d = d_model // n_head
+    if 2 * (d // 2) + 1 < max_seq_len:
+        raise GlassformerError(f"neighbour_heads needs a head size of at least max_seq_len - 1 "
+                               f"(its position code has one frequency per two dims and must not "
+                               f"wrap inside the table): head size {d}, max_seq_len {max_seq_len}")
+    if 2 * (d // 2) >= d_model:
+        raise GlassformerError(f"neighbour_heads needs more than one head (the position code "
+                               f"takes one head's dims, the tokens the rest): got n_head {n_head}")
+
+
+def held_keys(cfg) -> tuple[str, ...]:
+    """What TrainConfig.hold_iters holds still: the weights that point layer 0's heads."""
+    if not getattr(cfg, "neighbour_heads", False):
+        return ()
+    return ("pos_emb", "blocks.0.attn.wq", "blocks.0.attn.bq", "blocks.0.attn.wk",
+            "blocks.0.attn.bk")
+
+
+def neighbour_heads_init(params: dict, cfg, rng: np.random.Generator) -> dict:
+    """Rewrite a fresh BERT's embeddings and layer-0 attention as the module docstring says.
+
+    params: BERT params from init_params (float32), changed in place and returned.
+    """
+    C, H, T = cfg.d_model, cfg.n_head, cfg.max_seq_len
+    check_neighbour_heads(C, H, T)
+    d = C // H
+    M = d // 2
+    k = 2 * M                                                  # dims of the position code
+    tok, pos = slice(0, C - k), slice(C - k, C)
+    theta = 2.0 * math.pi * np.arange(1, M + 1) / (2 * M + 1)  # (M,)
+    angle = np.arange(T)[:, None] * theta[None, :]             # (T, M)
+    code = np.concatenate([np.cos(angle), np.sin(angle)], 1)   # (T, k), entries in [-1, 1]
+    amplitude = EMB_STD * math.sqrt(2.0 * (C - k) / k)         # code energy = token energy
+    params["tok_emb"][:, pos] = 0.0
+    table = np.zeros((T, C)); table[:, pos] = amplitude * code
+    params["pos_emb"] = table.astype(np.float32)
+    # After the embedding LayerNorm the code's entries are ~ sqrt(C / k) * code: W_q, W_k
+    # divide that out and scale so that q . k / sqrt(d) has the gap GAP at the peak.
+    after_norm = math.sqrt(C / k)
+    scale = math.sqrt(GAP * math.sqrt(d) / (M + 0.5)) / after_norm
+    wq, wk = params["blocks.0.attn.wq"], params["blocks.0.attn.wk"]
+    wv, wo = params["blocks.0.attn.wv"], params["blocks.0.attn.wo"]
+    for h, delta in enumerate(offsets(H)):
+        cols = slice(h * d, (h + 1) * d)
+        code_cols = slice(h * d, h * d + k)     # all of the head's dims when d is even
+        c, s = np.cos(theta * delta), np.sin(theta * delta)
+        turn = np.block([[np.diag(c), -np.diag(s)], [np.diag(s), np.diag(c)]])   # (k, k)
+        wq[pos, code_cols] = scale * turn.T     # row code(i) @ turn.T = code(i + delta)
+        wk[pos, code_cols] = scale * np.eye(k)
+        q_h, _ = np.linalg.qr(rng.standard_normal((C - k, d)))   # (C - k, d), orthonormal
+        wv[:, cols] = 0.0
+        wv[tok, cols] = q_h
+        wo[cols, :] = 0.0
+        wo[cols, tok] = q_h.T
+    return params
