@@ -30,8 +30,9 @@ LORA_RECIPE = LoraConfig(r=16, alpha=32.0, dropout=0.0,
                          targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                   "down_proj"))
 # train's flags that finetune does not take: one process (BLAS on every core, docs/finetune.md),
-# and the objective follows from the data file (chat JSONL: sft; text: next-token)
-NOT_HERE = ("workers", "objective", "mask_prob")
+# the objective follows from the data file (chat JSONL: sft; text: next-token), and only a
+# new BERT has neighbour heads to hold
+NOT_HERE = ("workers", "objective", "mask_prob", "hold_iters")
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with its own base model, "
                "LoRA and settings; only --max-iters, --eval-interval, --lr-decay-iters, "
                "--min-lr and --workers may be changed")

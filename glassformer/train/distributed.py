@@ -50,7 +50,7 @@ from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coe
                                      global_norm, scale_grads, squared_norms)
 from glassformer.train.loop import train
 from glassformer.train.objective import NEXT_TOKEN, Objective, rows_of
-from glassformer.train.step import IN_PROCESS, Steps, eval_loss, loss_and_grads
+from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still, loss_and_grads
 
 IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
@@ -211,7 +211,8 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                        rng: np.random.Generator | None, grad_clip: float, lr: float,
                        beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
                        weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN,
-                       train_cfg=None, frozen: dict | None = None) -> tuple[float, AdamWState]:
+                       train_cfg=None, frozen: dict | None = None,
+                       held: frozenset = frozenset()) -> tuple[float, AdamWState]:
     """`step.train_step` over the ranks of `comm` (call it on every rank with the same arguments):
     the same loss, and the same params and moments on every rank afterwards."""
     from mpi4py import MPI
@@ -221,6 +222,7 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
     ranks, rank = comm.Get_size(), comm.Get_rank()
     my_loss, grads = _shard_grads(comm, family, params, cfg, micro_batches, rng,
                                   objective=objective, train_cfg=train_cfg, frozen=frozen)
+    decay = hold_still(grads, held)
     groups = balanced_groups(params, ranks)
     sizes = [sum(params[key].size for key in group) for group in groups]
     # Reduce-scatter: the grads laid out group after group; rank r receives group r summed.
@@ -239,7 +241,8 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                      t=opt.t)
     mine_params = {key: params[key] for key in groups[rank]}
     adamw_step(mine_params, my_grads, own, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-               weight_decay=weight_decay)
+               weight_decay=weight_decay,
+               decay=frozenset(key for key in decay if key in mine_params))
     _all_gather_groups(comm, groups, sizes, params, opt)
     loss = 0.0
     for share, _ in shares:

@@ -28,6 +28,7 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
                                        save_checkpoint, trim_train_log)
+from glassformer.models.neighbour_heads import held_keys
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.objectives import objective_of
@@ -58,13 +59,15 @@ class TrainConfig:
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
     mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
+    hold_iters: int = 0           # the model's held_keys stay still for this many iterations
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
             if getattr(self, name) < 1:
                 raise GlassformerError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.max_iters < 0:
-            raise GlassformerError(f"max_iters must be >= 0, got {self.max_iters}")
+        for name in ("max_iters", "hold_iters"):
+            if getattr(self, name) < 0:
+                raise GlassformerError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.workers < 0:  # 0: "one per core" in runs saved before MPI
             raise GlassformerError(f"workers must be >= 1, got {self.workers}")
         if self.schedule not in SCHEDULES:
@@ -154,8 +157,17 @@ def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run
                                      rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
                                      beta1=train_cfg.beta1, beta2=train_cfg.beta2,
                                      weight_decay=train_cfg.weight_decay, objective=objective,
-                                     train_cfg=train_cfg, frozen=frozen)
+                                     train_cfg=train_cfg, frozen=frozen,
+                                     held=held_at(model_cfg, train_cfg, run.it))
     return loss
+
+
+def held_at(model_cfg, train_cfg: TrainConfig, it: int) -> frozenset:
+    """The params held still at iteration `it`: the model's held_keys (models/neighbour_heads.py)
+    for the first train_cfg.hold_iters iterations, none after."""
+    if it >= train_cfg.hold_iters:
+        return frozenset()
+    return frozenset(held_keys(model_cfg))
 
 
 def _log(steps: Steps, out_dir, record: dict, on_step) -> None:

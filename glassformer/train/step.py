@@ -6,8 +6,9 @@ turns a batch into a loss and the grads of the trained params.
 The seam. The loop (train/loop.py) computes only through a `Steps` record:
 
     train_step(family, params, cfg, micro_batches, opt, *, rng, grad_clip, lr, beta1, beta2,
-               weight_decay, objective, train_cfg, frozen) -> (mean loss, AdamWState)
-                                                  params and moments updated in place
+               weight_decay, objective, train_cfg, frozen, held) -> (mean loss, AdamWState)
+                                                  params and moments updated in place, but
+                                                  the `held` keys of params (hold_still)
     eval_loss(family, params, cfg, x, y, *, objective, train_cfg, frozen) -> float
     start(model_cfg, train_cfg, run, train_data, val_data, frozen) -> the same six, once, first
 
@@ -23,7 +24,8 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.train.objective import NEXT_TOKEN, Objective
-from glassformer.train.optim import ADAMW_EPS, AdamWState, adamw_step, clip_grad_norm
+from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_grad_norm,
+                                     decay_keys)
 
 
 def loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
@@ -49,11 +51,13 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
                rng: np.random.Generator | None, grad_clip: float, lr: float,
                beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
                weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN, train_cfg=None,
-               frozen: dict | None = None) -> tuple[float, AdamWState]:
+               frozen: dict | None = None, held: frozenset = frozenset()
+               ) -> tuple[float, AdamWState]:
     """One optimizer step: the grads of each (x, y) in `micro_batches` summed (gradient
     accumulation, each weighted 1/n), clipped to global norm `grad_clip` (0: no clipping), then
     AdamW at `lr`, params and moments updated in place. Returns (mean micro-batch loss, state
-    with t + 1). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated.
+    with t + 1). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated;
+    the `held` keys of params stay as they are this step (hold_still).
     """
     if not micro_batches:
         raise GlassformerError("expected at least one micro-batch")
@@ -68,11 +72,21 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
         else:
             for key, g in grads.items():
                 summed[key] += g   # fan-in over micro-batches: this function owns `summed`
+    decay = hold_still(summed, held)
     if grad_clip > 0.0:
         summed, _ = clip_grad_norm(summed, grad_clip)
     params, opt = adamw_step(params, summed, opt, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-                             weight_decay=weight_decay)
+                             weight_decay=weight_decay, decay=decay)
     return total / n, opt
+
+
+def hold_still(grads: dict, held: frozenset) -> frozenset:
+    """Zero the grads of the `held` keys in place (so they count for nothing in the clip norm
+    and AdamW, whose moments start at zero, moves them by exactly 0); returns the keys AdamW
+    decays: decay_keys without the held ones. TrainConfig.hold_iters uses it."""
+    for key in held & grads.keys():
+        grads[key][...] = 0.0
+    return decay_keys(grads) - held
 
 
 def start_here(model_cfg, train_cfg, run, train_data, val_data, frozen) -> tuple:

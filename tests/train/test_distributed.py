@@ -272,3 +272,29 @@ def test_a_data_parallel_step_is_the_step_and_every_rank_holds_the_same_state(tm
     assert result["same_on_every_rank"] and result["t"] == 3
     assert result["loss_rel"] < SAME_LOSS_RTOL
     assert result["params_abs"] < 1e-5   # lr 1e-2 steps: float32 rounding of the summed grads
+
+
+TANG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tang_poems.txt"
+HELD = ("pos_emb", "blocks.0.attn.wq", "blocks.0.attn.bq", "blocks.0.attn.wk", "blocks.0.attn.bk")
+
+
+def test_two_ranks_hold_the_neighbour_heads_still(tmp_path):
+    """TrainConfig.hold_iters on 2 ranks: each rank's AdamW group leaves the held keys as they
+    were (zero grads before the reduce-scatter, no decay), and the rest trains."""
+    if not TANG.is_file():
+        pytest.skip(f"corpus {TANG} is absent")
+    poems = tmp_path / "poems.txt"
+    with TANG.open(encoding="utf-8") as f:
+        poems.write_text("".join(next(f) for _ in range(120)), encoding="utf-8")
+    out = tmp_path / "held"
+    flags = ["--arch", "bert", "--objective", "mlm", "--n-layer", "1", "--n-head", "2",
+             "--d-model", "32", "--block-size", "16", "--batch-size", "4", "--eval-iters", "2",
+             "--warmup-iters", "2", "--eval-interval", "3", "--hold-iters", "3", "--no-progress"]
+    assert main(["train", "--data", str(poems), "--out", str(out), *flags, "--workers", "1",
+                 "--max-iters", "0"]) == 0
+    start = load_checkpoint(out)
+    subprocess.run(glassformer("--out", str(out), "--resume", "--max-iters", "3", "--workers",
+                               "2", "--no-progress"), check=True, capture_output=True)
+    held = load_checkpoint(out)
+    assert all((held.params[k] == start.params[k]).all() for k in HELD)
+    assert not (held.params["blocks.0.attn.wv"] == start.params["blocks.0.attn.wv"]).all()

@@ -92,3 +92,32 @@ def test_a_sequence_longer_than_the_position_table_is_one_line(poems, tmp_path):
         model(np.ones((1, 17), np.int64))
     with pytest.raises(GlassformerError, match="next-token loss, which a BERT encoder does not"):
         evaluate_ids(model, np.ones(40, np.int64))
+
+
+def test_neighbour_heads_hold_still_for_hold_iters_then_train(poems, tmp_path):
+    out = tmp_path / "held"
+    common = ["train", "--data", str(poems), "--out", str(out), *TINY, "--d-model", "32",
+              "--hold-iters", "3", "--eval-interval", "3"]
+    assert main([*common, "--max-iters", "0"]) == 0
+    start = load_checkpoint(out)
+    assert start.config["neighbour_heads"] and not start.config["sinusoid_init"]  # 16 fits 16
+    assert main(["train", "--out", str(out), "--max-iters", "3", "--resume",
+                 "--no-progress"]) == 0
+    held = load_checkpoint(out)
+    assert held.state["train_config"]["hold_iters"] == 3
+    kept = ("pos_emb", "blocks.0.attn.wq", "blocks.0.attn.bq", "blocks.0.attn.wk",
+            "blocks.0.attn.bk")
+    assert all(np.array_equal(start.params[k], held.params[k]) for k in kept)
+    assert not np.array_equal(start.params["blocks.0.attn.wv"], held.params["blocks.0.attn.wv"])
+    assert main(["train", "--out", str(out), "--max-iters", "5", "--resume",
+                 "--no-progress"]) == 0
+    moved = load_checkpoint(out)
+    assert all(not np.array_equal(start.params[k], moved.params[k]) for k in kept)
+
+
+def test_a_negative_hold_is_refused(poems, tmp_path, capsys):
+    code = main(["train", "--data", str(poems), "--out", str(tmp_path / "r"), *TINY,
+                 "--hold-iters", "-1", "--max-iters", "2"])
+    assert code != 0
+    assert "hold_iters must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
