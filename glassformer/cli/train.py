@@ -11,6 +11,7 @@ from glassformer.cli.launch import as_rank, launch_ranks, saved_train_config
 from glassformer.errors import GlassformerError
 from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
+from glassformer.models.neighbour_heads import check_neighbour_heads
 from glassformer.models.llama import LlamaConfig
 from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
@@ -53,6 +54,10 @@ TRAIN_FLAGS = {
     "--label-smoothing": ("label_smoothing", float, "cross-entropy label smoothing"),
     "--mask-prob": ("mask_prob", float, "--objective mlm: share of the tokens chosen to "
                                         "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
+    "--hold-iters": ("hold_iters", int, "--arch bert: iterations for which layer 0's neighbour "
+                                        "heads stay pointed at the neighbours (a new BERT has "
+                                        "them when its head size is at least block size - 1; "
+                                        "docs/bert.md)"),
 }
 
 
@@ -117,11 +122,12 @@ def add_arguments(parser) -> None:
 
 
 # --arch bert: the masked-LM recipe on the Tang poems (docs/bert.md), where a flag is not given
-MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 48, "batch_size": 32, "lr": 1e-3,
-                      "min_lr": 1e-4, "warmup_iters": 100, "max_iters": 2000,
-                      "lr_decay_iters": 2000, "weight_decay": 0.01, "beta2": 0.999,
+MLM_TRAIN_DEFAULTS = {"objective": "mlm", "block_size": 32, "batch_size": 64, "lr": 2e-3,
+                      "min_lr": 2e-4, "warmup_iters": 100, "max_iters": 9000,
+                      "lr_decay_iters": 9000, "weight_decay": 0.01, "beta2": 0.999,
+                      "mask_prob": 0.4, "hold_iters": 1500,
                       "eval_interval": 500, "eval_iters": 10}
-MLM_MODEL_DEFAULTS = {"n_layer": 4, "n_head": 4, "d_model": 128}
+MLM_MODEL_DEFAULTS = {"n_layer": 2, "n_head": 4, "d_model": 128}
 
 
 def check_objective(arch: str, objective: str | None) -> None:
@@ -146,10 +152,12 @@ def with_mlm_defaults(train: dict, model: dict) -> tuple[dict, dict]:
 def model_config(flags: dict, vocab_size: int):
     """The new model's config from the model flags, once the char tokenizer knows vocab_size."""
     if flags["arch"] == "bert":
+        neighbour = fits_neighbour_heads(flags["d_model"], flags["n_head"], flags["block_size"])
         return BertConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                           n_layer=flags["n_layer"], n_head=flags["n_head"],
                           d_model=flags["d_model"], dropout=flags["dropout"], mlm_head=True,
-                          sinusoid_init=True)
+                          sinusoid_init=not neighbour, neighbour_heads=neighbour,
+                          activation="gelu_tanh")   # Google's BERT's GELU; exports as gelu_new
     if flags["arch"] == "llama":
         return LlamaConfig(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                            n_layer=flags["n_layer"], n_head=flags["n_head"],
@@ -158,6 +166,17 @@ def model_config(flags: dict, vocab_size: int):
     return GPT2Config(vocab_size=vocab_size, max_seq_len=flags["block_size"],
                       n_layer=flags["n_layer"], n_head=flags["n_head"], d_model=flags["d_model"],
                       dropout=flags["dropout"], bias=flags["bias"])
+
+
+def fits_neighbour_heads(d_model: int, n_head: int, block_size: int) -> bool:
+    """Whether a new BERT starts with neighbour heads (models/neighbour_heads.py): they need a
+    head size of at least block_size - 1 and two heads; otherwise the position table starts from
+    sinusoids, as before them (the run's config.json records which: neighbour_heads)."""
+    try:
+        check_neighbour_heads(d_model, n_head, block_size)
+    except GlassformerError:
+        return False
+    return True
 
 
 def given_flags(args) -> tuple[dict, dict]:
