@@ -46,7 +46,7 @@ from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_con
                                      _constants, adapter_name, adapter_of, is_adapter_key)
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.hf_names import family_names
-from glassformer.io.json_object import read_json_object
+from glassformer.json_object import read_json_object
 from glassformer.io.lora_modules import module_list, modules, select_modules, sizes
 from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
@@ -246,7 +246,7 @@ def _read_adapter_config(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{folder} has no {ADAPTER_CONFIG}; an adapter folder holds "
                               f"{ADAPTER_CONFIG} and {ADAPTER_WEIGHTS}")
-    config = read_json_object(path)
+    config = read_json_object(path, CheckpointError)
     refusals = [
         (config.get("peft_type") != "LORA",
          f"peft_type is {config.get('peft_type')!r}; glassformer loads LoRA adapters only"),

@@ -28,7 +28,7 @@ from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
 from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
-from glassformer.io.json_object import read_json_object
+from glassformer.json_object import read_json_object
 from glassformer.io.peft import load_adapter, merge_adapters, not_a_model
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
@@ -161,7 +161,7 @@ def _read_config(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{folder} has no config.json; a model folder needs config.json "
                               f"and {WEIGHTS} (or {INDEX})")
-    return read_json_object(path)
+    return read_json_object(path, CheckpointError)
 
 
 def _weight_files(folder: Path) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from glassformer.errors import GlassformerError
+from glassformer.json_object import read_json_object
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 CONFIG_FILE = "tokenizer_config.json"
@@ -65,12 +66,7 @@ def read_tokenizer_config(folder: str | Path) -> TokenizerConfig:
     config_path = folder / CONFIG_FILE
     config = {}
     if config_path.is_file():
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as err:
-            raise GlassformerError(f"{config_path} is not valid JSON: {err}") from None
-        if not isinstance(config, dict):
-            raise GlassformerError(f"{config_path} does not hold a JSON object")
+        config = read_json_object(config_path)
     template = pick_template(config.get("chat_template"), config_path)
     if (folder / CHAT_TEMPLATE_FILE).is_file():   # transformers: the .jinja file wins
         template = (folder / CHAT_TEMPLATE_FILE).read_text(encoding="utf-8")
