@@ -3,7 +3,8 @@
 Layers, lowest first (CONTRIBUTING.md, "How the layers stack"); a file may import its own layer
 and the ones below it, never one above:
 
-    0  errors, blas, allocator, packaged    what everything may use
+    0  errors, blas, allocator, packaged,   what everything may use
+       json_object
     1  ops                              forward/backward pairs on arrays
     2  blocks                           attention, MLP, norms, residual layers, KVCache
     3  models, tokenizers               model families; text <-> ids
@@ -22,7 +23,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "glassformer"
 
 LAYER = {
-    "errors": 0, "blas": 0, "allocator": 0, "packaged": 0,
+    "errors": 0, "blas": 0, "allocator": 0, "packaged": 0, "json_object": 0,
     "ops": 1,
     "blocks": 2,
     "models": 3, "tokenizers": 3,
