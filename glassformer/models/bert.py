@@ -44,8 +44,8 @@ from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
                                        layers_forward, layers_shapes)
-from glassformer.models.family import (Family, check_config_values, config_from_dict,
-                                       config_to_dict)
+from glassformer.models.family import (ENCODER, Family, check_config_values,
+                                       config_from_dict, config_to_dict)
 from glassformer.models.neighbour_heads import check_neighbour_heads, neighbour_heads_init
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
@@ -290,6 +290,7 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 # An encoder reads whole sequences: no generation, so no KV cache and no sliding window.
-FAMILY = Family(name="bert", config=BertConfig, init_params=init_params, forward=forward,
-                backward=backward, param_shapes=param_shapes, kv_layout=None,
+FAMILY = Family(name="bert", kind=ENCODER, config=BertConfig,
+                init_params=init_params, forward=forward, backward=backward,
+                param_shapes=param_shapes, kv_layout=None,
                 sliding_context=False)

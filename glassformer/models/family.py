@@ -20,11 +20,18 @@ from typing import Callable
 
 from glassformer.errors import GlassformerError
 
+# What a family's forward computes, for the generic code that must know (Family.kind):
+CAUSAL = "causal"                    # ids -> next-token logits; generates, has a KV cache
+ENCODER = "encoder"                  # ids -> one vector per token, read both ways (BERT)
+ENCODER_DECODER = "encoder-decoder"  # (source, target input) -> target logits (the paper's)
+KINDS = (CAUSAL, ENCODER, ENCODER_DECODER)
+
 
 @dataclass(frozen=True)
 class Family:
     """One model family: its config class and its functions."""
     name: str                         # the arch name configs carry ("gpt2", "llama", "bert")
+    kind: str                         # CAUSAL, ENCODER or ENCODER_DECODER (above)
     config: type                      # the frozen config dataclass (has ARCH == name)
     init_params: Callable             # (cfg, rng) -> params
     forward: Callable                 # (params, ids, cfg, **options) -> (out, ctx)

@@ -26,8 +26,8 @@ from glassformer.errors import GlassformerError
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
                                        head_forward, head_shapes, init_head, init_layers,
                                        layers_backward, layers_forward, layers_shapes)
-from glassformer.models.family import (Family, check_config_values, config_from_dict,
-                                       config_to_dict)
+from glassformer.models.family import (CAUSAL, Family, check_config_values,
+                                       config_from_dict, config_to_dict)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
@@ -151,6 +151,7 @@ def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
 
 
 # Learned positions: past the context, generation slides a window (see generate/generate.py).
-FAMILY = Family(name="gpt2", config=GPT2Config, init_params=init_params, forward=forward,
-                backward=backward, param_shapes=param_shapes, kv_layout=kv_layout,
+FAMILY = Family(name="gpt2", kind=CAUSAL, config=GPT2Config,
+                init_params=init_params, forward=forward, backward=backward,
+                param_shapes=param_shapes, kv_layout=kv_layout,
                 sliding_context=True)

@@ -39,8 +39,8 @@ from glassformer.errors import GlassformerError
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
                                        head_forward, head_shapes, init_head, init_layers,
                                        layers_backward, layers_forward, layers_shapes)
-from glassformer.models.family import (Family, check_config_values, config_from_dict,
-                                       config_to_dict)
+from glassformer.models.family import (CAUSAL, Family, check_config_values,
+                                       config_from_dict, config_to_dict)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 from glassformer.ops.rope_scaling import RopeScaling
 
@@ -189,6 +189,7 @@ def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
 
 
 # RoPE positions are not learned, but no model was trained past its context: generation stops.
-FAMILY = Family(name="llama", config=LlamaConfig, init_params=init_params, forward=forward,
-                backward=backward, param_shapes=param_shapes, kv_layout=kv_layout,
+FAMILY = Family(name="llama", kind=CAUSAL, config=LlamaConfig,
+                init_params=init_params, forward=forward, backward=backward,
+                param_shapes=param_shapes, kv_layout=kv_layout,
                 sliding_context=False)

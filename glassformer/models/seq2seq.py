@@ -70,8 +70,8 @@ from glassformer.errors import GlassformerError
 from glassformer.models.common import (LMHeadCtx, check_ids_and_positions, layers_backward,
                                        layers_forward, layers_shapes, lm_head_backward,
                                        lm_head_forward, split_layers)
-from glassformer.models.family import (Family, check_config_values, config_from_dict,
-                                       config_to_dict)
+from glassformer.models.family import (ENCODER_DECODER, Family, check_config_values,
+                                       config_from_dict, config_to_dict)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 from glassformer.ops.position import sinusoidal_positions
@@ -488,6 +488,7 @@ def select_rows(state: DecodeState, rows) -> DecodeState:
 
 # An encoder-decoder is not a causal LM: the generic generate loop does not apply (kv_layout
 # None); glassformer.translate decodes it with the functions above.
-FAMILY = Family(name="transformer", config=Seq2SeqConfig, init_params=init_params,
-                forward=forward, backward=backward, param_shapes=param_shapes, kv_layout=None,
+FAMILY = Family(name="transformer", kind=ENCODER_DECODER, config=Seq2SeqConfig,
+                init_params=init_params, forward=forward, backward=backward,
+                param_shapes=param_shapes, kv_layout=None,
                 sliding_context=False)

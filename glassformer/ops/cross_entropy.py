@@ -38,6 +38,8 @@ from glassformer.ops._ids import check_ids
 from glassformer.ops._scalars import check_fraction
 from glassformer.ops.softmax import row_max
 
+IGNORE_INDEX = -100  # targets equal to this count for nothing (torch's default ignore_index)
+
 
 class LogSoftmaxCtx(NamedTuple):
     """Saved for backward: the probabilities p = exp(logp) (..., V), all the backward needs."""
@@ -109,8 +111,8 @@ def _check_inputs(logits, targets, ignore_index) -> int:
     return n_classes
 
 
-def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *, ignore_index: int = -100,
-                          label_smoothing: float = 0.0) -> tuple[np.ndarray, CrossEntropyCtx]:
+def cross_entropy_forward(logits: np.ndarray, targets: np.ndarray, *,
+                          ignore_index: int = IGNORE_INDEX, label_smoothing: float = 0.0) -> tuple[np.ndarray, CrossEntropyCtx]:
     """Mean cross-entropy of softmax(logits) against integer targets, as torch computes it.
 
     logits (..., V) float, targets (...) integers in [0, V) or ignore_index -> loss, a 0-d array

@@ -26,7 +26,6 @@ from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokeniz
                                          allowed_specials, check_ids, split_on_specials)
 from glassformer.tokenizers.wordpiece_basic import basic_tokenize
 
-SPECIAL_NAMES = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")
 # What `decode` tidies after joining pieces with spaces (HF's `cleanup`, from Google's BERT).
 CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
            (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))

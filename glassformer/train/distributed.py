@@ -46,13 +46,13 @@ from functools import partial
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
                                      global_norm, scale_grads, squared_norms)
 from glassformer.train.loop import train
 from glassformer.train.objective import NEXT_TOKEN, Objective, rows_of
 from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still, loss_and_grads
 
-IGNORE_INDEX = -100  # cross_entropy_forward's default: targets equal to it are not counted
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 

@@ -46,7 +46,7 @@ from glassformer.io.checkpoint import load_checkpoint
 from glassformer.io.named_models import load_model
 from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters, save_adapter
 from glassformer.io.safetensors import write_atomically
-from glassformer.packaged import MODEL, resolve_path
+from glassformer.packaged import MODEL, hub_id, resolve_path
 from glassformer.train.checks import (check_train_config, check_training_memory, resumed_config,
                                       train_config_from_dict)
 from glassformer.train.data import file_fingerprint, read_text, split_train_val
@@ -57,8 +57,6 @@ from glassformer.train.sft import encode_chat_file, is_chat_file, split_chat
 from glassformer.train.step import IN_PROCESS, Steps
 
 RECORD = "finetune.json"
-# PEFT writes the base model's hub id as base_model_name_or_path; for the packaged models we know it
-HUB_IDS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
 class Base(NamedTuple):
@@ -166,8 +164,9 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
                                f"context max_seq_len={base_model.cfg.max_seq_len}")
     if lora_cfg is not None:
-        lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or HUB_IDS.get(
-            model, str(resolve_path(model, MODEL).resolve())))
+        # PEFT records the base model's hub id (base_model_name_or_path) where one is known
+        known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
+        lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or known)
         base = lora_setup(base_model, lora_cfg, None, train_cfg.seed)
     else:
         check_training_memory(base_model.cfg, train_cfg)

@@ -46,12 +46,12 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.models.bert import (encoder_backward, encoder_forward, mlm_backward,
                                      mlm_forward)
-from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
+from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
+                                           cross_entropy_forward)
 from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
 from glassformer.train.data import get_batch
 from glassformer.train.objective import Objective, only_trained, with_frozen
 
-IGNORE_INDEX = -100      # cross_entropy_forward's ignore_index: positions that count for nothing
 MASK_SHARE = 0.8         # of the chosen tokens: replaced by [MASK]
 RANDOM_SHARE = 0.1       # ... replaced by a random token (the other 10% stay as they are)
 SPECIALS = BERT_SPECIALS   # the default char vocabulary's special tokens, after its characters

@@ -40,12 +40,11 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.ops.cross_entropy import cross_entropy_forward
+from glassformer.ops.cross_entropy import IGNORE_INDEX, cross_entropy_forward
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
 from glassformer.train.data import read_text
 from glassformer.train.objective import Objective, token_loss_and_grads, with_frozen
 
-IGNORE_INDEX = -100          # cross_entropy's ignore_index: targets that count for nothing
 SPLIT_SHARDS = 20            # crc32(source) % 20: 0 -> test, 1 -> val, else train
 TANG_PREFIX = "tang-couplets:"
 COUPLET_STOP = "。"           # a quatrain is two couplets, each ending with this stop

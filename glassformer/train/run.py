@@ -53,7 +53,6 @@ from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, t
 from glassformer.train.pairs_run import resume_pair_data
 from glassformer.train.step import IN_PROCESS, Steps
 
-DEFAULT_CORPUS_NAME = "glassformer's own source code"
 DATA_RECORD = "data.json"          # {"path", "size", "sha256"} of the file the run trains on
 LEGACY_DATA_RECORD = "data_source.txt"  # older runs: the data path alone
 VOCAB_MULTIPLE = 64  # a --tokenizer run's model vocab is padded up to a multiple of this

@@ -49,9 +49,9 @@ from glassformer.errors import GlassformerError
 from glassformer.generate.templates import (ChatTemplate, check_messages, compile_template,
                                             control_pattern, encode_rendered,
                                             mark_control_tokens, render_chat)
+from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.train.objective import Objective, token_eval_loss, token_loss_and_grads
 
-IGNORE_INDEX = -100     # cross_entropy_forward's default: targets equal to it are not counted
 PAD_ID = 0              # any id would do: right padding is never attended to nor predicted
 CHAT_SUFFIXES = (".jsonl", ".json")   # files read as chat conversations; others as plain text
 VAL_FRACTION = 0.05     # the last 5% of the conversations, by position, are the val split

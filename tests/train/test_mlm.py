@@ -7,7 +7,8 @@ import pytest
 
 from glassformer.errors import GlassformerError
 from glassformer.models import bert, gpt2
-from glassformer.train.mlm import (IGNORE_INDEX, MLM, choose_positions, draw_masked, mlm_data,
+from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.train.mlm import (MLM, choose_positions, draw_masked, mlm_data,
                                    mlm_eval_loss, mlm_loss_and_grads)
 from glassformer.train.objective import token_eval_loss, token_loss_and_grads
 

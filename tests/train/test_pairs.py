@@ -9,7 +9,8 @@ import pytest
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
-from glassformer.train.pairs import (IGNORE_INDEX, draw_pair_batch, encode_pairs, read_pairs,
+from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.train.pairs import (draw_pair_batch, encode_pairs, read_pairs,
                                      split_of, split_pairs, strip_stress)
 from glassformer.train.schedule import inverse_sqrt_lr_at, scheduled_lr
 

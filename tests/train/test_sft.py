@@ -9,7 +9,8 @@ from glassformer.errors import GlassformerError
 from glassformer.generate.templates import ChatTemplate, chat_prompt_ids
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.train.loop import TrainConfig
-from glassformer.train.sft import (IGNORE_INDEX, PAD_ID, draw_chat, encode_chat_file,
+from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.train.sft import (PAD_ID, draw_chat, encode_chat_file,
                                    encode_conversation, split_chat)
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}

@@ -33,9 +33,6 @@ from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.ops.linear import linear_forward
 
 SIZES = {"batch": 1, "seq": 4, "d_model": 8, "heads": 4, "kv_heads": None}
-# Weight spread: 1/sqrt(C)-sized projections keep scores O(1), so the weights are neither uniform
-# nor one-hot.
-WEIGHT_GAIN = 1.0
 PREFIX = "attn."
 PARAM_ORDER = ("wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo")
 
@@ -164,7 +161,8 @@ def projections(ctx, params: dict) -> dict:
 def _inputs(options: dict, rng) -> Setup:
     cfg = attention_config(options)
     b, t, c = options["batch"], options["seq"], cfg.d_model
-    std = WEIGHT_GAIN / float(np.sqrt(c))
+    # 1/sqrt(C)-sized projections keep the scores O(1): weights neither uniform nor one-hot
+    std = 1.0 / float(np.sqrt(c))
     params = lively(init_attention(cfg, rng, std=std, out_std=std), rng, std=std)
     inputs = {"x": normal(rng, (b, t, c)), **prefixed(params, PREFIX)}
     case = attention_block.case("explain", cfg, causal=True, with_key_bias=True)

@@ -43,9 +43,6 @@ TINY = {"batch": 1, "seq": 3, "d_model": 8, "heads": 2}
 # by position (the weights are a random block's, not a translation model's).
 SOURCE = ("le", "chat", "noir", "</s>", "<pad>")
 PREFIX = "cross."
-# 1/sqrt(C)-sized projections keep the scores O(1): weights neither uniform nor one-hot.
-WEIGHT_GAIN = 1.0
-
 TEXT = with_common({
     "en": {
         "title": "Cross-attention (blocks/attention.py with memory)",
@@ -118,7 +115,8 @@ def _inputs(options: dict, rng) -> Setup:
         raise GlassformerError(f"--heads {h} must divide --d-model {c}")
     cfg = BlockConfig(d_model=c, n_head=h, norm_position="post", mlp="relu")
     s = len(SOURCE)
-    std = WEIGHT_GAIN / float(np.sqrt(c))
+    # 1/sqrt(C)-sized projections keep the scores O(1): weights neither uniform nor one-hot
+    std = 1.0 / float(np.sqrt(c))
     params = lively(init_attention(cfg, rng, std=std, out_std=std), rng, std=std)
     mask = np.ones((b, s), dtype=bool)                                  # (B, S)
     mask[:, -1] = False                                                 # the <pad> slot
