@@ -29,6 +29,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.ops.cross_entropy import cross_entropy_forward
+from glassformer.tokenizers.byte_lengths import token_byte_lengths, tokens_per_byte
 from glassformer.train.data import split_train_val
 
 SPLITS = ("all", "train", "val")
@@ -41,21 +42,6 @@ class EvalResult(NamedTuple):
     split: str           # "all" (the whole text), "train" or "val"
     bytes: int = 0       # UTF-8 bytes of the scored tokens (0: not known)
     bits_per_byte: float = float("nan")  # loss * tokens / ln 2 / bytes
-
-
-def token_byte_lengths(tokenizer) -> np.ndarray:
-    """(V,) int64: the UTF-8 bytes each id of `tokenizer` stands for."""
-    pieces = getattr(tokenizer, "id_to_bytes", None)
-    if pieces is not None:  # byte-level BPE: exact, a token holding half a character included
-        return np.array([len(piece or b"") for piece in pieces], dtype=np.int64)
-    return np.array([len(tokenizer.decode([token_id]).encode("utf-8"))
-                     for token_id in range(tokenizer.vocab_size)], dtype=np.int64)
-
-
-def tokens_per_byte(ids: np.ndarray, byte_lengths: np.ndarray) -> float:
-    """How many tokens `ids` spends per UTF-8 byte of the text it encodes."""
-    n_bytes = int(byte_lengths[np.asarray(ids, dtype=np.int64)].sum())
-    return len(ids) / n_bytes if n_bytes else float("nan")
 
 
 def count_windows(n_ids: int, block_size: int) -> int:

@@ -40,12 +40,12 @@ from glassformer.io.safetensors import write_atomically
 from glassformer.models.registry import config_from_dict
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.byte_lengths import token_byte_lengths, tokens_per_byte
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.checks import (check_model_flags, check_train_config,
                                       check_training_memory, resumed_config,
                                       train_config_from_dict)
 from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
-from glassformer.train.evaluate import token_byte_lengths, tokens_per_byte
 from glassformer.train.lock import hold_run_folder
 from glassformer.train.mlm import SPECIALS as MLM_SPECIALS
 from glassformer.train.mlm import check_mlm_vocabulary, mlm_data
