@@ -33,8 +33,8 @@ import numpy as np
 from glassformer.blas import blas_threads
 from glassformer import inspect
 from glassformer.explain.render import heatmap
-from glassformer.fill_mask import MASK, fill_mask, framed_ids
 from glassformer.io.pretrained import load_pretrained, save_pretrained
+from glassformer.tasks.fill_mask import MASK, fill_mask, framed_ids
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tang_poems.txt"
 VAL_FRACTION = 0.1            # train/data.py's split: the last 10% of the ids (here, characters)

@@ -20,9 +20,9 @@ import json
 import sys
 import time
 
-from glassformer.generate.translate import translate
 from glassformer.io.checkpoint import read_train_log
 from glassformer.io.named_models import load_model
+from glassformer.tasks.translate import translate
 from glassformer.train.pairs import read_pairs, split_pairs
 
 PUNCTUATION = set("，。、？！；：")

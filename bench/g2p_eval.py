@@ -21,8 +21,8 @@ import sys
 import time
 
 from glassformer.blas import blas_threads
-from glassformer.generate.translate import translate
 from glassformer.io.named_models import load_model
+from glassformer.tasks.translate import translate
 from glassformer.train.pairs import cmudict_pronunciations, split_of
 
 

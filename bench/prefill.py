@@ -97,7 +97,7 @@ def smollm2_prefill(torch, repeats: int, length: int = 2048) -> dict:
 
 def chat_second_turn() -> dict:
     """Time to the second turn's first token: the session's kept cache vs a fresh session."""
-    from glassformer.generate.chat import ChatSession, open_chat
+    from glassformer.tasks.chat import ChatSession, open_chat
 
     session = open_chat("smollm2")
     options = dict(temperature=0.0, max_new_tokens=16)

@@ -9,7 +9,8 @@ and the ones below it, never one above:
     2  blocks                           attention, MLP, norms, residual layers, KVCache
     3  models, tokenizers               model families; text <-> ids
     4  io                               files: safetensors, HF folders, GGUF, checkpoints
-    5  train, generate, explain, gradcheck, embed    what users run on models
+    5  train, generate, tasks,          what users run on models
+       explain, gradcheck, viewer
     6  cli                              argument parsing only
 
 Every import counts, including one written inside a function: hiding an import in a function
@@ -28,8 +29,7 @@ LAYER = {
     "blocks": 2,
     "models": 3, "tokenizers": 3,
     "io": 4,
-    "train": 5, "generate": 5, "explain": 5, "gradcheck": 5, "embed": 5, "fill_mask": 5,
-    "viewer": 5,
+    "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
     "cli": 6, "__main__": 6,
 }
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from glassformer.cli.common import (add_adapter_argument, add_sampling_arguments, loading_line,
                                     model_help, sampling_kwargs)
 from glassformer.errors import GlassformerError
-from glassformer.generate.chat import ChatSession, open_chat
+from glassformer.tasks.chat import ChatSession, open_chat
 
 NAME = "chat"
 HELP = "chat with a model that has a chat template (e.g. --model smollm2); multi-turn on stdin"

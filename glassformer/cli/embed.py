@@ -6,9 +6,9 @@ import json
 import numpy as np
 
 from glassformer.cli.common import load_model_shown, model_help
-from glassformer.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
 from glassformer.errors import GlassformerError
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.tasks.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
 
 NAME = "embed"
 HELP = "embed texts with a BERT sentence encoder (e.g. --model minilm); prints cosine similarities"

@@ -8,8 +8,8 @@ import sys
 from tqdm import tqdm
 
 from glassformer.cli.common import load_model_shown, model_help
+from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
-from glassformer.train.evaluate import SPLITS, evaluate_text
 
 NAME = "eval"
 HELP = "report loss, perplexity and bits per byte of a model on a text file (val split by default)"
@@ -46,8 +46,8 @@ def run(args) -> int:
             bar.total = total
             bar.update(done - bar.n)
 
-        result = evaluate_text(model, read_text(args.data), block_size=args.block_size,
-                               batch_size=args.batch_size, split=args.split, on_batch=on_batch)
+        result = perplexity(model, read_text(args.data), block_size=args.block_size,
+                            batch_size=args.batch_size, split=args.split, on_batch=on_batch)
     if args.json:
         print(json.dumps(result._asdict()))
     else:

@@ -5,7 +5,7 @@ import json
 
 from glassformer.cli.common import load_model_shown, model_help
 from glassformer.errors import GlassformerError
-from glassformer.fill_mask import MASK, fill_mask
+from glassformer.tasks.fill_mask import MASK, fill_mask
 
 NAME = "fill-mask"
 HELP = ("the most likely tokens for each [MASK] in a text, with probabilities, from a BERT with a "

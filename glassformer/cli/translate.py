@@ -10,7 +10,7 @@ import sys
 from glassformer.cli.common import load_model_shown, model_help
 from glassformer.errors import GlassformerError
 from glassformer.generate.beam import DEFAULT_ALPHA
-from glassformer.generate.translate import translate
+from glassformer.tasks.translate import translate
 
 NAME = "translate"
 HELP = ("an encoder-decoder's output for each source text, greedy or by beam search (e.g. a "

@@ -1,1 +1,11 @@
-"""Text generation: sampling and the token-by-token generate loop (KVCache lives in blocks/)."""
+"""Decoding: how a model's next tokens are chosen, whatever they are used for.
+
+    generate.py   the token-by-token loop of a causal LM (prefill, then one token per step with a
+                  KVCache; KVCache itself is in blocks/)
+    sampling.py   greedy, temperature, top-k, top-p
+    beam.py       an encoder-decoder's greedy and beam search
+    stream.py     ids to printable text as they arrive
+    templates.py  chat templates: a conversation rendered and tokenized as the model was trained
+
+The uses built on these (chat, translate) are tasks (glassformer/tasks/).
+"""

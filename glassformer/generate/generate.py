@@ -22,6 +22,7 @@ import numpy as np
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.sampling import check_sampling, sample_next
+from glassformer.models.family import ENCODER_DECODER
 
 
 def _check_prompt(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +104,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
     cache keeps growing as tokens are generated. Default: a fresh cache.
     """
-    if model.arch == "transformer":
+    if model.family.kind == ENCODER_DECODER:
         raise GlassformerError("this is an encoder-decoder: it writes an output for a source "
                                "text, so use `glassformer translate` (glassformer.translate)")
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:

@@ -84,8 +84,8 @@ def _ids_of(model, text_or_ids) -> np.ndarray:
             raise GlassformerError("this model came without a tokenizer: pass token ids instead")
         if model.arch == "bert" and "[CLS]" in model.tokenizer.special_tokens:
             # as BERT reads a text, and as --objective mlm trained it: [CLS] text [SEP], and a
-            # typed [MASK] is the mask token (fill_mask.py frames the same way)
-            from glassformer.fill_mask import framed_ids
+            # typed [MASK] is the mask token (tasks/fill_mask.py frames the same way)
+            from glassformer.tasks.fill_mask import framed_ids
             return framed_ids(model.tokenizer, text_or_ids)[None]                  # (1, T)
         text_or_ids = model.tokenizer.encode(text_or_ids)
     ids = np.asarray(text_or_ids, dtype=np.int64)

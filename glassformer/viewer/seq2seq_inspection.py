@@ -133,7 +133,7 @@ def _target_rows(model, target, batch: int) -> list[list[int]]:
 
 def _translated(model, source_ids: np.ndarray, source_mask: np.ndarray) -> list[list[int]]:
     """The model's greedy translation of each source row (its real tokens only)."""
-    from glassformer.generate.translate import translate_ids  # decoding sits above the viewer
+    from glassformer.tasks.translate import translate_ids  # a task, beside the viewer
     sources = [row[keep].tolist() for row, keep in zip(source_ids, source_mask)]
     return translate_ids(model, sources, beam=1, max_new_tokens=model.cfg.max_seq_len - 1)
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
-from glassformer.generate.chat import open_chat
 from glassformer.io.peft import LoraConfig, init_adapters, save_adapter
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
+from glassformer.tasks.chat import open_chat
 from glassformer.tokenizers.char import CharTokenizer
 
 TEXT = "the quick brown fox jumps over the lazy dog\n"

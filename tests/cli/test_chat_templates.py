@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-import glassformer.generate.chat as chat_module
+import glassformer.tasks.chat as chat_module
 from glassformer import load_pretrained
 from glassformer.cli import main
 from glassformer.generate.templates import chat_prompt_ids, chat_template_of, render_chat

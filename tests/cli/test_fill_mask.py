@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
-from glassformer.fill_mask import fill_mask
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models import bert, gpt2
 from glassformer.models.model import Model
+from glassformer.tasks.fill_mask import fill_mask
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
 

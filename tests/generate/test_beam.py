@@ -1,15 +1,12 @@
-"""Decoding an encoder-decoder (generate/beam.py, generate/translate.py): cached greedy equals a
-full recompute, beam search equals exhaustive search on a tiny vocabulary, translate's inputs."""
+"""Decoding an encoder-decoder (generate/beam.py): cached greedy equals a full recompute, beam
+search equals exhaustive search on a tiny vocabulary (translate's inputs: tests/tasks/)."""
 import itertools
 
 import numpy as np
 import pytest
 
-from glassformer.errors import GlassformerError
 from glassformer.generate.beam import beam_search, greedy_search, length_penalty
-from glassformer.generate.translate import translate
 from glassformer.models import seq2seq
-from glassformer.models.model import Model
 from glassformer.ops.cross_entropy import log_softmax_forward
 
 V, EOS, START, PAD = 5, 1, 2, 0
@@ -93,25 +90,3 @@ def test_min_new_tokens_holds_back_eos():
     out = greedy_search(params, cfg, src, max_new_tokens=5, min_new_tokens=3)[0]
     assert list(out[3:4]) == [EOS] and EOS not in out[:3]
     assert beam_search(params, cfg, src, beam=3, max_new_tokens=5, min_new_tokens=2)[0][2] == EOS
-
-
-def test_translate_ids_and_bad_input():
-    cfg, params = tiny()
-    model = Model(cfg, params)
-    ragged = [[3, 4, 3], [4], [3, 3, 4, 4, 3]]
-    together = translate(model, ragged, max_new_tokens=5)
-    alone = [translate(model, np.array(row), max_new_tokens=5) for row in ragged]
-    assert together == alone                           # padding masked: same as one by one
-    assert translate(model, [3, 4, 3], max_new_tokens=5) == alone[0]
-    with pytest.raises(GlassformerError, match="beam width"):
-        translate(model, ragged, beam=0)
-    with pytest.raises(GlassformerError, match="longer than the model's context"):
-        translate(model, [[3] * 9])
-    with pytest.raises(GlassformerError, match="no pair tokenizer"):
-        translate(model, "hello")
-    from glassformer.models import gpt2
-    lm = Model(gpt2.GPT2Config(vocab_size=8, max_seq_len=8, n_layer=1, n_head=1, d_model=8),
-               gpt2.init_params(gpt2.GPT2Config(vocab_size=8, max_seq_len=8, n_layer=1,
-                                                n_head=1, d_model=8), np.random.default_rng(0)))
-    with pytest.raises(GlassformerError, match="encoder-decoder"):
-        translate(lm, [[1, 2]])

@@ -4,8 +4,8 @@ of log-probabilities) the best hypothesis is the same, for several beam widths."
 import numpy as np
 import pytest
 
-from glassformer.generate.translate import translate
 from glassformer.io.pretrained import load_pretrained
+from glassformer.tasks.translate import translate
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from glassformer.fill_mask import fill_mask, framed_ids
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models import bert
 from glassformer.models.model import Model
+from glassformer.tasks.fill_mask import fill_mask, framed_ids
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS as SPECIALS
 

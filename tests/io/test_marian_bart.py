@@ -174,7 +174,7 @@ def test_unsupported_fields_are_one_error_naming_them(tmp_path):
 
 @pytest.mark.parametrize("name", ["marian-relu", "bart"])
 def test_greedy_translate_ids_equal_transformers_generate(name, tmp_path):
-    from glassformer.generate.translate import translate
+    from glassformer.tasks.translate import translate
     hf = hf_model(name, cross_scale=CROSS_SCALE)
     hf.save_pretrained(tmp_path)
     model = load_pretrained(tmp_path)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import glassformer.cli.convert as convert_command
-import glassformer.generate.chat as chat_module
+import glassformer.tasks.chat as chat_module
 from glassformer.cli import main
 from glassformer.generate.generate import generate
 from glassformer.generate.templates import chat_prompt_ids, chat_template_of, render_chat
@@ -52,8 +52,8 @@ def test_chat_command_answers(capsys):
 
 
 def test_chat_session_is_multi_turn(smollm2):
-    from glassformer.generate.chat import ChatSession
     from glassformer.generate.templates import chat_prompt_ids, chat_template_of
+    from glassformer.tasks.chat import ChatSession
 
     template = chat_template_of(smollm2.tokenizer)
     session = ChatSession(smollm2, template)

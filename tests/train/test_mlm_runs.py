@@ -8,11 +8,11 @@ import pytest
 from glassformer import inspect
 from glassformer.cli import main
 from glassformer.errors import GlassformerError
-from glassformer.fill_mask import fill_mask
 from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.io.pretrained import load_pretrained
+from glassformer.tasks.fill_mask import fill_mask
+from glassformer.tasks.perplexity import evaluate_ids
 from glassformer.tokenizers.char import CharTokenizer
-from glassformer.train.evaluate import evaluate_ids
 
 TANG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tang_poems.txt"
 POEMS = 120    # lines of the file: enough for a train and a val split of tiny windows

@@ -19,6 +19,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.models.bert import encoder_forward, l2_normalize, mean_pool
+from glassformer.models.family import ENCODER
 
 MAX_LENGTH = 256       # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 BATCH_SIZE = 32        # texts per forward pass (bounds memory; results do not depend on it)
@@ -39,7 +40,7 @@ def embed(model, texts: list[str], *, max_length: int = MAX_LENGTH,
     Texts longer than max_length tokens ([CLS] and [SEP] included) are cut, as
     sentence-transformers does.
     """
-    if model.arch != "bert":
+    if model.family.kind != ENCODER:
         raise GlassformerError(f"embeddings need an encoder (BERT) model; this one is "
                                f"{model.arch}")
     tokenizer = model.tokenizer

@@ -1,4 +1,7 @@
-"""Loss and perplexity of a causal LM on a whole text file.
+"""Perplexity: the loss, perplexity and bits per byte of a causal LM on a whole text.
+
+    glassformer.perplexity(model, text, split="val")
+    # -> EvalResult(loss, perplexity, tokens, split, bytes, bits_per_byte)
 
 The text is encoded once and cut into consecutive windows of T + 1 tokens (T = the model's
 context, or --block-size); each window predicts its last T tokens from the ones before. Every
@@ -28,8 +31,9 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.models.family import ENCODER, ENCODER_DECODER
 from glassformer.ops.cross_entropy import cross_entropy_forward
-from glassformer.tokenizers.byte_lengths import token_byte_lengths, tokens_per_byte
+from glassformer.tokenizers.byte_lengths import token_byte_lengths
 from glassformer.train.data import split_train_val
 
 SPLITS = ("all", "train", "val")
@@ -69,10 +73,6 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
     if batch_size < 1 or (block_size is not None and block_size < 1):
         raise GlassformerError(f"batch size and block size must be at least 1, got "
                                f"{batch_size} and {block_size}")
-    if model.arch == "bert":
-        raise GlassformerError("eval measures next-token loss, which a BERT encoder does not "
-                               "predict; judge a masked-LM BERT with fill-mask "
-                               "(python -m bench.bert_fill_mask_eval --model RUN)")
     check_causal(model)
     t = block_size or model.context_len
     if t > model.context_len:
@@ -103,15 +103,20 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
 
 
 def check_causal(model) -> None:
-    """One line for a model that predicts no next token (an encoder-decoder)."""
-    if model.arch == "transformer":
+    """One line for a model that predicts no next token (an encoder, an encoder-decoder)."""
+    if model.family.kind == ENCODER:
+        raise GlassformerError("eval measures next-token loss, which a BERT encoder does not "
+                               "predict; judge a masked-LM BERT with fill-mask "
+                               "(python -m bench.bert_fill_mask_eval --model RUN)")
+    if model.family.kind == ENCODER_DECODER:
         raise GlassformerError("eval measures next-token loss on a text; an encoder-decoder is "
                                "judged on pairs (python -m bench.g2p_eval --model RUN, "
                                "python -m bench.couplets_eval --model RUN)")
 
 
-def evaluate_text(model, text: str, **kwargs) -> EvalResult:
-    """Encode `text` with the model's tokenizer, then `evaluate_ids`."""
+def perplexity(model, text: str, **kwargs) -> EvalResult:
+    """Encode `text` with the model's tokenizer, then `evaluate_ids` (its keyword arguments:
+    block_size, batch_size, split, on_batch)."""
     check_causal(model)
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot read text")

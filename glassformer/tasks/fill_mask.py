@@ -21,14 +21,16 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.models.family import ENCODER
 from glassformer.ops.softmax import softmax_forward
 
 MASK = "[MASK]"
 
 
 def _check_model(model) -> None:
-    if model.arch != "bert" or not getattr(model.cfg, "mlm_head", False):
-        kind = "a BERT without its masked-LM head" if model.arch == "bert" else model.arch
+    encoder = model.family.kind == ENCODER
+    if not encoder or not getattr(model.cfg, "mlm_head", False):
+        kind = "a BERT without its masked-LM head" if encoder else model.arch
         raise GlassformerError(f"fill-mask needs a BERT with a masked-LM head (a BertForMaskedLM "
                                f"folder or an --objective mlm run); this model is {kind}")
     if model.tokenizer is None:

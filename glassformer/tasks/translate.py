@@ -20,12 +20,14 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.generate.beam import (DEFAULT_ALPHA, beam_search, check_decoding,
                                        greedy_search)
+from glassformer.models.family import ENCODER_DECODER
 
 DECODE_BATCH = 256   # sources decoded together (each with its K beams)
 
 
 def _check_model(model) -> None:
-    if getattr(model, "arch", None) != "transformer":
+    family = getattr(model, "family", None)           # a Model's; anything else is refused
+    if family is None or family.kind != ENCODER_DECODER:
         raise GlassformerError(f"translate needs an encoder-decoder (arch transformer); this "
                                f"model is {getattr(model, 'arch', type(model).__name__)}, "
                                "a decoder-only or encoder model: use generate instead")
