@@ -1,7 +1,47 @@
-"""glassformer: a Transformer you can see through, every forward and backward pass by hand in NumPy."""
-from glassformer.tokenizers.load import load_tokenizer  # noqa: F401  (glassformer.load_tokenizer)
-from glassformer.io.pretrained import load_pretrained  # noqa: F401  (glassformer.load_pretrained)
-from glassformer.viewer.inspection import inspect  # noqa: F401  (glassformer.inspect)
-from glassformer.generate.templates import render_chat  # noqa: F401  (glassformer.render_chat)
-from glassformer.tasks.fill_mask import fill_mask  # noqa: F401  (glassformer.fill_mask)
-from glassformer.tasks.translate import translate  # noqa: F401  (glassformer.translate)
+"""glassformer: a Transformer you can see through, every forward and backward pass by hand in NumPy.
+
+The calls most scripts need, at the package top:
+
+    load_pretrained(path_or_name)       a Model from an HF folder, a run, a .gguf or a packaged name
+    save_pretrained(model, directory)   its inverse: a folder transformers' from_pretrained reads
+    load_tokenizer(path_or_name)        a tokenizer from its files or a packaged name
+    fill_mask, embed, translate,        the tasks (glassformer/tasks/): a masked-LM's guesses,
+    open_chat, perplexity               sentence embeddings, an encoder-decoder's output, a chat
+                                        session, loss and perplexity on a text
+    inspect(model, text)                what one forward pass computed (glassformer/viewer/)
+    render_chat(template, messages)     a conversation in a chat template (generate/templates.py)
+
+note: each name is imported when it is first used (PEP 562's module `__getattr__`), so
+`import glassformer` loads none of them: the viewer, matplotlib, jinja2 (chat templates) and
+mpi4py (training's ranks) come only with the call that needs them.
+"""
+from __future__ import annotations
+
+import importlib
+
+# Each exported name -> the module that defines it under that name.
+EXPORTS = {
+    "load_pretrained": "glassformer.io.pretrained",
+    "save_pretrained": "glassformer.io.pretrained",
+    "load_tokenizer": "glassformer.tokenizers.load",
+    "fill_mask": "glassformer.tasks.fill_mask",
+    "embed": "glassformer.tasks.embed",
+    "translate": "glassformer.tasks.translate",
+    "open_chat": "glassformer.tasks.chat",
+    "perplexity": "glassformer.tasks.perplexity",
+    "inspect": "glassformer.viewer.inspection",
+    "render_chat": "glassformer.generate.templates",
+}
+
+__all__ = list(EXPORTS)
+
+
+def __getattr__(name: str):
+    """glassformer.<name>: import its module now and return the name from it."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module 'glassformer' has no attribute {name!r}")
+    return getattr(importlib.import_module(EXPORTS[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
