@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+from glassformer.cli.common import detect_lang
 from glassformer.explain.parts import explain_part
 from glassformer.explain.parts.attention import RANDOM_SIZES, render_compare, seed_json
 from glassformer.explain.render import render_text
@@ -15,15 +16,6 @@ from glassformer.viewer.seed_page import write_seed_page
 
 NAME = "attention"
 HELP = "walk through self-attention by hand (the seed's 3-token example), forward and backward"
-
-
-def detect_lang(environ) -> str:
-    """Chinese when the locale says so (LC_ALL, LC_MESSAGES, LANG, LANGUAGE), else English."""
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
-        value = environ.get(var, "")
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
 
 
 def add_arguments(parser) -> None:

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from glassformer.cli.common import (add_adapter_argument, add_sampling_arguments, loading_line,
-                                    model_help, sampling_kwargs)
+from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+                                    add_sampling_arguments, loading_line, sampling_kwargs)
 from glassformer.errors import GlassformerError
 from glassformer.tasks.chat import ChatSession, open_chat
 
@@ -31,8 +31,7 @@ EXIT_WORDS = ("/exit", "/quit")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True,
-                        help=model_help("chat model to load (it needs a chat template)"))
+    add_model_argument(parser, "chat model to load (it needs a chat template)")
     add_adapter_argument(parser)
     parser.add_argument("--message", default=None,
                         help="send this one message, print the reply and exit (no prompt loop)")

@@ -8,6 +8,9 @@
     blas_sized_to_free_cores  every command runs with BLAS threads = the cores free at its start
     loading_line            'loading NAME ... ready in N s' at a terminal; load_model_shown uses it
     add_adapter_argument    --adapter DIR: a LoRA adapter (PEFT's format) merged into --model
+    add_model_argument      --model, required, for a command that runs one model
+    check_at_least_one      a one-line error for a size flag below 1 (--top-k 0, --beam 0)
+    detect_lang             zh or en from the locale, for the commands with --lang
 
 Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
 glassformer/packaged.py, so every command that takes a model takes the same things.
@@ -19,6 +22,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 
 from glassformer.blas import blas_threads, free_cores
+from glassformer.errors import GlassformerError
 from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, PACKAGED, packaged_names
 
@@ -124,3 +128,25 @@ def load_model_shown(name_or_path, adapter=None):
     """load_model (a path or a packaged name, and an adapter if given) inside a loading line."""
     with loading_line(str(name_or_path) if adapter is None else f"{name_or_path} + {adapter}"):
         return load_model(name_or_path, adapter=adapter)
+
+
+def add_model_argument(parser, what: str) -> None:
+    """--model, required, for a command that runs one model: `what` says which (model_help)."""
+    parser.add_argument("--model", required=True, help=model_help(what))
+
+
+def check_at_least_one(**flags) -> None:
+    """Refuse the first flag below 1, in one line: check_at_least_one(top_k=0) says
+    "--top-k must be at least 1, got 0". A flag left out (None) passes."""
+    for name, value in flags.items():
+        if value is not None and value < 1:
+            raise GlassformerError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+
+
+def detect_lang(environ) -> str:
+    """Chinese when the locale says so (LC_ALL, LC_MESSAGES, LANG, LANGUAGE), else English."""
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        value = environ.get(var, "")
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"

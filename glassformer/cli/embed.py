@@ -5,8 +5,7 @@ import json
 
 import numpy as np
 
-from glassformer.cli.common import load_model_shown, model_help
-from glassformer.errors import GlassformerError
+from glassformer.cli.common import add_model_argument, check_at_least_one, load_model_shown
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.tasks.embed import MAX_LENGTH, cosine_similarity, embed, max_length_of
 
@@ -15,8 +14,7 @@ HELP = "embed texts with a BERT sentence encoder (e.g. --model minilm); prints c
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True,
-                        help=model_help("sentence encoder (BERT) to load, e.g. minilm"))
+    add_model_argument(parser, "sentence encoder (BERT) to load, e.g. minilm")
     parser.add_argument("--max-length", type=int, default=None,
                         help="cut texts to this many tokens (default: the folder's "
                              "sentence_bert_config.json, else 256)")
@@ -42,10 +40,7 @@ def format_table(texts: list[str], embeddings: np.ndarray, similarity: np.ndarra
 
 
 def run(args) -> int:
-    if args.dims <= 0:
-        raise GlassformerError(f"--dims must be at least 1, got {args.dims}")
-    if args.max_length is not None and args.max_length <= 0:
-        raise GlassformerError(f"--max-length must be at least 1, got {args.max_length}")
+    check_at_least_one(dims=args.dims, max_length=args.max_length)
     path = resolve_path(args.model, MODEL)  # the folder also holds sentence_bert_config.json
     model = load_model_shown(path)
     max_length = args.max_length or max_length_of(path, MAX_LENGTH)

@@ -7,7 +7,7 @@ import sys
 
 from tqdm import tqdm
 
-from glassformer.cli.common import load_model_shown, model_help
+from glassformer.cli.common import add_model_argument, load_model_shown
 from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
 
@@ -20,7 +20,7 @@ SPLIT_WORDS = {"all": "the whole file",
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help=model_help("model to score"))
+    add_model_argument(parser, "model to score")
     parser.add_argument("--data", required=True, help="UTF-8 text file to score")
     parser.add_argument("--split", choices=SPLITS, default="val",
                         help="score the part training holds out (val, the default: the last "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from glassformer.cli.attention import detect_lang
+from glassformer.cli.common import detect_lang
 from glassformer.explain.parts import PARTS, explain_part
 from glassformer.explain.render import render_text, to_json
 

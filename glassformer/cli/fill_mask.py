@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import json
 
-from glassformer.cli.common import load_model_shown, model_help
-from glassformer.errors import GlassformerError
+from glassformer.cli.common import add_model_argument, check_at_least_one, load_model_shown
 from glassformer.tasks.fill_mask import MASK, fill_mask
 
 NAME = "fill-mask"
@@ -13,8 +12,7 @@ HELP = ("the most likely tokens for each [MASK] in a text, with probabilities, f
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True,
-                        help=model_help("BERT with a masked-LM head to load"))
+    add_model_argument(parser, "BERT with a masked-LM head to load")
     parser.add_argument("--top-k", type=int, default=5,
                         help="candidates shown for each [MASK] (default: 5)")
     parser.add_argument("--json", action="store_true",
@@ -37,8 +35,7 @@ def format_candidates(text: str, candidates: list[list[tuple[str, float]]]) -> s
 
 
 def run(args) -> int:
-    if args.top_k < 1:
-        raise GlassformerError(f"--top-k must be at least 1, got {args.top_k}")
+    check_at_least_one(top_k=args.top_k)
     model = load_model_shown(args.model)
     candidates = fill_mask(model, args.text, top_k=args.top_k)
     if args.json:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import (add_adapter_argument, add_sampling_arguments,
-                                    load_model_shown, model_help, print_stream, report_speed,
-                                    sampling_kwargs)
+from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+                                    add_sampling_arguments, load_model_shown, print_stream,
+                                    report_speed, sampling_kwargs)
 from glassformer.generate.stream import stream_generate
 
 NAME = "generate"
@@ -16,7 +16,7 @@ HELP = ("continue a prompt with a model (a glassformer training run, an HF folde
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help=model_help("model to load"))
+    add_model_argument(parser, "model to load")
     add_adapter_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "

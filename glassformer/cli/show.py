@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import os
 
-from glassformer.cli.attention import detect_lang
-from glassformer.cli.common import load_model_shown, model_help
+from glassformer.cli.common import add_model_argument, detect_lang, load_model_shown
 from glassformer.viewer.show import check_request, show
 
 NAME = "show"
@@ -16,7 +15,7 @@ HELP = "write one offline HTML page showing a model's attention, logit lens and 
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help=model_help("the model to look inside"))
+    add_model_argument(parser, "the model to look inside")
     parser.add_argument("--out", default="glassformer_show.html",
                         help="the HTML file to write (default: glassformer_show.html)")
     parser.add_argument("--png", default=None, metavar="DIR",

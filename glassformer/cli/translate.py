@@ -2,13 +2,12 @@
 source, one line each (a G2P run: `glassformer translate --model runs/g2p --beam 4 hello world`).
 
 The model is an `--arch transformer` training run (its pair tokenizer encodes the text) or any
-encoder-decoder load_model reads; decoding is glassformer.translate (generate/translate.py)."""
+encoder-decoder load_model reads; decoding is glassformer.translate (tasks/translate.py)."""
 from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import load_model_shown, model_help
-from glassformer.errors import GlassformerError
+from glassformer.cli.common import add_model_argument, check_at_least_one, load_model_shown
 from glassformer.generate.beam import DEFAULT_ALPHA
 from glassformer.tasks.translate import translate
 
@@ -18,8 +17,7 @@ HELP = ("an encoder-decoder's output for each source text, greedy or by beam sea
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True,
-                        help=model_help("encoder-decoder to translate with"))
+    add_model_argument(parser, "encoder-decoder to translate with")
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="source texts, one output each")
     parser.add_argument("--beam", type=int, default=1,
                         help="beam width K; 1 is greedy search (default: 1)")
@@ -33,8 +31,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    if args.beam < 1:
-        raise GlassformerError(f"--beam must be at least 1, got {args.beam}")
+    check_at_least_one(beam=args.beam)
     model = load_model_shown(args.model)
     outputs = translate(model, list(args.texts), beam=args.beam,
                         max_new_tokens=args.max_new_tokens, min_new_tokens=args.min_new_tokens,

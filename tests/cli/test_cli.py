@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from glassformer.cli import build_parser, main
-from glassformer.cli.common import loading_line
+from glassformer.cli.common import detect_lang, loading_line
 
 
 def test_python_dash_m_runs_the_walkthrough():
@@ -90,3 +90,10 @@ def test_loading_line_at_a_terminal_only(monkeypatch, capsys):
     except ValueError:
         pass
     assert capsys.readouterr().err == "loading broken ...\n"   # the error's line stands alone
+
+
+def test_detect_lang_reads_the_first_locale_variable_set():
+    assert detect_lang({}) == "en"
+    assert detect_lang({"LANG": "zh_CN.UTF-8"}) == "zh"
+    assert detect_lang({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}) == "en"
+    assert detect_lang({"LC_ALL": "", "LANGUAGE": "zh_TW"}) == "zh"

@@ -86,11 +86,12 @@ def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
     assert child.stderr.read() == b""
 
 
-@pytest.mark.parametrize("flag, value", [("--dims", "-3"), ("--dims", "0"),
-                                         ("--max-length", "-1")])
-def test_embed_refuses_sizes_below_one_before_loading(capsys, flag, value):
+@pytest.mark.parametrize("command, flag, value", [
+    ("embed", "--dims", "-3"), ("embed", "--dims", "0"), ("embed", "--max-length", "-1"),
+    ("fill-mask", "--top-k", "0"), ("translate", "--beam", "0")])
+def test_sizes_below_one_are_refused_before_loading(capsys, command, flag, value):
     # the model named does not exist: the check must come before any loading
-    assert main(["embed", "--model", "/nonexistent/model", flag, value, "a text"]) == 2
+    assert main([command, "--model", "/nonexistent/model", flag, value, "a text"]) == 2
     assert f"{flag} must be at least 1, got {value}" in one_error_line(capsys)
 
 
