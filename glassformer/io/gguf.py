@@ -129,10 +129,10 @@ def llama_config(reader, path: Path):
 
 
 def _config_fields(reader, path: Path) -> dict:
-    arch = metadata(reader, "general.architecture", path)
-    if arch != "llama":
-        raise CheckpointError(f"{path}: general.architecture is {arch!r}; only 'llama' GGUF "
-                              "files are supported")
+    architecture = metadata(reader, "general.architecture", path)   # the file's, not our arch
+    if architecture != "llama":
+        raise CheckpointError(f"{path}: general.architecture is {architecture!r}; only 'llama' "
+                              "GGUF files are supported")
     scaling = metadata(reader, "llama.rope.scaling.type", path, default="none")
     if scaling != "none" or "rope_freqs.weight" in _tensor_names(reader):
         raise CheckpointError(f"{path}: RoPE scaling ({scaling}) is not supported")

@@ -2,7 +2,8 @@
 
 Each module pairs our adapted weight ("blocks.3.attn.wq", or "blocks.3.attn.wqkv" for GPT-2's
 fused c_attn) with its HF module name in the task model ("model.layers.3.self_attn.q_proj"), read
-off io/hf_names.py's tables, and PEFT's target rule picks among them (io/peft.py uses both).
+off the rename tables (io/hf/<family>.py), and PEFT's target rule picks among them (io/peft.py
+uses both).
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import re
 from typing import NamedTuple
 
 from glassformer.errors import GlassformerError
-from glassformer.io.hf_names import Split, family_names
+from glassformer.io.hf.records import Split, file_prefix
+from glassformer.io.hf.registry import hf_family
 from glassformer.models.model import Model
 
 # Our block-local weights that can carry an adapter (attention's and the MLP's linear layers).
@@ -26,11 +28,11 @@ class Module(NamedTuple):
 
 def modules(arch: str, cfg) -> list[Module]:
     """Every adaptable linear layer of this model, named as HF's task model names it."""
-    names = family_names(arch)
-    prefix = "" if arch == "bert" and not getattr(cfg, "mlm_head", False) else names.prefix
+    hf = hf_family(arch)
+    prefix = file_prefix(hf, cfg)   # none in a bare-model file (BertModel)
     found = []
     for i in range(cfg.n_layer):
-        for row in names.layer:
+        for row in hf.names.layer:
             ours = row.ours if isinstance(row, Split) else (row.ours,)
             if not row.theirs.endswith(".weight") or not set(ours) <= set(ADAPTABLE):
                 continue

@@ -19,7 +19,7 @@ The Python API (what `glassformer finetune` calls):
 
 Targets are PEFT's module names, matched as PEFT matches them: a module is adapted when its name
 is the target or ends with "." + target (a string target is a regular expression that must match
-the whole name). The modules are the linear layers of the blocks, named by io/hf_names.py's
+the whole name). The modules are the linear layers of the blocks, named by io/hf/<family>.py's
 tables: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (LLaMA, Qwen2, Mistral);
 c_attn, c_proj, c_fc (GPT-2; c_attn is fused q|k|v, so its adapter is one "attn.wqkv" adapter);
 query, key, value, dense (BERT). A target that names no module is refused in one line.
@@ -45,12 +45,14 @@ import numpy as np
 from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_constants as
                                      _constants, adapter_name, adapter_of, is_adapter_key)
 from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.io.hf_names import family_names
+from glassformer.io.hf.registry import hf_family
 from glassformer.json_object import read_json_object
 from glassformer.io.lora_modules import module_list, modules, select_modules, sizes
 from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
+from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.models.model import Model
+from glassformer.models.registry import family
 from glassformer.ops.lora import init_lora, lora_merge, lora_scale
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -61,7 +63,7 @@ PROBE_VALUES = 64
 # The probes of one base read from f32, bf16 or a 4-bit GGUF point the same way (cosine > 0.99);
 # an unrelated model's are near orthogonal (cosine ~ 0 +- 1/sqrt(64)).
 PROBE_MIN_COSINE = 0.9
-TASK_TYPES = {"gpt2": "CAUSAL_LM", "llama": "CAUSAL_LM", "bert": "FEATURE_EXTRACTION"}
+TASK_TYPES = {CAUSAL: "CAUSAL_LM", ENCODER: "FEATURE_EXTRACTION"}   # by Family.kind
 
 
 @dataclass(frozen=True)
@@ -157,11 +159,13 @@ def peft_config(model: Model, lora_cfg: LoraConfig) -> dict:
     return {
         "alpha_pattern": {}, "auto_mapping": None,
         "base_model_name_or_path": lora_cfg.base_model or None,
-        "bias": "none", "fan_in_fan_out": model.arch == "gpt2", "inference_mode": True,
+        "bias": "none", "inference_mode": True,
+        "fan_in_fan_out": hf_family(model.arch).conv1d,   # weights stored (in, out): Conv1D
         "init_lora_weights": True, "layers_pattern": None, "layers_to_transform": None,
         "lora_alpha": lora_cfg.alpha, "lora_dropout": lora_cfg.dropout,
         "modules_to_save": None, "peft_type": "LORA", "r": lora_cfg.r, "rank_pattern": {},
-        "revision": None, "target_modules": targets, "task_type": TASK_TYPES[model.arch],
+        "revision": None, "target_modules": targets,
+        "task_type": TASK_TYPES[family(model.arch).kind],
         "use_dora": False, "use_rslora": lora_cfg.rslora,
     }
 
@@ -284,7 +288,7 @@ def _pattern_value(pattern: dict, module: str, default: float) -> float:
 def _place(path: Path, model: Model, shapes: dict) -> dict:
     """{file key: (module, "lora_A" or "lora_B")} for every tensor, each checked against the model:
     its module exists and its shape is (r, C_in) or (C_out, r)."""
-    names = family_names(model.arch)
+    names = hf_family(model.arch).names
     by_module = {_strip(m.hf_module, names.prefix): m for m in modules(model.arch, model.cfg)}
     placed, ranks = {}, {}
     pattern = re.compile(rf"{re.escape(PEFT_PREFIX)}(.+)\.(lora_A|lora_B)\.weight")

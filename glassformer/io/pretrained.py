@@ -2,7 +2,7 @@
 
 A Hugging Face folder holds config.json and model.safetensors, or the shards listed by
 model.safetensors.index.json. config.json's `model_type` picks the family (gpt2; llama, qwen2 or
-mistral; bert), and io/hf_config.py turns it into the family's config.
+mistral; bert; marian, bart or mbart: io/hf/), and io/hf_config.py turns it into its config.
 
 A glassformer folder is a run folder or checkpoint written by `glassformer train` (config.json has
 an "arch" key; see io/checkpoint.py), or config.json with "arch" beside model.safetensors.
@@ -27,7 +27,8 @@ from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
-from glassformer.io.hf_config import HF_ARCHS, config_from_hf, config_to_hf
+from glassformer.io.hf.registry import hf_family, model_type
+from glassformer.io.hf_config import config_from_hf, config_to_hf
 from glassformer.json_object import read_json_object
 from glassformer.io.peft import load_adapter, merge_adapters, not_a_model
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
@@ -35,10 +36,7 @@ from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
 from glassformer.models.seq2seq import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
-from glassformer.tokenizers.char import CharTokenizer
-from glassformer.tokenizers.char_wordpiece import char_as_wordpiece, write_bert_tokenizer_config
 from glassformer.tokenizers.load import load_tokenizer
-from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 from glassformer.tokenizers.tokenizer_config import read_tokenizer_config
 
 # A stored sinusoidal table against ours: float32 rounding of angles up to ~1e3 radians.
@@ -92,11 +90,10 @@ def _load_model(path, tokenizer: bool) -> Model:
     config = _read_config(folder)
     if "arch" in config and "model_type" not in config:
         return _load_glassformer_folder(folder, config, tokenizer)
-    model_type = config.get("model_type")
-    if model_type not in HF_ARCHS:
-        raise CheckpointError(f"{folder / 'config.json'}: model_type {model_type!r} is not one "
-                              f"glassformer loads (supported: {', '.join(HF_ARCHS)})")
-    arch = HF_ARCHS[model_type]
+    try:
+        arch = model_type(config.get("model_type")).arch
+    except GlassformerError as err:
+        raise CheckpointError(f"{folder / 'config.json'}: {err}") from None
     headers = _read_headers(folder)
     table = hf_names.hf_keys_by_table_name(arch, headers)
     cfg = _config_from_hf(folder, arch, config, table)
@@ -110,48 +107,24 @@ def _load_model(path, tokenizer: bool) -> Model:
 
 def save_pretrained(model: Model, directory) -> Path:
     """Write config.json + model.safetensors that transformers' from_pretrained loads as the same
-    model (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, BertForMaskedLM or BertModel),
-    plus the tokenizer if any (a BERT's as BertTokenizerFast reads it: vocab.txt,
-    tokenizer.json, tokenizer_config.json; a char vocabulary through tokenizers/char_wordpiece.py).
-    """
-    if model.arch == "gpt2":
-        hf_config = config_to_hf(model.cfg)
-        # HF GPT-2 always has biases: a bias-free model is the same model with zero biases.
-        cfg = replace(model.cfg, bias=True)
-        shapes = family("gpt2").param_shapes(cfg)
-        params = {name: model.params.get(name, np.zeros(shape, np.float32))
-                  for name, shape in shapes.items()}
-    elif model.arch in ("llama", "bert"):
-        hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
-    elif model.arch == "transformer":  # as a Marian, BART or mBART folder (io/hf_config.py)
-        hf_config, cfg, params = config_to_hf(model.cfg), model.cfg, model.params
-        if not cfg.logits_bias:  # Marian always adds final_logits_bias: zeros are the same model
-            cfg = replace(cfg, logits_bias=True)
-            params = {**params, "logits_bias": np.zeros(cfg.vocab_size, np.float32)}
-    else:
-        raise GlassformerError(f"save_pretrained writes gpt2, llama, bert and transformer "
-                               f"(as Marian, BART or mBART) models; got {model.arch}")
+    model (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, BertForMaskedLM or BertModel,
+    MarianMTModel, BartForConditionalGeneration or MBartForConditionalGeneration: io/hf/), plus
+    the tokenizer if any (a BERT's as BertTokenizerFast reads it: io/hf/bert.py)."""
+    hf = hf_family(model.arch)   # io/hf/<family>.py
+    hf_config = config_to_hf(model.cfg)
+    # What HF's class always has (GPT-2's biases, Marian's final_logits_bias) is written as
+    # zeros where the model has none: the same model.
+    cfg = replace(model.cfg, **hf.hf_always)
+    params = {name: model.params.get(name, np.zeros(shape, np.float32))
+              for name, shape in family(model.arch).param_shapes(cfg).items()}
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)
     save_safetensors(folder / WEIGHTS, tensors, metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
-    if model.tokenizer is not None and model.arch == "bert":
-        _save_bert_tokenizer(model.tokenizer, folder, model.cfg.max_seq_len)
-    elif model.tokenizer is not None:
-        model.tokenizer.save(folder)
+    if model.tokenizer is not None:
+        hf.save_tokenizer(model.tokenizer, folder, model.cfg)
     return folder
-
-
-def _save_bert_tokenizer(tokenizer, folder: Path, max_length: int) -> None:
-    """A BERT's tokenizer as transformers' BertTokenizerFast reads it."""
-    if isinstance(tokenizer, CharTokenizer):
-        tokenizer = char_as_wordpiece(tokenizer)   # the same ids (tokenizers/char_wordpiece.py)
-    if not isinstance(tokenizer, WordPieceTokenizer):
-        raise GlassformerError(f"a BERT's tokenizer is exported as BERT WordPiece files; this "
-                               f"one is a {type(tokenizer).__name__}")
-    tokenizer.save(folder)
-    write_bert_tokenizer_config(folder, tokenizer, max_length)
 
 
 # ---------------------------------------------------------------- Hugging Face folders
@@ -217,14 +190,12 @@ def _read_headers(folder: Path) -> dict[str, tuple]:
 
 
 def _config_from_hf(folder: Path, arch: str, config: dict, table: dict):
-    """The family config from config.json (a BERT's MLM head is seen from its tensors; so is an
-    encoder-decoder's final_logits_bias, which a bare BartModel file lacks: zeros, so none)."""
-    has_mlm = arch == "bert" and any(name.startswith("cls.predictions.") for name in table)
+    """The family config from config.json and the fields its tensors decide (a BERT's MLM head;
+    an encoder-decoder's final_logits_bias, which a bare BartModel file lacks: zeros, so none)."""
+    seen = {field: any(name.startswith(start) for name in table)
+            for field, start in hf_family(arch).from_tensors.items()}
     try:
-        cfg = config_from_hf(config, mlm_head=has_mlm)
-        if arch == "transformer" and "final_logits_bias" not in table:
-            cfg = replace(cfg, logits_bias=False)
-        return cfg
+        return config_from_hf(config, **seen)
     except KeyError as err:
         raise CheckpointError(f"{folder / 'config.json'} lacks the key {err.args[0]!r}") from None
     except (GlassformerError, TypeError) as err:
@@ -259,9 +230,10 @@ def _check_tensors(folder: Path, arch: str, cfg, headers: dict, table: dict) -> 
 def _check_fixed_positions(folder: Path, arch: str, cfg, headers: dict, table: dict) -> None:
     """Older Marian files store their fixed sinusoidal tables as embed_positions tensors: each
     must equal glassformer's [sin | cos] table (to float32 rounding), and is then dropped."""
-    if arch != "transformer" or cfg.positions != "sinusoidal":
+    names = hf_family(arch).fixed_positions
+    if not names or cfg.positions != "sinusoidal":
         return
-    for name in ("encoder.embed_positions.weight", "decoder.embed_positions.weight"):
+    for name in names:
         if name not in table:
             continue
         key = table.pop(name)

@@ -1,9 +1,13 @@
-"""config.json <-> glassformer configs (io/hf_config.py): round trips for every family, both RoPE
-spellings, sliding windows, and the keys and values that are refused."""
+"""config.json <-> glassformer configs (io/hf_config.py, io/hf/): round trips for every family,
+both RoPE spellings, sliding windows, the keys and values that are refused, and the records: one
+per family, one per model_type."""
 import pytest
 
 from glassformer.errors import GlassformerError
+from glassformer.io.hf import llama as hf_llama
+from glassformer.io.hf import registry as hf_registry
 from glassformer.io.hf_config import config_from_hf, config_to_hf
+from glassformer.models import registry as models_registry
 from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
@@ -115,3 +119,22 @@ def test_bert_config_round_trips_and_rejections():
         config_from_hf({**hf, "is_decoder": True})
     with pytest.raises(GlassformerError, match="unties the MLM decoder"):
         config_from_hf({**hf, "tie_word_embeddings": False}, mlm_head=True)
+
+
+def test_every_family_has_one_hf_record_and_its_model_types_load_as_it():
+    assert set(hf_registry.FAMILIES) == set(models_registry.FAMILIES)
+    for arch, hf in hf_registry.FAMILIES.items():
+        assert hf.arch == arch and hf.model_types
+        assert all(record.arch == arch for record in hf.model_types)
+        assert all(hf_registry.MODEL_TYPES[record.name] is record for record in hf.model_types)
+
+
+def test_a_new_model_type_of_a_family_is_one_record(monkeypatch):
+    """What CONTRIBUTING.md says: a model_type of an existing family is one ModelType in its
+    family's file (here put straight into the lookup): it is found, checked and read."""
+    smol = hf_llama.LLAMA._replace(name="smollm", reads=hf_llama.READS | {"smol_marker"})
+    monkeypatch.setitem(hf_registry.MODEL_TYPES, "smollm", smol)
+    assert config_from_hf(hf_llama_dict(model_type="smollm", smol_marker=1)) == config_from_hf(
+        hf_llama_dict())
+    with pytest.raises(GlassformerError, match="unknown to glassformer's smollm loader"):
+        config_from_hf(hf_llama_dict(model_type="smollm", gemma_marker=1))
