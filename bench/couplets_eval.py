@@ -23,7 +23,7 @@ import time
 from glassformer.generate.translate import translate
 from glassformer.io.checkpoint import read_train_log
 from glassformer.io.named_models import load_model
-from glassformer.train.pairs import read_pairs, split_pairs
+from glassformer.train.datasets.pairs import read_pairs, split_pairs
 
 PUNCTUATION = set("，。、？！；：")
 

@@ -23,7 +23,7 @@ import time
 from glassformer.blas import blas_threads
 from glassformer.generate.translate import translate
 from glassformer.io.named_models import load_model
-from glassformer.train.pairs import cmudict_pronunciations, split_of
+from glassformer.train.datasets.pairs import cmudict_pronunciations, split_of
 
 
 def edit_distance(a: list[str], b: list[str]) -> int:

@@ -38,7 +38,7 @@ from glassformer.generate.templates import chat_prompt_ids, chat_template_of
 from glassformer.io.pretrained import load_pretrained
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.packaged import MODEL, resolve_path
-from glassformer.train.sft import encode_conversation, pad_rows
+from glassformer.train.datasets.chat import encode_conversation, pad_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HELDOUT = ROOT.parent / "shared" / "data" / "tang_sft_heldout.jsonl"
