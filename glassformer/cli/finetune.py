@@ -29,6 +29,12 @@ LORA_RECIPE = TANG_SFT.lora
 # the objective follows from the data file (chat JSONL: sft; text: next-token), and only a
 # new BERT has neighbour heads to hold
 NOT_HERE = ("workers", "objective", "mask_prob", "hold_iters")
+# flag -> (LoraConfig field, type, help)
+LORA_FLAGS = {
+    "--lora-r": ("r", int, "LoRA rank r"),
+    "--lora-alpha": ("alpha", float, "LoRA alpha; the update is scaled by alpha / r"),
+    "--lora-dropout": ("dropout", float, "dropout on the adapters' input"),
+}
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with its own base model, "
                "LoRA and settings; only --max-iters, --eval-interval, --lr-decay-iters, "
                "--min-lr and --workers may be changed")
@@ -45,13 +51,9 @@ def add_arguments(parser) -> None:
                              "line, loss on the assistant's replies) or a UTF-8 text file (loss "
                              "everywhere); on --resume, the run's own")
     parser.add_argument("--out", required=True, help="run folder (checkpoints, log, adapter)")
-    parser.add_argument("--lora-r", type=int, default=None,
-                        help=f"LoRA rank r (default: {LORA_RECIPE.r})")
-    parser.add_argument("--lora-alpha", type=float, default=None,
-                        help=f"LoRA alpha; the update is scaled by alpha / r (default: "
-                             f"{LORA_RECIPE.alpha:g})")
-    parser.add_argument("--lora-dropout", type=float, default=None,
-                        help=f"dropout on the adapters' input (default: {LORA_RECIPE.dropout:g})")
+    for flag, (field, kind, text) in LORA_FLAGS.items():
+        default = getattr(LORA_RECIPE, field)
+        parser.add_argument(flag, type=kind, default=None, help=f"{text} (default: {default:g})")
     parser.add_argument("--rslora", action="store_true", default=None,
                         help="scale by alpha / sqrt(r) (rank-stabilized LoRA)")
     parser.add_argument("--target", default=None,

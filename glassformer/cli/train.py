@@ -8,6 +8,7 @@ from glassformer.blas import blas_threads
 from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
 from glassformer.cli.launch import as_rank, launch_ranks
 from glassformer.errors import GlassformerError
+from glassformer.models.registry import FAMILIES
 from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
                                            follow_rank_zero, mpi_comm, mpi_installed,
@@ -70,7 +71,7 @@ def add_arguments(parser) -> None:
     for flag, (field, text) in MODEL_FLAGS.items():
         default = SHAKESPEARE.model[field]
         kind = type(default) if default is not None else int
-        choices = ["gpt2", "llama", "bert", "transformer"] if flag == "--arch" else None
+        choices = list(FAMILIES) if flag == "--arch" else None
         parser.add_argument(flag, type=kind, default=None, choices=choices,
                             help=f"{text} (default: {default})")
     parser.add_argument("--bias", action="store_true", default=None,
@@ -200,7 +201,8 @@ def train_here(args, comm=None) -> int:
                 steps=steps)
         else:
             recipe = recipe_for(model_given.get("arch", "gpt2"), train_given.get("objective"))
-            train_cfg = TrainConfig(**{**recipe.train, **train_given})
+            train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective,
+                                       **train_given})
             model = {**recipe.model, **model_given}
             start = recipe.start(model, train_cfg) if recipe.start else Start(None, train_cfg,
                                                                               None)

@@ -54,7 +54,7 @@ class TrainConfig:
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
     workers: int = 1              # ranks the run trains on (recorded; train/distributed.py)
-    objective: str = "next-token"  # what the run learns: a name in train/objectives.py
+    objective: str = "next-token"  # what the run learns: a name in train/objectives/
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
     mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)

@@ -51,7 +51,7 @@ class Recipe(NamedTuple):
     name: str
     objective: str              # a name in train/objectives/
     model: dict                 # model flags' defaults and fixed config fields
-    train: dict                 # TrainConfig fields that differ from its defaults
+    train: dict                 # TrainConfig fields that differ from its defaults (but objective)
     start: Callable | None = None   # start(model settings, train_cfg) -> Start
     lora: LoraConfig | None = None  # a fine-tuning recipe's adapters
 
@@ -82,7 +82,7 @@ TANG_BERT = Recipe(
     name="tang-bert", objective="mlm",
     model={**SHAKESPEARE.model, "arch": "bert", "n_layer": 2, "n_head": 4, "d_model": 128,
            "mlm_head": True, "activation": "gelu_tanh"},   # Google's BERT's GELU (gelu_new)
-    train=dict(objective="mlm", block_size=32, batch_size=64, lr=2e-3, min_lr=2e-4,
+    train=dict(block_size=32, batch_size=64, lr=2e-3, min_lr=2e-4,
                warmup_iters=100, max_iters=9000, lr_decay_iters=9000, weight_decay=0.01,
                beta2=0.999, mask_prob=0.4, hold_iters=1500, eval_interval=500, eval_iters=10),
     start=tang_bert_start)
@@ -92,7 +92,7 @@ G2P = Recipe(
     model={**SHAKESPEARE.model, "arch": "transformer", "n_layer": 3, "n_head": 4,
            "d_model": 128, "dropout": 0.1,
            "pad_id": PAD_ID, "eos_id": EOS_ID, "decoder_start_id": BOS_ID},  # the pair vocab's
-    train=dict(objective="seq2seq", label_smoothing=0.1, schedule="cosine", batch_size=64,
+    train=dict(label_smoothing=0.1, schedule="cosine", batch_size=64,
                lr=1e-3, warmup_iters=400, max_iters=10000, min_lr=1e-4, lr_decay_iters=10000,
                weight_decay=0.01, beta1=0.9, beta2=0.98, eval_interval=500, eval_iters=10))
 
