@@ -3,9 +3,9 @@
 Both sides read the same dequantized weights (SmolLM2's Q4_1 GGUF dequantized by glassformer and
 written once as a Hugging Face folder), put LoRA r=8, alpha=16 on q_proj and v_proj, and take
 AdamW steps (lr 1e-3, no weight decay) on the same batch: 4 sequences x 128 tokens of the Tang
-chat data with loss on the replies (train/sft.py), padded and masked alike. Each side runs in its
-own process, one after the other, on every usable core (torch's intra-op threads; glassformer's
-BLAS threads), so its peak RSS (VmHWM) is its own, loading included.
+chat data with loss on the replies (train/datasets/chat.py), padded and masked alike. Each side runs
+in its own process, one after the other, on every usable core (torch's intra-op threads;
+glassformer's BLAS threads), so its peak RSS (VmHWM) is its own, loading included.
 
     python -m bench.finetune [--iters 5]
 

@@ -2,8 +2,8 @@
 
     python -m bench.g2p_eval --model RUN [--beam 4] [--split test] [--limit N]
 
-Every word of the split (train/pairs.py's fixed crc32 split) is decoded once; stress is removed
-from the references as in training. As the transformer G2P paper (Yolchuyeva et al. 2019,
+Every word of the split (train/datasets/pairs.py's fixed crc32 split) is decoded once; stress is
+removed from the references as in training. As the transformer G2P paper (Yolchuyeva et al. 2019,
 arXiv 2004.06338) counts them:
 
     WER = share of words whose output equals none of the word's listed pronunciations
