@@ -16,7 +16,7 @@ from glassformer.train.distributed import (agreed_stop, check_shards, default_wo
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import PAIRS
-from glassformer.train.recipes import SHAKESPEARE, Start, recipe_for
+from glassformer.train.recipes import SHAKESPEARE, new_run_settings, recipe_for
 from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
@@ -29,11 +29,10 @@ HELP = ("train a GPT (char-level, or with --tokenizer any tokenizer glassformer 
 # The model flags: (config field, help); a new run's defaults are its recipe's (SHAKESPEARE's
 # shown). On --resume the checkpoint's model is kept, and a flag that differs from it is refused.
 MODEL_FLAGS = {
-    "--arch": ("arch", "model family to train from scratch: gpt2, llama, bert "
-                               "(an encoder, trained with --objective mlm), or transformer (the "
-                               "paper's encoder-decoder, on --data cmudict, "
-                               "tang-couplets:PATH or a source<TAB>target TSV file; defaults: "
-                               "the G2P recipe, docs/seq2seq.md)"),
+    "--arch": ("arch", "model family to train from scratch: gpt2, llama, bert (an encoder, "
+                       "trained with --objective mlm), or transformer (the paper's "
+                       "encoder-decoder, on --data cmudict, tang-couplets:PATH or a "
+                       "source<TAB>target TSV file; defaults: the G2P recipe, docs/seq2seq.md)"),
     "--n-layer": ("n_layer", "transformer layers L"),
     "--n-head": ("n_head", "attention heads H"),
     "--n-kv-head": ("n_kv_head", "key/value heads K for --arch llama (default: n-head)"),
@@ -48,7 +47,7 @@ RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run
 def add_arguments(parser) -> None:
     defaults = TrainConfig()
     # note: every setting defaults to None, so a run can tell the flags given from the ones left
-    # out: a new run fills them from TrainConfig and MODEL_FLAGS, a resume from the checkpoint
+    # out: a new run fills them from its recipe (train/recipes/), a resume from the checkpoint
     parser.set_defaults(seed=None)
     parser.add_argument("--data", default=None,
                         help="UTF-8 text file to train on (default: glassformer's own source, "
@@ -108,7 +107,7 @@ def check_flags(args) -> None:
     if args.init is not None and args.tokenizer is not None:
         raise GlassformerError("--init brings its model's own tokenizer; give --init or "
                                "--tokenizer, not both")
-    recipe = recipe_for(args.arch or "gpt2", None if args.resume else args.objective)
+    recipe = recipe_for(args.arch, None if args.resume else args.objective)
     reads_pairs = objective_of(recipe.objective).reads == PAIRS
     if reads_pairs and (args.init is not None or args.tokenizer is not None):
         raise GlassformerError(f"--arch {args.arch} builds its pair vocabulary from --data; "
@@ -130,7 +129,7 @@ def run(args) -> int:
     if comm is not None:
         return as_rank(comm, partial(train_as_rank, args, comm))
     saved = resumed_settings(args.out) if args.resume else {}  # a resume keeps its ranks
-    recipe = recipe_for(args.arch or "gpt2")
+    recipe = recipe_for(args.arch)
     default_batch = recipe.train.get("batch_size", TrainConfig().batch_size)
     batch_size = args.batch_size or saved.get("batch_size") or default_batch
     workers = args.workers or saved.get("workers") or default_workers(batch_size)
@@ -200,12 +199,8 @@ def train_here(args, comm=None) -> int:
                 on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
                 steps=steps)
         else:
-            recipe = recipe_for(model_given.get("arch", "gpt2"), train_given.get("objective"))
-            train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective,
-                                       **train_given})
-            model = {**recipe.model, **model_given}
-            start = recipe.start(model, train_cfg) if recipe.start else Start(None, train_cfg,
-                                                                              None)
+            recipe = recipe_for(args.arch, args.objective)
+            model, start = new_run_settings(recipe, train_given, model_given)
             init = None if args.init is None else str(resolve_path(args.init, MODEL))
             run_state, _ = start_training(
                 data=args.data, out_dir=args.out, model=model, train_cfg=start.train_cfg,

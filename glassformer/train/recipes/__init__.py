@@ -111,10 +111,11 @@ RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P}
 RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P)}
 
 
-def recipe_for(arch: str, objective: str | None = None) -> Recipe:
-    """The recipe `glassformer train --arch ARCH` starts from; an --objective its model cannot
-    train is refused in one line (before any rank is launched)."""
+def recipe_for(arch: str | None, objective: str | None = None) -> Recipe:
+    """The recipe `glassformer train --arch ARCH` starts from (no --arch: SHAKESPEARE's); an
+    --objective its model cannot train is refused in one line (before any rank is launched)."""
     recipe = RECIPE_OF_ARCH.get(arch, SHAKESPEARE)
+    arch = arch or recipe.model["arch"]
     if objective is None:
         return recipe
     wanted = objective_of(objective)
@@ -128,6 +129,17 @@ def recipe_for(arch: str, objective: str | None = None) -> Recipe:
         raise GlassformerError(f"--arch {arch} trains with --objective {recipe.objective}, got "
                                f"--objective {wanted.name}")
     return recipe
+
+
+def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
+                     ) -> tuple[dict, Start]:
+    """(model settings, Start) of a new run: the recipe's, with the settings given on top, and
+    what the recipe does before training (its own init, held keys, a note)."""
+    train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective, **train_given})
+    model = {**recipe.model, **model_given}
+    if recipe.start is None:
+        return model, Start(None, train_cfg, None)
+    return model, recipe.start(model, train_cfg)
 
 
 def model_config(model: dict, vocab_size: int, max_seq_len: int):
