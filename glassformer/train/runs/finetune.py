@@ -49,7 +49,7 @@ from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
 from glassformer.packaged import MODEL, hub_id, resolve_path
-from glassformer.train.data import file_fingerprint, read_text, split_train_val
+from glassformer.train.data import file_fingerprint, read_text, split_windows
 from glassformer.train.datasets.chat import encode_chat_file, is_chat_file, split_chat
 from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run
 from glassformer.train.objectives.next_token import NEXT_TOKEN
@@ -105,12 +105,7 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
         train_data, val_data = split_chat(data)
         return train_data, val_data, SFT.name, data.truncated
     ids = np.asarray(tokenizer.encode(read_text(path)), dtype=np.int64)
-    train_data, val_data = split_train_val(ids)
-    for split, part in (("train", train_data), ("val", val_data)):
-        if len(part) < train_cfg.block_size + 1:
-            raise GlassformerError(
-                f"the {split} split of {path} has {len(part)} tokens, fewer than block size "
-                f"{train_cfg.block_size} + 1; use a smaller --block-size or more data")
+    train_data, val_data = split_windows(ids, train_cfg.block_size, path)
     return train_data, val_data, NEXT_TOKEN.name, 0
 
 

@@ -37,7 +37,7 @@ from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.byte_lengths import token_byte_lengths, tokens_per_byte
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.load import load_tokenizer
-from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_train_val
+from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_windows
 from glassformer.train.loop import RunState, TrainConfig, new_run
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import Objective, kind_in_words
@@ -83,12 +83,7 @@ def objective_data(objective: Objective, data_path: Path, out_dir: Path, tokeniz
         if str(err).startswith(("data file", "token file")):
             raise
         raise GlassformerError(f"the run's tokenizer cannot encode {data_path}: {err}") from None
-    train_ids, val_ids = split_train_val(tokens)
-    for split, part in (("train", train_ids), ("val", val_ids)):
-        if len(part) < block_size + 1:
-            raise GlassformerError(
-                f"the {split} split of {data_path} has {len(part)} tokens, fewer than block size "
-                f"{block_size} + 1; use a smaller --block-size or more data")
+    train_ids, val_ids = split_windows(tokens, block_size, data_path)
     ratio = None
     if objective.bits_per_byte:
         ratio = tokens_per_byte(val_ids, token_byte_lengths(tokenizer))
