@@ -75,7 +75,7 @@ def test_heads_that_do_not_fit_start_from_sinusoids_and_say_so():
     train_cfg = TrainConfig(block_size=48, hold_iters=5)
     start = tang_bert_start({**TANG_BERT.model, "d_model": 128, "n_head": 4}, train_cfg)
     assert start.after_init is sinusoid_positions and start.train_cfg == train_cfg
-    assert "sinusoids" in start.note and "head size of at least" in start.note
+    assert "sinusoids" in start.note and "got 4 of 32 for block size 48" in start.note
 
 
 def test_sinusoid_positions_change_only_the_position_table():

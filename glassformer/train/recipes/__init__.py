@@ -35,9 +35,8 @@ from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import KIND_WORDS
-from glassformer.train.recipes.neighbour_heads import (HELD_KEYS, check_neighbour_heads,
-                                                       fits_neighbour_heads, neighbour_heads_init,
-                                                       sinusoid_positions)
+from glassformer.train.recipes.neighbour_heads import (HELD_KEYS, fits_neighbour_heads,
+                                                       neighbour_heads_init, sinusoid_positions)
 
 
 class Start(NamedTuple):
@@ -59,16 +58,14 @@ class Recipe(NamedTuple):
 def tang_bert_start(model: dict, train_cfg: TrainConfig) -> Start:
     """Neighbour heads when they fit the context (held for hold_iters), else a sinusoid position
     table, said in one line."""
-    if fits_neighbour_heads(model["d_model"], model["n_head"], train_cfg.block_size):
+    heads, block = model["n_head"], train_cfg.block_size
+    if fits_neighbour_heads(model["d_model"], heads, block):
         held = dataclasses.replace(train_cfg, held_keys=",".join(HELD_KEYS))
         return Start(neighbour_heads_init, held, None)
-    try:
-        check_neighbour_heads(model["d_model"], model["n_head"], train_cfg.block_size)
-    except GlassformerError as err:
-        why = str(err)
     return Start(sinusoid_positions, train_cfg,
-                 f"note: no neighbour heads ({why}); the position table starts from sinusoids "
-                 "and nothing is held")
+                 f"note: neighbour heads need two heads of at least block size - 1 dims, got "
+                 f"{heads} of {model['d_model'] // heads} for block size {block}: the position "
+                 "table starts from sinusoids instead, and nothing is held (docs/bert.md)")
 
 
 # `glassformer train`'s model flags default to this model (MODEL_FLAGS in cli/train.py)
