@@ -94,7 +94,8 @@ G2P = Recipe(
                weight_decay=0.01, beta1=0.9, beta2=0.98, eval_interval=500, eval_iters=10))
 
 TANG_SFT = Recipe(
-    name="tang-sft", objective="sft", model=dict(model="smollm2"),
+    name="tang-sft", objective="sft",
+    model=dict(model="smollm2"),   # the base its numbers were measured on (finetune asks --model)
     train=dict(batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
                lr_decay_iters=300, max_iters=300, weight_decay=0.0, beta2=0.999,
                eval_interval=50, eval_iters=4),
