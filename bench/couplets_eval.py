@@ -3,7 +3,7 @@ tang-couplets:PATH` run for held-out first couplets.
 
     python -m bench.couplets_eval --model RUN --data ../shared/data/tang_quatrains.txt [--beam 4]
 
-For every pair of the split (train/pairs.py's fixed crc32 split; default test):
+For every pair of the split (train/datasets/pairs.py's fixed crc32 split; default test):
 
     form      share of outputs with the reference's length and its punctuation in the same
               places (the comma after the first line, the stop at the end) and none elsewhere
@@ -23,7 +23,7 @@ import time
 from glassformer.io.checkpoint import read_train_log
 from glassformer.io.named_models import load_model
 from glassformer.tasks.translate import translate
-from glassformer.train.pairs import read_pairs, split_pairs
+from glassformer.train.datasets.pairs import read_pairs, split_pairs
 
 PUNCTUATION = set("，。、？！；：")
 

@@ -3,9 +3,9 @@
 Both sides read the same dequantized weights (SmolLM2's Q4_1 GGUF dequantized by glassformer and
 written once as a Hugging Face folder), put LoRA r=8, alpha=16 on q_proj and v_proj, and take
 AdamW steps (lr 1e-3, no weight decay) on the same batch: 4 sequences x 128 tokens of the Tang
-chat data with loss on the replies (train/sft.py), padded and masked alike. Each side runs in its
-own process, one after the other, on every usable core (torch's intra-op threads; glassformer's
-BLAS threads), so its peak RSS (VmHWM) is its own, loading included.
+chat data with loss on the replies (train/datasets/chat.py), padded and masked alike. Each side runs
+in its own process, one after the other, on every usable core (torch's intra-op threads;
+glassformer's BLAS threads), so its peak RSS (VmHWM) is its own, loading included.
 
     python -m bench.finetune [--iters 5]
 
@@ -42,7 +42,7 @@ def batch(model) -> tuple[np.ndarray, np.ndarray]:
     """(x, y), each (4, 128): the first Tang conversations, rendered and masked as finetune does
     (rows cut or padded to 128 tokens)."""
     from glassformer.generate.templates import chat_template_of
-    from glassformer.train.sft import encode_conversation, pad_rows
+    from glassformer.train.datasets.chat import encode_conversation, pad_rows
     template = chat_template_of(model.tokenizer)
     with open(DATA, encoding="utf-8") as f:
         conversations = [json.loads(next(f))["messages"] for _ in range(BATCH)]
@@ -65,7 +65,7 @@ def glassformer_side(folder: str, iters: int) -> list[float]:
     from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters
     from glassformer.io.pretrained import load_pretrained
     from glassformer.train.optim import adamw_init
-    from glassformer.train.sft import SFT
+    from glassformer.train.objectives.sft import SFT
     from glassformer.train.step import train_step
     model = load_pretrained(folder)
     lora_cfg = LoraConfig(r=R, alpha=ALPHA, targets=TARGETS)

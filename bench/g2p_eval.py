@@ -2,8 +2,8 @@
 
     python -m bench.g2p_eval --model RUN [--beam 4] [--split test] [--limit N]
 
-Every word of the split (train/pairs.py's fixed crc32 split) is decoded once; stress is removed
-from the references as in training. As the transformer G2P paper (Yolchuyeva et al. 2019,
+Every word of the split (train/datasets/pairs.py's fixed crc32 split) is decoded once; stress is
+removed from the references as in training. As the transformer G2P paper (Yolchuyeva et al. 2019,
 arXiv 2004.06338) counts them:
 
     WER = share of words whose output equals none of the word's listed pronunciations
@@ -23,7 +23,7 @@ import time
 from glassformer.blas import blas_threads
 from glassformer.io.named_models import load_model
 from glassformer.tasks.translate import translate
-from glassformer.train.pairs import cmudict_pronunciations, split_of
+from glassformer.train.datasets.pairs import cmudict_pronunciations, split_of
 
 
 def edit_distance(a: list[str], b: list[str]) -> int:

@@ -36,9 +36,10 @@ from glassformer.blas import blas_threads
 from glassformer.generate.beam import beam_search
 from glassformer.models import seq2seq
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
-from glassformer.train.objective import token_loss_and_grads
+from glassformer.train.objectives.objective import token_loss_and_grads
 from glassformer.train.optim import adamw_init, adamw_step, clip_grad_norm
-from glassformer.train.pairs import draw_pair_batch, encode_pairs, read_pairs, split_pairs
+from glassformer.train.datasets.pairs import encode_pairs, read_pairs, split_pairs
+from glassformer.train.objectives.seq2seq import draw_pair_batch
 
 HYPER = dict(lr=1e-3, beta1=0.9, beta2=0.98, weight_decay=0.01, grad_clip=1.0, smoothing=0.1)
 

@@ -10,8 +10,8 @@ ending in ，and the second and fourth in 。:
 (whitespace around the reply is ignored; nothing else may be in it). The share that also start with
 the asked character is reported beside it. Replies are greedy (temperature 0), in batches of
 left-padded prompts, each prompt rendered with the model's chat template as `glassformer chat`
-renders it. The held-out loss is the fine-tuning loss (assistant tokens only, train/sft.py) on the
-same conversations.
+renders it. The held-out loss is the fine-tuning loss (assistant tokens only,
+train/datasets/chat.py) on the same conversations.
 
     python -m bench.tang_quatrains_eval --model smollm2                       # before
     python -m bench.tang_quatrains_eval --model smollm2 --adapter RUN          # after (LoRA)
@@ -38,7 +38,7 @@ from glassformer.generate.templates import chat_prompt_ids, chat_template_of
 from glassformer.io.pretrained import load_pretrained
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.packaged import MODEL, resolve_path
-from glassformer.train.sft import encode_conversation, pad_rows
+from glassformer.train.datasets.chat import encode_conversation, pad_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_HELDOUT = ROOT.parent / "shared" / "data" / "tang_sft_heldout.jsonl"
@@ -109,7 +109,8 @@ def replies(model, conversations: list[list[dict]], *, batch: int, max_new_token
 
 
 def heldout_loss(model, conversations: list[list[dict]], *, batch: int) -> float:
-    """Mean cross-entropy of the assistant tokens (train/sft.py's loss), over all conversations."""
+    """Mean cross-entropy of the assistant tokens (the sft objective's loss), over all
+    conversations."""
     tokenizer = model.tokenizer
     template = chat_template_of(tokenizer)
     encoded = [encode_conversation(tokenizer, template, messages) for messages in conversations]

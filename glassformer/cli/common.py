@@ -11,12 +11,16 @@
     add_model_argument      --model, required, for a command that runs one model
     check_at_least_one      a one-line error for a size flag below 1 (--top-k 0, --beam 0)
     detect_lang             zh or en from the locale, for the commands with --lang
+    TRAIN_FLAGS             the training flags `train` and `finetune` share (TrainConfig fields)
+    given_train_flags       those given on the command line, as TrainConfig fields
+    run_ended               the last lines of a training command and its exit status
 
 Models are read by glassformer.io.named_models.load_model, which takes a path or a name from
 glassformer/packaged.py, so every command that takes a model takes the same things.
 """
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from contextlib import AbstractContextManager, contextmanager
@@ -150,3 +154,63 @@ def detect_lang(environ) -> str:
         if value:
             return "zh" if value.lower().startswith("zh") else "en"
     return "en"
+
+
+# flag -> (TrainConfig field, type, help): the training flags of `train` and `finetune`
+TRAIN_FLAGS = {
+    "--block-size": ("block_size", int, "context length T of each training sequence"),
+    "--batch-size": ("batch_size", int, "sequences per micro-batch B"),
+    "--grad-accum": ("grad_accum", int, "micro-batches summed per optimizer step"),
+    "--lr": ("lr", float, "peak learning rate"),
+    "--min-lr": ("min_lr", float, "learning rate at the end of the cosine decay"),
+    "--warmup-iters": ("warmup_iters", int, "iterations of linear warmup"),
+    "--lr-decay-iters": ("lr_decay_iters", int, "iteration where the cosine decay reaches min-lr"),
+    "--max-iters": ("max_iters", int, "optimizer steps in all"),
+    "--weight-decay": ("weight_decay", float, "AdamW decoupled weight decay (matrices only)"),
+    "--beta1": ("beta1", float, "AdamW beta1"),
+    "--beta2": ("beta2", float, "AdamW beta2"),
+    "--grad-clip": ("grad_clip", float, "clip the global gradient norm to this (0: off)"),
+    "--eval-interval": ("eval_interval", int, "evaluate and checkpoint every N iterations"),
+    "--eval-iters": ("eval_iters", int, "batches per train/val loss estimate"),
+    "--workers": ("workers", int, "batch shards trained in parallel, one per CPU core "
+                                  "(default: every usable core)"),
+    "--objective": ("objective", str, "what the run learns: next-token (a decoder) or mlm "
+                                      "(BERT's masked-LM, with --arch bert)"),
+    "--schedule": ("schedule", str, "learning-rate schedule: cosine (warmup, cosine decay to "
+                                    "--min-lr) or inverse-sqrt (the Transformer paper's warmup, "
+                                    "then 1/sqrt(step))"),
+    "--label-smoothing": ("label_smoothing", float, "cross-entropy label smoothing"),
+    "--mask-prob": ("mask_prob", float, "--objective mlm: share of the tokens chosen to "
+                                        "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
+    "--hold-iters": ("hold_iters", int, "--arch bert: iterations for which layer 0's neighbour "
+                                        "heads stay pointed at the neighbours (a new BERT has "
+                                        "them when its head size is at least block size - 1; "
+                                        "docs/bert.md)"),
+}
+# Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def given_train_flags(args, skip: tuple[str, ...] = ()) -> dict:
+    """The training settings given on the command line (TrainConfig field -> value), and
+    --seed; `skip`: fields the command does not take."""
+    given = {field: getattr(args, flag[2:].replace("-", "_"))
+             for flag, (field, _, _) in TRAIN_FLAGS.items() if field not in skip}
+    given["seed"] = args.seed
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def run_ended(command: str, out: str, run_state, stop, *, saved_in: str) -> int:
+    """The last lines of a training command (train, finetune) and its exit status: how to
+    continue a run stopped by a signal, or the best val loss and the loss curve."""
+    if stop.signal_name:
+        print(f"glassformer {command}: stopped by {stop.signal_name} at iteration "
+              f"{run_state.it}; checkpoint saved in {out}. Continue with: glassformer {command} "
+              f"--out {shlex.quote(out)} --resume", file=sys.stderr)
+        return SIGNAL_EXIT.get(stop.signal_name, 130)
+    # note: imported here, so the commands that do not train never load the training code
+    from glassformer.train.runs.text import plot_loss_curve
+    plot = plot_loss_curve(out)
+    print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; {saved_in} "
+          f"{out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
+    return 0

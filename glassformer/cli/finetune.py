@@ -1,38 +1,40 @@
 """`glassformer finetune`: LoRA (or full) fine-tuning of a pretrained model on chat or text data.
 
-The defaults are the Tang recipe (docs/finetune.md): SmolLM2-135M-Instruct learns to write Tang
-quatrains from ../shared/data/tang_sft.jsonl in about half an hour on two CPU cores.
+The defaults are the Tang SFT recipe (train/recipes/, docs/finetune.md): SmolLM2-135M-Instruct
+learns to write Tang quatrains from ../shared/data/tang_sft.jsonl in about half an hour on two
+CPU cores.
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 
-from glassformer.cli.common import model_help
-from glassformer.cli.train import TRAIN_FLAGS, run_ended
+from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
-from glassformer.train.finetune import resume_finetune, run_finetune
 from glassformer.train.loop import TrainConfig
-from glassformer.train.progress import progress_printer
-from glassformer.train.signals import stop_on_signals
+from glassformer.train.recipes import TANG_SFT
+from glassformer.train.runs.finetune import resume_finetune, run_finetune
+from glassformer.train.runs.progress import progress_printer
+from glassformer.train.runs.signals import stop_on_signals
 
 NAME = "finetune"
 HELP = ("fine-tune a pretrained causal LM on chat JSONL (loss on the replies) or text: LoRA "
         "adapters saved in PEFT's format, or --full")
 
-# The Tang recipe: TrainConfig's fields that differ from `glassformer train`'s defaults.
-RECIPE = TrainConfig(batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
-                     lr_decay_iters=300, max_iters=300, weight_decay=0.0, beta2=0.999,
-                     eval_interval=50, eval_iters=4)
-LORA_RECIPE = LoraConfig(r=16, alpha=32.0, dropout=0.0,
-                         targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                  "down_proj"))
+RECIPE = TrainConfig(**TANG_SFT.train)
+LORA_RECIPE = TANG_SFT.lora
 # train's flags that finetune does not take: one process (BLAS on every core, docs/finetune.md),
 # the objective follows from the data file (chat JSONL: sft; text: next-token), and only a
 # new BERT has neighbour heads to hold
 NOT_HERE = ("workers", "objective", "mask_prob", "hold_iters")
+# flag -> (LoraConfig field, type, help)
+LORA_FLAGS = {
+    "--lora-r": ("r", int, "LoRA rank r"),
+    "--lora-alpha": ("alpha", float, "LoRA alpha; the update is scaled by alpha / r"),
+    "--lora-dropout": ("dropout", float, "dropout on the adapters' input"),
+}
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with its own base model, "
                "LoRA and settings; only --max-iters, --eval-interval, --lr-decay-iters, "
                "--min-lr and --workers may be changed")
@@ -49,13 +51,9 @@ def add_arguments(parser) -> None:
                              "line, loss on the assistant's replies) or a UTF-8 text file (loss "
                              "everywhere); on --resume, the run's own")
     parser.add_argument("--out", required=True, help="run folder (checkpoints, log, adapter)")
-    parser.add_argument("--lora-r", type=int, default=None,
-                        help=f"LoRA rank r (default: {LORA_RECIPE.r})")
-    parser.add_argument("--lora-alpha", type=float, default=None,
-                        help=f"LoRA alpha; the update is scaled by alpha / r (default: "
-                             f"{LORA_RECIPE.alpha:g})")
-    parser.add_argument("--lora-dropout", type=float, default=None,
-                        help=f"dropout on the adapters' input (default: {LORA_RECIPE.dropout:g})")
+    for flag, (field, kind, text) in LORA_FLAGS.items():
+        default = getattr(LORA_RECIPE, field)
+        parser.add_argument(flag, type=kind, default=None, help=f"{text} (default: {default:g})")
     parser.add_argument("--rslora", action="store_true", default=None,
                         help="scale by alpha / sqrt(r) (rank-stabilized LoRA)")
     parser.add_argument("--target", default=None,
@@ -76,14 +74,6 @@ def add_arguments(parser) -> None:
 
 def say(line: str) -> None:
     print(f"glassformer finetune: {line}", file=sys.stderr)
-
-
-def given_train_flags(args) -> dict:
-    """Training settings given on the command line (TrainConfig field -> value)."""
-    given = {field: getattr(args, flag[2:].replace("-", "_"))
-             for flag, (field, _, _) in TRAIN_FLAGS.items() if field not in NOT_HERE}
-    given["seed"] = args.seed
-    return {key: value for key, value in given.items() if value is not None}
 
 
 def lora_config(args) -> LoraConfig | None:
@@ -125,7 +115,7 @@ def check_flags(args) -> None:
 
 def run(args) -> int:
     check_flags(args)
-    given = given_train_flags(args)
+    given = given_train_flags(args, skip=NOT_HERE)
     with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
         hooks = dict(on_note=say, on_start=progress.start, on_step=progress.on_step,
                      should_stop=stop)

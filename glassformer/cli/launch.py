@@ -77,17 +77,6 @@ def rank_argv(args, workers: int) -> list[str]:
     return argv + ["--workers", str(workers)]
 
 
-def saved_train_config(out: str) -> dict:
-    """The training settings saved with the run in `out` ({} when it has no readable
-    checkpoint: the resume itself then says what is wrong)."""
-    try:
-        folder = resolve_checkpoint(out)
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-        return dict(state["train_config"])
-    except (OSError, ValueError, KeyError, TypeError, GlassformerError):
-        return {}
-
-
 def last_checkpoint(out: str) -> str:
     """'iteration K in FOLDER' for the run's current checkpoint, or a note that there is none."""
     try:

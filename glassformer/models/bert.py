@@ -23,15 +23,11 @@ Matches HF `BertModel` (exact erf GELU, LayerNorm eps 1e-12, post-norm) and `Ber
 Deviations (training only; inference is unaffected): no dropout on attention weights (BERT's
 attention_probs_dropout_prob), and the [PAD] row of tok_emb gets lookup gradients like any other
 (HF's nn.Embedding(padding_idx=pad_token_id) gives it none).
-Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own). With
-cfg.sinusoid_init the learned position table starts instead from Vaswani et al.'s sinusoids at the
-same scale (std 0.02 per entry): neighbouring positions start similar, which a masked-LM, whose
-every prediction must come through attention, needs to find a token's neighbours (docs/bert.md).
-With cfg.neighbour_heads layer 0's heads start on fixed neighbours instead (neighbour_heads.py).
+Init: Normal(0, 0.02) for matrices, zero biases, unit norm gains (BERT's own). A recipe may
+rewrite a fresh init (the Tang BERT's neighbour heads: train/recipes/neighbour_heads.py).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -46,16 +42,15 @@ from glassformer.models.common import (check_ids_and_positions, init_layers, lay
                                        layers_forward, layers_shapes)
 from glassformer.models.family import (ENCODER, Family, check_config_values,
                                        config_from_dict, config_to_dict)
-from glassformer.models.neighbour_heads import check_neighbour_heads, neighbour_heads_init
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 from glassformer.ops.layer_norm import LayerNormCtx, layer_norm_backward, layer_norm_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
-from glassformer.ops.position import sinusoidal_positions
 
 POOL_EPS = 1e-9      # sentence-transformers clamps the token count to at least this
 NORMALIZE_EPS = 1e-12  # torch.nn.functional.normalize's default eps
+RECIPE_FLAGS = ("sinusoid_init", "neighbour_heads")   # old config.json keys, ignored on load
 ENCODER_NO_CACHE = ("BERT is an encoder: it reads the whole sequence at once, keeps no KV cache "
                     "and cannot generate")
 
@@ -74,8 +69,6 @@ class BertConfig:
     dropout: float = 0.0            # on embeddings and sub-block outputs, training only
     activation: str = "gelu"        # exact erf GELU; "gelu_tanh" for checkpoints using gelu_new
     mlm_head: bool = False          # params include the masked-LM head (mlm.*)
-    sinusoid_init: bool = False     # init pos_emb from the [sin, cos] table (still learned)
-    neighbour_heads: bool = False   # init layer 0's heads on the neighbours (neighbour_heads.py)
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
@@ -86,8 +79,6 @@ class BertConfig:
             raise GlassformerError(f"BERT activation must be 'gelu' or 'gelu_tanh', "
                                    f"got {self.activation!r}")
         self.block_config()  # validates n_head vs d_model and the dropout range
-        if self.neighbour_heads:
-            check_neighbour_heads(self.d_model, self.n_head, self.max_seq_len)
 
     def block_config(self) -> BlockConfig:
         return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
@@ -100,7 +91,11 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":
-        return config_from_dict(cls, data)
+        # note: runs saved before the Tang BERT recipe owned its init have RECIPE_FLAGS in
+        # config.json; they only chose that init, so a loaded model ignores them
+        # (train/recipes/neighbour_heads.py reads neighbour_heads once, on resume)
+        return config_from_dict(cls, {key: value for key, value in data.items()
+                                      if key not in RECIPE_FLAGS})
 
 
 class MLMCtx(NamedTuple):
@@ -118,6 +113,7 @@ class BertCtx(NamedTuple):
     drop: DropoutCtx
     blocks: list[BlockCtx]
     mlm: MLMCtx | None = None   # the masked-LM head's, when `forward` ran it (cfg.mlm_head)
+    head_rows: tuple | None = None   # the positions the head ran on (None: all of them)
 
 
 def param_shapes(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
@@ -144,11 +140,6 @@ def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
     params = {}
     for name in ("tok_emb", "pos_emb", "type_emb"):                          # drawn in this order
         params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
-    if cfg.sinusoid_init:
-        # note: after the draw, so every other param is the same as without the flag.
-        # sin and cos entries have std 1/sqrt(2): scaled to the init's std per entry
-        table = sinusoidal_positions(cfg.max_seq_len, cfg.d_model, dtype=np.float32)  # (T_max, C)
-        params["pos_emb"] = (table * (std * math.sqrt(2.0))).astype(np.float32)
     params.update(prefixed(init_norm(bcfg), "emb_norm."))
     params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=std))
     if cfg.mlm_head:
@@ -156,33 +147,43 @@ def init_params(cfg: BertConfig, rng: np.random.Generator) -> dict:
         params["mlm.b"] = np.zeros(shapes["mlm.b"], np.float32)
         params.update(prefixed(init_norm(bcfg), "mlm.norm."))
         params["mlm.bias"] = np.zeros(shapes["mlm.bias"], np.float32)
-    if cfg.neighbour_heads:
-        params = neighbour_heads_init(params, cfg, rng)   # after every draw above
     return params
 
 
 def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
             token_type_ids: np.ndarray | None = None, key_mask: np.ndarray | None = None,
             train: bool = False, rng: np.random.Generator | None = None,
-            positions: np.ndarray | None = None, kv_cache=None) -> tuple[np.ndarray, BertCtx]:
+            positions: np.ndarray | None = None, kv_cache=None,
+            head_rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, BertCtx]:
     """ids (B, T) -> masked-LM logits (B, T, V) with cfg.mlm_head, else last hidden state (B, T, C).
 
-    The options are `encoder_forward`'s; ctx.mlm holds the head's ctx when it ran.
+    head_rows: (rows, columns) of the N positions the MLM head runs on, as np.nonzero gives them;
+    the logits are then (N, V), those positions' rows of the full logits (a masked-LM loss counts
+    only them: train/objectives/mlm.py). The other options are `encoder_forward`'s; ctx.mlm holds
+    the head's ctx when it ran.
     """
     hidden, ctx = encoder_forward(params, ids, cfg, token_type_ids=token_type_ids,
                                   key_mask=key_mask, train=train, rng=rng, positions=positions,
                                   kv_cache=kv_cache)
     if not cfg.mlm_head:
         return hidden, ctx
-    logits, mlm_ctx = mlm_forward(params, hidden, cfg)                # (B, T, C) -> (B, T, V)
-    return logits, ctx._replace(mlm=mlm_ctx)
+    chosen = hidden if head_rows is None else hidden[head_rows]       # (B, T, C) or (N, C)
+    logits, mlm_ctx = mlm_forward(params, chosen, cfg)                # (..., C) -> (..., V)
+    return logits, ctx._replace(mlm=mlm_ctx, head_rows=head_rows)
 
 
 def backward(dout: np.ndarray, ctx: BertCtx) -> dict:
-    """dout: dlogits (B, T, V) when forward ran the MLM head, else dhidden (B, T, C) -> grads."""
+    """dout: dlogits (B, T, V) or (N, V) when forward ran the MLM head, else dhidden (B, T, C)
+    -> grads."""
     if ctx.mlm is None:
         return encoder_backward(dout, ctx)
-    grads, dhidden = mlm_backward(dout, ctx.mlm)
+    grads, dchosen = mlm_backward(dout, ctx.mlm)
+    dhidden = dchosen
+    if ctx.head_rows is not None:
+        # the positions the head skipped get no gradient; each chosen one appears once, so a
+        # plain scatter (no add.at)
+        dhidden = np.zeros(ctx.tok.ids.shape + dchosen.shape[-1:], dtype=dchosen.dtype)
+        dhidden[ctx.head_rows] = dchosen                              # (N, C) -> (B, T, C)
     tok_decoder = grads.pop("tok_emb")
     grads.update(encoder_backward(dhidden, ctx))
     grads["tok_emb"] = grads["tok_emb"] + tok_decoder   # fan-out: tok_emb is lookup and decoder
@@ -242,7 +243,7 @@ def mlm_forward(params: dict, hidden: np.ndarray, cfg: BertConfig
     """Masked-LM logits: hidden (..., C) -> (..., V), the decoder tied to tok_emb.
 
     Any leading shape: (B, T, C) for every position, or (N, C) for only the N positions a masked-LM
-    loss counts (train/mlm.py), which gives those rows the same logits.
+    loss counts (train/objectives/mlm.py), which gives those rows the same logits.
     """
     if not cfg.mlm_head:
         raise GlassformerError("this BERT has no masked-LM head (its checkpoint had no "

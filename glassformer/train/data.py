@@ -179,6 +179,18 @@ def split_train_val(tokens: np.ndarray, val_fraction: float = VAL_FRACTION
     return tokens[:n_train], tokens[n_train:]
 
 
+def split_windows(tokens: np.ndarray, block_size: int, path) -> tuple[np.ndarray, np.ndarray]:
+    """split_train_val, refusing a split too short for one window of block_size + 1 ids
+    (`path` names the data in the message)."""
+    train, val = split_train_val(tokens)
+    for split, part in (("train", train), ("val", val)):
+        if len(part) < block_size + 1:
+            raise GlassformerError(
+                f"the {split} split of {path} has {len(part)} tokens, fewer than block size "
+                f"{block_size} + 1; use a smaller --block-size or more data")
+    return train, val
+
+
 def get_batch(data: np.ndarray, batch_size: int, block_size: int, rng: np.random.Generator,
               *, split: str = "data") -> tuple[np.ndarray, np.ndarray]:
     """B random windows of T + 1 consecutive ids: inputs x (B, T) and next-token targets y (B, T).

@@ -50,7 +50,8 @@ from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coefficient,
                                      global_norm, scale_grads, squared_norms)
 from glassformer.train.loop import train
-from glassformer.train.objective import NEXT_TOKEN, Objective, rows_of
+from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.objective import Objective, rows_of
 from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still, loss_and_grads
 
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).

@@ -28,7 +28,6 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
                                        save_checkpoint, trim_train_log)
-from glassformer.models.neighbour_heads import held_keys
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.objectives import objective_of
@@ -55,11 +54,12 @@ class TrainConfig:
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
     workers: int = 1              # ranks the run trains on (recorded; train/distributed.py)
-    objective: str = "next-token"  # what the run learns: a name in train/objectives.py
+    objective: str = "next-token"  # what the run learns: a name in train/objectives/
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
     mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
-    hold_iters: int = 0           # the model's held_keys stay still for this many iterations
+    hold_iters: int = 0           # held_keys stay still for this many iterations
+    held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -91,13 +91,21 @@ class RunState:
     best_val: float = math.inf
 
 
-def new_run(model_cfg, train_cfg: TrainConfig, params: dict | None = None) -> RunState:
-    """Fresh run: params from the family's init (or given, for fine-tuning), zero moments."""
+def new_run(model_cfg, train_cfg: TrainConfig, params: dict | None = None,
+            after_init: Callable | None = None) -> RunState:
+    """Fresh run: params from the family's init (or given, for fine-tuning), zero moments.
+
+    after_init(params, cfg, rng) -> params: a recipe's own init, run after the family's with the
+    same generator (train/recipes/: the Tang BERT's neighbour heads).
+    """
     root = np.random.SeedSequence(train_cfg.seed)
     init_seed, batch_seed, dropout_seed = root.spawn(3)
     if params is None:
         arch = model_cfg.to_dict()["arch"]
-        params = family_of(arch).init_params(model_cfg, np.random.default_rng(init_seed))
+        init_rng = np.random.default_rng(init_seed)
+        params = family_of(arch).init_params(model_cfg, init_rng)
+        if after_init is not None:
+            params = after_init(params, model_cfg, init_rng)   # after every draw of init_params
     return RunState(params=params, opt=adamw_init(params), it=0,
                     batch_rng=np.random.default_rng(batch_seed),
                     dropout_rng=np.random.default_rng(dropout_seed))
@@ -158,16 +166,16 @@ def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run
                                      beta1=train_cfg.beta1, beta2=train_cfg.beta2,
                                      weight_decay=train_cfg.weight_decay, objective=objective,
                                      train_cfg=train_cfg, frozen=frozen,
-                                     held=held_at(model_cfg, train_cfg, run.it))
+                                     held=held_at(train_cfg, run.it))
     return loss
 
 
-def held_at(model_cfg, train_cfg: TrainConfig, it: int) -> frozenset:
-    """The params held still at iteration `it`: the model's held_keys (models/neighbour_heads.py)
-    for the first train_cfg.hold_iters iterations, none after."""
-    if it >= train_cfg.hold_iters:
+def held_at(train_cfg: TrainConfig, it: int) -> frozenset:
+    """The params held still at iteration `it`: train_cfg.held_keys for the first
+    train_cfg.hold_iters iterations, none after."""
+    if it >= train_cfg.hold_iters or not train_cfg.held_keys:
         return frozenset()
-    return frozenset(held_keys(model_cfg))
+    return frozenset(train_cfg.held_keys.split(","))
 
 
 def _log(steps: Steps, out_dir, record: dict, on_step) -> None:
@@ -196,7 +204,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     frozen: weights the forward reads but training never updates (a LoRA run's base model);
     run.params, the moments and the checkpoints hold only what trains.
     The batches and the loss come from the objective train_cfg.objective names
-    (train/objectives.py).
+    (train/objectives/).
     """
     # every rank of a data-parallel run starts from rank 0's run and data (one process: as is)
     model_cfg, train_cfg, run, train_data, val_data, frozen = steps.start(

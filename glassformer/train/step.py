@@ -1,6 +1,6 @@
 """One training step and one eval loss, in this process: the reference the training loop calls.
 
-Works for any family (models/registry.py) and any objective (train/objective.py): the objective
+Works for any family (models/registry.py) and any objective (train/objectives/objective.py): the objective
 turns a batch into a loss and the grads of the trained params.
 
 The seam. The loop (train/loop.py) computes only through a `Steps` record:
@@ -23,7 +23,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.train.objective import NEXT_TOKEN, Objective
+from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.objective import Objective
 from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_grad_norm,
                                      decay_keys)
 
@@ -32,7 +33,7 @@ def loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
                    rng: np.random.Generator | None, dloss: float = 1.0,
                    objective: Objective = NEXT_TOKEN, train_cfg=None,
                    frozen: dict | None = None) -> tuple[float, dict]:
-    """The objective's mean loss on (x, y) and d(dloss * loss)/d params (train/objective.py).
+    """The objective's mean loss on (x, y) and d(dloss * loss)/d params (train/objectives/objective.py).
 
     dloss < 1 scales the gradient of one micro-batch under gradient accumulation.
     """

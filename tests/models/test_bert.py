@@ -121,16 +121,6 @@ def test_config_round_trips_and_an_encoder_has_no_cache():
         Model(cfg, bert.init_params(cfg, np.random.default_rng(0))).new_cache(1)
 
 
-def test_sinusoid_init_changes_only_the_position_table():
-    plain, sinus = tiny(), tiny(sinusoid_init=True)
-    a = bert.init_params(plain, np.random.default_rng(0))
-    b = bert.init_params(sinus, np.random.default_rng(0))
-    assert all(np.array_equal(a[k], b[k]) for k in a if k != "pos_emb")
-    assert b["pos_emb"].dtype == np.float32 and b["pos_emb"].shape == a["pos_emb"].shape
-    np.testing.assert_allclose(b["pos_emb"][0, 1::2], 0.02 * np.sqrt(2.0), rtol=1e-6)  # cos(0)
-    np.testing.assert_allclose(b["pos_emb"][0, 0::2], 0.0, atol=1e-12)                  # sin(0)
-
-
 @pytest.mark.parametrize("mode", ["head", "model", "tanh"])
 def test_registered_gradcheck_cases_of_the_masked_lm(mode):
     result = run_case(find_case("bert_mlm", mode))

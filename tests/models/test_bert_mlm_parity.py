@@ -10,7 +10,7 @@ from glassformer.io.hf_config import config_from_hf
 from glassformer.models import bert
 from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.mlm import mlm_loss_and_grads
+from glassformer.train.objectives.mlm import mlm_loss_and_grads
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow   # HF parity: transformers is imported and three models built

@@ -8,9 +8,9 @@ import pytest
 from glassformer.errors import GlassformerError
 from glassformer.models import bert, gpt2
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.mlm import (MLM, choose_positions, draw_masked, mlm_data,
-                                   mlm_eval_loss, mlm_loss_and_grads)
-from glassformer.train.objective import token_eval_loss, token_loss_and_grads
+from glassformer.train.objectives.mlm import (MLM, choose_positions, draw_masked, mlm_data,
+                                              mlm_eval_loss, mlm_loss_and_grads)
+from glassformer.train.objectives.objective import token_eval_loss, token_loss_and_grads
 
 SPECIALS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
 VOCAB = 40

@@ -7,7 +7,8 @@ import pytest
 from glassformer.errors import GlassformerError
 from glassformer.models import gpt2
 from glassformer.train.loop import TrainConfig, new_run, train
-from glassformer.train.objective import NEXT_TOKEN, rows_of, token_loss_and_grads
+from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.objective import rows_of, token_loss_and_grads
 from glassformer.train.objectives import objective_of
 from glassformer.train.optim import adamw_init
 

@@ -10,8 +10,9 @@ from glassformer.errors import GlassformerError
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.pairs import (draw_pair_batch, encode_pairs, read_pairs,
-                                     split_of, split_pairs, strip_stress)
+from glassformer.train.datasets.pairs import (encode_pairs, read_pairs, split_of, split_pairs,
+                                              strip_stress)
+from glassformer.train.objectives.seq2seq import draw_pair_batch
 from glassformer.train.schedule import inverse_sqrt_lr_at, scheduled_lr
 
 QUATRAIN = "四時運灰琯，一夕變冬春。送寒餘雪盡，迎歲早梅新。"
@@ -92,7 +93,7 @@ def test_batches_are_padded_masked_and_length_sorted():
 
 
 def read_pairs_from(sources, targets):
-    from glassformer.train.pairs import PairSet
+    from glassformer.train.datasets.pairs import PairSet
     return PairSet(sources, targets, "char", "test pairs")
 
 

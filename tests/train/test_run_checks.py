@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from glassformer.cli import main
-from glassformer.train.checks import training_memory_bytes
+from glassformer.train.runs.checks import training_memory_bytes
 from glassformer.train.loop import TrainConfig
 from glassformer.models.gpt2 import GPT2Config
 

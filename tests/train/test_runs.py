@@ -11,7 +11,7 @@ import pytest
 from glassformer.cli import main
 from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.io.pretrained import load_pretrained
-from glassformer.train.run import saved_train_config
+from glassformer.train.runs.folder import saved_train_config
 
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--eval-iters", "2",
               "--no-progress", "--workers", "1"]

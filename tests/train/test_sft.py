@@ -10,8 +10,9 @@ from glassformer.generate.templates import ChatTemplate, chat_prompt_ids
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.train.loop import TrainConfig
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.sft import (PAD_ID, draw_chat, encode_chat_file,
-                                   encode_conversation, split_chat)
+from glassformer.train.datasets.chat import (PAD_ID, encode_chat_file, encode_conversation,
+                                             split_chat)
+from glassformer.train.objectives.sft import draw_chat
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}
 CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"

@@ -8,20 +8,20 @@ This is what `glassformer finetune` calls.
                      (only train/checks.py's SAFE_ON_RESUME may change)
 
 Data. A `.jsonl`/`.json` file is chat data, `{"messages": [...]}` a line, rendered with the base
-model's chat template with loss on the replies only (train/sft.py, objective "sft"); any other
-file is plain text with loss on every token (objective "next-token": random windows, as
-`glassformer train`). The last 5% of conversations (10% of a text's tokens) are the val split.
+model's chat template with loss on the replies only (train/datasets/chat.py, objective "sft");
+any other file is plain text with loss on every token (objective "next-token": random windows,
+as `glassformer train`). The last 5% of conversations (10% of a text's tokens) are the val split.
 
 LoRA. The adapters (io/peft.py: A (C_in, r) uniform, B (r, C_out) zeros, on the PEFT modules
 named by `targets`) are the run's only params: the optimizer, its moments and the checkpoints
 hold them alone. The base weights and the adapters' constants (scale, dropout) are `frozen`
-(train/objective.py): the forward reads them, nothing updates them, and the blocks compute no
+(train/objectives/objective.py): the forward reads them, nothing updates them, and the blocks compute no
 gradient for them. Full fine-tuning (lora None) trains every weight, as `train --init` does.
 
 The run folder:
 
     RUN/finetune.json               the base model, LoRA settings (or "full"), data format
-    RUN/data.json                   path, size and sha256 of the data file (train/run.py's record)
+    RUN/data.json                   path, size and sha256 of the data file (runs/folder.py)
     RUN/tokenizer/                  the base model's tokenizer
     RUN/latest, RUN/ckpt-*/         the training loop's checkpoints (train/loop.py)
     RUN/train_log.jsonl
@@ -46,14 +46,20 @@ from glassformer.io.checkpoint import load_checkpoint
 from glassformer.io.named_models import load_model
 from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters, save_adapter
 from glassformer.io.safetensors import write_atomically
+from glassformer.models.family import CAUSAL
+from glassformer.models.registry import family as family_of
 from glassformer.packaged import MODEL, hub_id, resolve_path
-from glassformer.train.checks import (check_train_config, check_training_memory, resumed_config,
-                                      train_config_from_dict)
-from glassformer.train.data import file_fingerprint, read_text, split_train_val
-from glassformer.train.lock import hold_run_folder
-from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run, train
-from glassformer.train.run import _run_folder, _tokenizer_layout, _write_data_record, resume_data
-from glassformer.train.sft import encode_chat_file, is_chat_file, split_chat
+from glassformer.train.data import file_fingerprint, read_text, split_windows
+from glassformer.train.datasets.chat import encode_chat_file, is_chat_file, split_chat
+from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run
+from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.sft import SFT
+from glassformer.train.runs.checks import (check_train_config, check_training_memory,
+                                           resumed_config, train_config_from_dict)
+from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
+                                           refuse_existing_run, run_folder, tokenizer_layout,
+                                           train_in_folder, write_data_record)
+from glassformer.train.runs.text import resume_data
 from glassformer.train.step import IN_PROCESS, Steps
 
 RECORD = "finetune.json"
@@ -69,7 +75,7 @@ class Base(NamedTuple):
 def load_base(name_or_path: str):
     """The base model, float32, with its tokenizer; only causal LMs can be fine-tuned here."""
     model = load_model(name_or_path)
-    if model.arch not in ("gpt2", "llama"):
+    if family_of(model.arch).kind != CAUSAL:
         raise GlassformerError(f"finetune needs a causal LM (gpt2 or llama family), got "
                                f"{model.arch}")
     if model.tokenizer is None:
@@ -89,21 +95,18 @@ def lora_setup(model, lora_cfg: LoraConfig, params: dict | None, seed: int) -> B
 
 
 def encode_data(path: str | Path, model, train_cfg: TrainConfig):
-    """(train data, val data, the objective's name) for the data file, all in memory."""
+    """(train data, val data, the objective's name, conversations cut) for the data file, all in
+    memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
+    which load_base has checked the model for)."""
     tokenizer = model.tokenizer
     if is_chat_file(path):
         data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
                                 block_size=train_cfg.block_size)
         train_data, val_data = split_chat(data)
-        return train_data, val_data, "sft", data.truncated
+        return train_data, val_data, SFT.name, data.truncated
     ids = np.asarray(tokenizer.encode(read_text(path)), dtype=np.int64)
-    train_data, val_data = split_train_val(ids)
-    for split, part in (("train", train_data), ("val", val_data)):
-        if len(part) < train_cfg.block_size + 1:
-            raise GlassformerError(
-                f"the {split} split of {path} has {len(part)} tokens, fewer than block size "
-                f"{train_cfg.block_size} + 1; use a smaller --block-size or more data")
-    return train_data, val_data, "next-token", 0
+    train_data, val_data = split_windows(ids, train_cfg.block_size, path)
+    return train_data, val_data, NEXT_TOKEN.name, 0
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str) -> dict:
@@ -133,17 +136,13 @@ def adapter_saver(out: Path, base: Base, lora_cfg: LoraConfig | None, run_of: Ca
     return on_record
 
 
-def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layout, *,
-           on_start, on_step, should_stop, steps) -> RunState:
+def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layout,
+           hooks: RunHooks) -> RunState:
     """The loop, with the adapter files kept beside each checkpoint."""
-    train_data, val_data = data
-    if on_start:
-        on_start(train_cfg.max_iters, run.it)
-    saver = adapter_saver(out, base, lora_cfg, lambda: run, on_step)
-    run = train(base.model.cfg, train_cfg, run, train_data=train_data, val_data=val_data,
-                out_dir=out, tokenizer_json=layout, on_step=saver, should_stop=should_stop,
-                steps=steps, frozen=base.frozen)
-    if lora_cfg is not None and steps.writes_files:
+    saver = adapter_saver(out, base, lora_cfg, lambda: run, hooks.on_step)
+    run = train_in_folder(out, base.model.cfg, train_cfg, run, data, layout, hooks,
+                          on_step=saver, frozen=base.frozen)
+    if lora_cfg is not None and hooks.steps.writes_files:
         save_adapter(out, base.model, run.params, lora_cfg)  # also after a stop between evals
     return run
 
@@ -157,7 +156,8 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
-    out = _run_folder(out_dir)
+    hooks = RunHooks(on_note, on_start, on_step, should_stop, steps)
+    out = run_folder(out_dir)
     check_train_config(train_cfg)
     base_model = load_base(model)
     if base_model.cfg.max_seq_len < train_cfg.block_size:
@@ -177,15 +177,12 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
                 f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
-        if (out / "latest").exists():
-            raise GlassformerError(f"{out} already holds a run; pass --resume to continue it or "
-                                   "choose another --out")
+        refuse_existing_run(out)
         _write_json(out / RECORD, _record(model, lora_cfg, objective))
-        _write_data_record(out, file_fingerprint(data))
-        layout = _tokenizer_layout(base_model.tokenizer, out)
+        write_data_record(out, file_fingerprint(data))
+        layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
-        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout,
-                     on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
+        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout, hooks)
     return run, base_model.cfg
 
 
@@ -205,7 +202,8 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                     should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Continue the fine-tuning run in `out_dir` from its last checkpoint, on its own base model
     and LoRA; given: the training settings given explicitly (see train/checks.py)."""
-    out = _run_folder(out_dir)
+    hooks = RunHooks(on_note, on_start, on_step, should_stop, steps)
+    out = run_folder(out_dir)
     if not out.is_dir():
         raise GlassformerError(f"there is no run to resume: {out} does not exist")
     with hold_run_folder(out):
@@ -225,14 +223,8 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
             lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
-        if on_note:
-            on_note(f"resuming {out} at iteration {run.it} of {saved.max_iters}")
-            for name, (old, new) in changed.items():
-                on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
-            if data_note:
-                on_note(data_note)
+        announce_resume(hooks, out, run.it, saved, changed, data_note)
         train_data, val_data, _, _ = encode_data(data_record["path"], base_model, train_cfg)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
-                     ckpt.tokenizer_json, on_start=on_start, on_step=on_step,
-                     should_stop=should_stop, steps=steps)
+                     ckpt.tokenizer_json, hooks)
     return run, base_model.cfg

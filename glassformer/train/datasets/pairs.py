@@ -26,10 +26,7 @@ the same length, so little of it is padding (bucketing without fixed buckets). P
     tgt_in  (B, T)       <s> y1 y2 ... yn  <pad>...     the decoder's input (teacher forcing)
     tgt_out (B, T)       y1 y2 ... yn </s> -100 ...     what it must predict; IGNORE_INDEX on padding
 
-The "seq2seq" objective (SEQ2SEQ, registered in train/objectives.py): these batches, and the
-cross-entropy of the decoder's logits with train_cfg.label_smoothing on training batches
-(objective.token_loss_and_grads). Its eval loss is the plain cross-entropy per target token (no
-smoothing): the number to compare across models and recipes.
+The "seq2seq" objective (train/objectives/seq2seq.py) draws its batches from PairData.
 """
 from __future__ import annotations
 
@@ -40,10 +37,8 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.ops.cross_entropy import IGNORE_INDEX, cross_entropy_forward
 from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
 from glassformer.train.data import read_text
-from glassformer.train.objective import Objective, token_loss_and_grads, with_frozen
 
 SPLIT_SHARDS = 20            # crc32(source) % 20: 0 -> test, 1 -> val, else train
 TANG_PREFIX = "tang-couplets:"
@@ -177,42 +172,3 @@ def encode_pairs(pairs: PairSet, tokenizer: PairTokenizer) -> PairData:
     order = np.lexsort((tiebreak, tgt_len, src_len))   # last key sorts first: source length
     return PairData(src=_padded(src)[order], tgt=_padded(tgt)[order], src_len=src_len[order],
                     tgt_len=tgt_len[order])
-
-
-def draw_pair_batch(data: PairData, batch_size: int, rng: np.random.Generator, *,
-                    split: str = "data") -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """((src (B, S), tgt_in (B, T)), tgt_out (B, T)): B length-neighbour rows from a random
-    start, cut to their own longest source and target (see the module docstring)."""
-    if not isinstance(rng, np.random.Generator):
-        raise GlassformerError(f"expected rng to be a np.random.Generator, got "
-                               f"{type(rng).__name__}")
-    n = len(data.src_len)
-    if n < batch_size:
-        raise GlassformerError(f"batch size {batch_size} needs at least {batch_size} pairs in "
-                               f"the {split} split, got {n}")
-    start = int(rng.integers(0, n - batch_size + 1))
-    rows = slice(start, start + batch_size)
-    s_max = int(data.src_len[rows].max())
-    t_max = int(data.tgt_len[rows].max())
-    src = data.src[rows, :s_max].astype(np.int64)               # (B, S)
-    tgt = data.tgt[rows, :t_max].astype(np.int64)               # (B, T + 1)
-    tgt_in = tgt[:, :-1]                                         # <s> y1 .. yn  (B, T)
-    tgt_out = np.where(tgt[:, 1:] == PAD_ID, IGNORE_INDEX, tgt[:, 1:])  # y1 .. </s>  (B, T)
-    return (src, tgt_in), tgt_out
-
-
-def draw_pairs(data: PairData, train_cfg, rng: np.random.Generator, *, split: str = "data"):
-    """The objective's draw: train_cfg.batch_size length-neighbour pairs (train/pairs.py)."""
-    return draw_pair_batch(data, train_cfg.batch_size, rng, split=split)
-
-
-def plain_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
-                    frozen: dict | None = None) -> float:
-    """Cross-entropy per counted target token in eval mode, without label smoothing."""
-    logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False)
-    loss, _ = cross_entropy_forward(logits, y)
-    return float(loss)
-
-
-SEQ2SEQ = Objective(name="seq2seq", draw=draw_pairs, loss_and_grads=token_loss_and_grads,
-                    eval_loss=plain_eval_loss)

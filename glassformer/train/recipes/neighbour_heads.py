@@ -1,4 +1,5 @@
-"""Neighbour heads: a BERT whose first layer starts out reading each token's neighbours.
+"""Neighbour heads: the Tang BERT recipe's init, a BERT whose first layer starts out reading each
+token's neighbours (train/recipes/__init__.py calls it after the family's init_params).
 
 Why. A masked-LM sees [MASK] where the answer was, so everything it predicts there must come
 through attention, and at the usual init (every weight Normal(0, 0.02)) attention is uniform:
@@ -7,9 +8,10 @@ Early in training the model is still fitting the unigram, and a signal that vari
 context only adds noise to that fit, so the gradient spreads attention out and shrinks it; the
 model sits on the unigram for thousands of steps (docs/bert.md). Here layer 0's heads start
 looking at fixed offsets (-1, +1, -2, +2, -3, ...), one offset per head, and carry the token
-there back to the query's position; `TrainConfig.hold_iters` then holds the weights that point
-the heads (`held_keys`) still for the first iterations, while the rest of the model learns to
-use what they bring. After that everything trains: it is an ordinary BERT, and it exports as one.
+there back to the query's position; the run's TrainConfig then holds the weights that point the
+heads (`HELD_KEYS`, recorded as TrainConfig.held_keys) still for the first hold_iters
+iterations, while the rest of the model learns to use what they bring. After that everything
+trains: it is an ordinary BERT, and it exports as one.
 
 How (C = d_model, H heads of size d = C / H, M = d // 2 frequencies, N = 2M + 1 >= T):
 
@@ -25,14 +27,24 @@ a Dirichlet kernel: one sharp peak, scaled so the score gap is `GAP` (the head p
 weight on its neighbour). W_v takes the token part (the first C - 2M dims) through an
 orthonormal (C - 2M, d) map Q_h, W_o = Q_h^T writes it back there. Everything else keeps
 BERT's Normal(0, 0.02) init. `a` makes the code's energy equal to the token embeddings'.
+
+When the heads do not fit (a head smaller than the context - 1, or one head), the recipe starts
+the position table from Vaswani et al.'s sinusoids instead (`sinusoid_positions`), and says so.
+
+Old run folders. Before the recipe owned this init, BertConfig carried it as two flags,
+`neighbour_heads` and `sinusoid_init` (config.json has them): BertConfig.from_dict ignores them
+(they only chose the init, which a saved run is past), and `with_old_held_keys` reads the first
+once, on resume, as the held_keys it meant.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.ops.position import sinusoidal_positions
 
 GAP = 10.0                  # score of the head's neighbour minus any other position's, at init
 EMB_STD = 0.02              # BERT's init of the embedding tables (models/bert.py)
@@ -55,12 +67,35 @@ def check_neighbour_heads(d_model: int, n_head: int, max_seq_len: int) -> None:
                                f"takes one head's dims, the tokens the rest): got n_head {n_head}")
 
 
-def held_keys(cfg) -> tuple[str, ...]:
-    """What TrainConfig.hold_iters holds still: the weights that point layer 0's heads."""
-    if not getattr(cfg, "neighbour_heads", False):
-        return ()
-    return ("pos_emb", "blocks.0.attn.wq", "blocks.0.attn.bq", "blocks.0.attn.wk",
-            "blocks.0.attn.bk")
+# What the run holds still for hold_iters: the weights that point layer 0's heads
+HELD_KEYS = ("pos_emb", "blocks.0.attn.wq", "blocks.0.attn.bq", "blocks.0.attn.wk",
+             "blocks.0.attn.bk")
+
+
+def fits_neighbour_heads(d_model: int, n_head: int, block_size: int) -> bool:
+    """Whether a new BERT of this shape can start with neighbour heads (check_neighbour_heads)."""
+    try:
+        check_neighbour_heads(d_model, n_head, block_size)
+    except GlassformerError:
+        return False
+    return True
+
+
+def with_old_held_keys(train_cfg, old_model_config: dict):
+    """A resumed run's TrainConfig: a run saved before TrainConfig.held_keys existed, whose
+    config.json says neighbour_heads, held HELD_KEYS (the flag is read here, once)."""
+    if train_cfg.held_keys or not old_model_config.get("neighbour_heads", False):
+        return train_cfg
+    return dataclasses.replace(train_cfg, held_keys=",".join(HELD_KEYS))
+
+
+def sinusoid_positions(params: dict, cfg, rng: np.random.Generator | None = None) -> dict:
+    """The position table of a fresh BERT from the [sin, cos] table (still learned), at the
+    init's scale: sin and cos entries have std 1/sqrt(2), so the table is scaled by
+    EMB_STD * sqrt(2) (neighbouring positions start similar). Draws nothing."""
+    table = sinusoidal_positions(cfg.max_seq_len, cfg.d_model, dtype=np.float32)  # (T_max, C)
+    params["pos_emb"] = (table * (EMB_STD * math.sqrt(2.0))).astype(np.float32)
+    return params
 
 
 def neighbour_heads_init(params: dict, cfg, rng: np.random.Generator) -> dict:

@@ -1,4 +1,4 @@
-"""Training objectives by name (train/objective.py says what one is).
+"""Training objectives by name (objective.py says what one is): the one registry.
 
 TrainConfig.objective names one of these; a run saves the name, so a resumed run (and every rank
 of a data-parallel run) uses the same one.
@@ -6,10 +6,11 @@ of a data-parallel run) uses the same one.
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
-from glassformer.train.mlm import MLM
-from glassformer.train.objective import NEXT_TOKEN, Objective
-from glassformer.train.pairs import SEQ2SEQ
-from glassformer.train.sft import SFT
+from glassformer.train.objectives.mlm import MLM
+from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.objective import Objective
+from glassformer.train.objectives.seq2seq import SEQ2SEQ
+from glassformer.train.objectives.sft import SFT
 
 # name -> Objective, one line each
 OBJECTIVES: dict[str, Objective] = {

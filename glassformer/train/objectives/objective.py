@@ -1,13 +1,22 @@
-"""What a run learns: how its data becomes batches, and a batch becomes a loss and gradients.
+"""What a run learns: the `Objective` record, the whole front door of one kind of training.
 
-The training loop (train/loop.py) is the same for every kind of training; an `Objective` is the
-part that differs:
+The training loop (train/loop.py) and the run folders (train/runs/) are the same for every kind of
+training; an `Objective` holds everything that differs:
 
+    kind       the Family.kind it trains (models/family.py): CAUSAL, ENCODER, ENCODER_DECODER
+    reads      what its data file is: TEXT (a token stream), PAIRS (source/target pairs) or CHAT
+               (conversations); the run folder of that data reads it (train/runs/)
+    prepare(ids, tokenizer) -> data
+               a TEXT objective's split (1-D token ids) -> what its draw reads (the ids
+               themselves, or masked-LM's record with its special ids)
+    check(family, cfg, tokenizer) -> None
+               refuses, in one line, a model or tokenizer it cannot train (before anything is
+               written); `check_kind` is the part every objective shares
+    char_specials   the special tokens a default char vocabulary gets after its characters
+    bits_per_byte   whether its val loss is a next-token code length (logged as val_bpb)
     draw(data, train_cfg, rng, *, split) -> (x, y)
         x: int ids (B, T), or a tuple of arrays with the rows on axis 0 (an encoder-decoder's
            (source, target input)); y: (B, T') int64 targets, IGNORE_INDEX where no loss counts.
-        `data` is whatever this objective's draw reads: a 1-D token array for next-token
-        prediction and masked-LM, its own record of arrays for pairs or chat examples.
     loss_and_grads(family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen) -> (loss, grads)
         the mean loss on (x, y) and d(dloss * loss)/d params, for the keys of `params` only.
     eval_loss(family, params, cfg, x, y, *, train_cfg, frozen) -> float
@@ -17,8 +26,8 @@ part that differs:
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
 y's rows over the ranks, and weighs each rank's loss by its share of the counted targets.
 
-NEXT_TOKEN, here, is the decoder's objective: random windows of the token stream, and the
-cross-entropy of every next token (with train_cfg.label_smoothing).
+Each objective is one file beside this one (next_token.py, mlm.py, seq2seq.py, sft.py) and one
+line in train/objectives/__init__.py; CONTRIBUTING.md's "Adding an objective" lists the rest.
 """
 from __future__ import annotations
 
@@ -26,16 +35,46 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from glassformer.errors import GlassformerError
+from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
+from glassformer.models.registry import FAMILIES
 from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
-from glassformer.train.data import get_batch
+
+# What an objective's data file is (Objective.reads): the run folders of train/runs/ read each
+TEXT = "text"     # UTF-8 text, encoded into one token stream (train/runs/text.py)
+PAIRS = "pairs"   # source/target pairs: cmudict, tang-couplets:PATH, TSV (train/runs/pairs.py)
+CHAT = "chat"     # chat JSONL conversations (train/datasets/chat.py, train/runs/finetune.py)
 
 
 class Objective(NamedTuple):
-    """The three functions of one kind of training (see the module docstring)."""
+    """Everything one kind of training owns (see the module docstring)."""
     name: str                 # as TrainConfig.objective and --objective spell it
+    kind: str                 # the Family.kind it trains (models/family.py)
+    reads: str                # TEXT, PAIRS or CHAT: what its data file is
     draw: Callable            # draw(data, train_cfg, rng, *, split) -> (x, y)
     loss_and_grads: Callable  # (family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen)
     eval_loss: Callable       # (family, params, cfg, x, y, *, train_cfg, frozen) -> float
+    check: Callable           # check(family, cfg, tokenizer) -> None, or a GlassformerError
+    prepare: Callable | None = None     # TEXT only: prepare(ids, tokenizer) -> draw's data
+    char_specials: tuple[str, ...] = ()  # a default char vocabulary's special tokens
+    bits_per_byte: bool = False         # its val loss is a next-token code length
+
+
+# Family.kind in words, for messages
+KIND_WORDS = {CAUSAL: "a causal LM", ENCODER: "an encoder", ENCODER_DECODER: "an encoder-decoder"}
+
+
+def kind_in_words(kind: str) -> str:
+    """'a causal LM (gpt2 or llama)': the kind, and the registered families of that kind."""
+    names = [name for name, family in FAMILIES.items() if family.kind == kind]
+    return f"{KIND_WORDS[kind]} ({' or '.join(names)})"
+
+
+def check_kind(kind: str, family, cfg=None, tokenizer=None) -> None:
+    """The model must be of the kind an objective trains (Family.kind). An objective with nothing
+    else to check has `partial(check_kind, KIND)` as its `check`."""
+    if family.kind != kind:
+        raise GlassformerError(f"this objective trains {kind_in_words(kind)}, got {family.name}")
 
 
 def rows_of(x, rows: slice):
@@ -83,13 +122,3 @@ def token_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=No
     logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False)
     loss, _ = cross_entropy_forward(logits, y, label_smoothing=smoothing)
     return float(loss)
-
-
-def draw_windows(data: np.ndarray, train_cfg, rng: np.random.Generator, *,
-                 split: str = "data") -> tuple[np.ndarray, np.ndarray]:
-    """B random windows of T + 1 ids of the token stream (train/data.py get_batch)."""
-    return get_batch(data, train_cfg.batch_size, train_cfg.block_size, rng, split=split)
-
-
-NEXT_TOKEN = Objective(name="next-token", draw=draw_windows,
-                       loss_and_grads=token_loss_and_grads, eval_loss=token_eval_loss)

@@ -33,7 +33,7 @@ draws the very masks the uninterrupted run would have drawn.
 
 The loss runs the MLM head only on the chosen positions (about 15% of them): the other positions
 have zero gradient, so gathering the chosen rows of the last hidden state, running the head on
-those (N, C) rows and scattering dhidden back gives the loss and every gradient of the full (B, T, V)
+those (N, C) rows and scattering dhidden back (models/bert.py's forward with head_rows) gives the loss and every gradient of the full (B, T, V)
 head (tests/train/test_mlm.py checks it against family.forward's full logits) at about a seventh of
 the head's cost, which with a large character vocabulary is most of a small model's step.
 """
@@ -44,17 +44,15 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.models.bert import (encoder_backward, encoder_forward, mlm_backward,
-                                     mlm_forward)
+from glassformer.models.family import ENCODER
 from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
                                            cross_entropy_forward)
 from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
 from glassformer.train.data import get_batch
-from glassformer.train.objective import Objective, only_trained, with_frozen
+from glassformer.train.objectives.objective import TEXT, Objective, only_trained, with_frozen
 
 MASK_SHARE = 0.8         # of the chosen tokens: replaced by [MASK]
 RANDOM_SHARE = 0.1       # ... replaced by a random token (the other 10% stay as they are)
-SPECIALS = BERT_SPECIALS   # the default char vocabulary's special tokens, after its characters
 
 
 class MLMData(NamedTuple):
@@ -135,11 +133,30 @@ def draw_masked(data: MLMData, train_cfg, rng: np.random.Generator, *,
     return x, y
 
 
-def _check_model(family, cfg) -> None:
-    if family.name != "bert" or not getattr(cfg, "mlm_head", False):
+def check_model(family, cfg) -> None:
+    """A BERT (an encoder) with its masked-LM head."""
+    if family.kind != ENCODER or not getattr(cfg, "mlm_head", False):
         raise GlassformerError(f"--objective mlm trains a BERT with a masked-LM head; this model "
-                               f"is {family.name}" + ("" if family.name != "bert"
+                               f"is {family.name}" + ("" if family.kind != ENCODER
                                                      else " without one"))
+
+
+def check_mlm(family, cfg, tokenizer=None) -> None:
+    """The objective's check: the model (check_model) and, when given, the tokenizer's
+    [CLS] [SEP] [MASK] (check_mlm_vocabulary)."""
+    check_model(family, cfg)
+    if tokenizer is not None:
+        check_mlm_vocabulary(tokenizer.special_tokens)
+
+
+def masking_data(ids: np.ndarray, tokenizer) -> MLMData:
+    """The objective's prepare: a split's ids with the tokenizer's special ids (mlm_data)."""
+    return mlm_data(ids, tokenizer.special_tokens, tokenizer.vocab_size)
+
+
+def chosen_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The N (row, column) positions whose target counts: where the MLM head runs."""
+    return np.nonzero(y != IGNORE_INDEX)
 
 
 def mlm_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
@@ -147,38 +164,31 @@ def mlm_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, 
                        frozen: dict | None = None) -> tuple[float, dict]:
     """Mean cross-entropy at the chosen positions of y, and d(dloss * loss)/d params.
 
-    The head runs on the chosen rows only (module docstring); the result is the same as
-    token_loss_and_grads on family.forward's full logits.
+    The head runs on the chosen rows only (module docstring; models/bert.py's head_rows); the
+    result is the same as token_loss_and_grads on family.forward's full logits.
     """
-    _check_model(family, cfg)
-    weights = with_frozen(params, frozen)
+    check_model(family, cfg)
     smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
-    hidden, ctx = encoder_forward(weights, x, cfg, train=True, rng=rng)      # (B, T, C)
-    chosen = np.nonzero(y != IGNORE_INDEX)                                   # N (row, col) pairs
-    logits, head_ctx = mlm_forward(weights, hidden[chosen], cfg)             # (N, C) -> (N, V)
+    chosen = chosen_rows(y)
+    logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True, rng=rng,
+                                 head_rows=chosen)                        # (N, V)
     loss, ce_ctx = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
     dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
-    grads, dchosen = mlm_backward(dlogits, head_ctx)                         # dchosen (N, C)
-    dhidden = np.zeros_like(hidden)
-    dhidden[chosen] = dchosen            # each chosen position once: a plain scatter, no add.at
-    tok_decoder = grads.pop("tok_emb")
-    grads.update(encoder_backward(dhidden, ctx))
-    grads["tok_emb"] = grads["tok_emb"] + tok_decoder   # fan-out: tok_emb is lookup and decoder
-    return float(loss), only_trained(grads, params)
+    return float(loss), only_trained(family.backward(dlogits, ctx), params)
 
 
 def mlm_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *, train_cfg=None,
                   frozen: dict | None = None) -> float:
     """mlm_loss_and_grads' loss in eval mode (no dropout), forward only."""
-    _check_model(family, cfg)
-    weights = with_frozen(params, frozen)
+    check_model(family, cfg)
     smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
-    hidden, _ = encoder_forward(weights, x, cfg, train=False)
-    chosen = np.nonzero(y != IGNORE_INDEX)
-    logits, _ = mlm_forward(weights, hidden[chosen], cfg)
+    chosen = chosen_rows(y)
+    logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False,
+                               head_rows=chosen)
     loss, _ = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
     return float(loss)
 
 
-MLM = Objective(name="mlm", draw=draw_masked, loss_and_grads=mlm_loss_and_grads,
-                eval_loss=mlm_eval_loss)
+MLM = Objective(name="mlm", kind=ENCODER, reads=TEXT, draw=draw_masked,
+                loss_and_grads=mlm_loss_and_grads, eval_loss=mlm_eval_loss, check=check_mlm,
+                prepare=masking_data, char_specials=BERT_SPECIALS)

@@ -1,4 +1,4 @@
-"""Supervised fine-tuning on chat data: conversations in, (x, y) with loss on the replies only.
+"""Chat data for supervised fine-tuning: conversations in, ids with loss on the replies only.
 
 A chat file is JSONL in the format Hugging Face's TRL reads, one conversation a line:
 
@@ -27,15 +27,15 @@ itself become control ids. Each span (prompt part, reply part) is encoded on its
 templates.encode_rendered, so the prompt's ids are exactly the ids `chat` feeds the model
 before it writes a reply.
 
-Batches are padded, not packed: `draw_chat` picks B conversations at random (with replacement,
-like train/data.py's windows), cuts every row to the longest of them (at most block_size ids of
-input), and pads the rest on the right with id 0. Right padding under a causal mask is never read
+Batches are padded, not packed: the "sft" objective's draw (train/objectives/sft.py) picks B
+conversations at random (with replacement, like train/data.py's windows), cuts every row to the
+longest of them (at most block_size ids of input), and pads the rest on the right with id 0. Right padding under a causal mask is never read
 by a real position, and its targets are IGNORE_INDEX, so padding changes no loss and no gradient.
 A conversation longer than block_size + 1 ids is truncated (its tail gets no loss); the count is
 reported (`ChatData.truncated`).
 
 A plain-text file (any other suffix) is fine-tuned with the ordinary next-token objective (loss
-everywhere); train/finetune.py chooses.
+everywhere); train/runs/finetune.py chooses by the suffix (is_chat_file).
 """
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ from glassformer.generate.templates import (ChatTemplate, check_messages, compil
                                             control_pattern, encode_rendered,
                                             mark_control_tokens, render_chat)
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.objective import Objective, token_eval_loss, token_loss_and_grads
 
 PAD_ID = 0              # any id would do: right padding is never attended to nor predicted
 CHAT_SUFFIXES = (".jsonl", ".json")   # files read as chat conversations; others as plain text
@@ -214,23 +213,3 @@ def split_chat(data: ChatData) -> tuple[ChatData, ChatData]:
         return ChatData(data.ids[rows], data.targets[rows], data.lengths[rows], data.truncated)
 
     return part(slice(0, cut)), part(slice(cut, n))
-
-
-# --- batches ----------------------------------------------------------------------------------
-
-def draw_chat(data: ChatData, train_cfg, rng: np.random.Generator, *,
-              split: str = "data") -> tuple[np.ndarray, np.ndarray]:
-    """B random conversations as (x, y), each (B, T) int64 with T the longest input among them
-    (at most block_size); y is IGNORE_INDEX on prompts and padding."""
-    n = data.ids.shape[0]
-    if n == 0:
-        raise GlassformerError(f"the {split} split holds no conversations")
-    rows = rng.integers(0, n, size=train_cfg.batch_size)                # (B,)
-    width = min(int(data.lengths[rows].max()) - 1, train_cfg.block_size)   # T
-    x = data.ids[rows, :width].astype(np.int64)                         # (B, T)
-    y = data.targets[rows, :width].astype(np.int64)                     # (B, T)
-    return x, y
-
-
-SFT = Objective(name="sft", draw=draw_chat, loss_and_grads=token_loss_and_grads,
-                eval_loss=token_eval_loss)

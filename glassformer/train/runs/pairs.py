@@ -1,20 +1,20 @@
 """A sequence-to-sequence training run: `glassformer train --arch transformer --data PAIRS`.
 
-PAIRS is `cmudict`, `tang-couplets:PATH` or a TSV file (train/pairs.py). A new run:
+PAIRS is `cmudict`, `tang-couplets:PATH` or a TSV file (train/datasets/pairs.py). A new run:
 
     read the pairs -> one pair tokenizer over every split's symbols (so any test source can be
     encoded; no target is seen) -> the model's context = the longest source or decoder input of
     any split -> lock the run folder -> tokenizer, data record -> encode train and val -> train
 
-The loop is train/loop.py's, with the "seq2seq" objective (train/pairs.py's SEQ2SEQ). TrainConfig.block_size is set to the model's context (each batch is only as long
-as its longest pair; block_size only sizes the memory estimate).
+The loop is train/loop.py's, with the "seq2seq" objective (train/objectives/seq2seq.py) or
+another that reads PAIRS. TrainConfig.block_size is set to the model's context (each batch is
+only as long as its longest pair; block_size only sizes the memory estimate).
 
 The run's data record (data.json) names the pairs (`cmudict`, `tang-couplets:PATH` or the TSV
 path), how many there are and a sha256 of their text; a resume reads them again and refuses
 different pairs unless --allow-new-data.
 
-G2P_RECIPE: the defaults of `--arch transformer`, sized to finish within 20 minutes on a quiet
-2-core machine (docs/seq2seq.md has its numbers).
+The G2P recipe (the defaults of `--arch transformer`) is in train/recipes/.
 """
 from __future__ import annotations
 
@@ -24,53 +24,21 @@ import json
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from glassformer.errors import GlassformerError
-from glassformer.io.safetensors import write_atomically
-from glassformer.models.seq2seq import Seq2SeqConfig
-from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID, PairTokenizer
-from glassformer.train.checks import check_train_config, check_training_memory
-from glassformer.train.lock import hold_run_folder
-from glassformer.train.loop import RunState, TrainConfig, new_run, train
-from glassformer.train.pairs import PairData, PairSet, encode_pairs, read_pairs, split_pairs
+from glassformer.models.registry import family as family_of
+from glassformer.tokenizers.pairs import PairTokenizer
+from glassformer.train.datasets.pairs import (PairData, PairSet, encode_pairs, read_pairs,
+                                              split_pairs)
+from glassformer.train.loop import RunState, TrainConfig, new_run
+from glassformer.train.objectives import objective_of
+from glassformer.train.runs.checks import check_train_config, check_training_memory
+from glassformer.train.runs.folder import (DATA_RECORD, RunHooks, hold_run_folder,
+                                           refuse_existing_run, run_folder, train_in_folder,
+                                           write_data_record)
 from glassformer.train.step import IN_PROCESS, Steps
 
-DATA_RECORD = "data.json"
-# `--arch transformer` defaults (TrainConfig fields): the G2P recipe
-G2P_RECIPE = dict(objective="seq2seq", label_smoothing=0.1, schedule="cosine",
-                  batch_size=64, lr=1e-3, warmup_iters=400, max_iters=10000, min_lr=1e-4,
-                  lr_decay_iters=10000, weight_decay=0.01, beta1=0.9, beta2=0.98,
-                  eval_interval=500, eval_iters=10)
-# `--arch transformer` model defaults (Seq2SeqConfig fields)
-G2P_MODEL = dict(n_layer=3, n_head=4, d_model=128, dropout=0.1)
 NEEDS_DATA = ("--arch transformer needs --data: cmudict, tang-couplets:PATH or a TSV file of "
               "source<TAB>target lines")
-
-
-def with_seq2seq_defaults(train: dict, model: dict) -> tuple[dict, dict]:
-    """A new run's given settings, completed by the G2P recipe when it trains a transformer;
-    the seq2seq objective on another family, or a transformer with another objective, is refused
-    in one line."""
-    arch, objective = model.get("arch"), train.get("objective")
-    if objective == "seq2seq" and arch != "transformer":
-        raise GlassformerError(f"--objective seq2seq trains an encoder-decoder: give --arch "
-                               f"transformer (got --arch {arch or 'gpt2'})")
-    if arch != "transformer":
-        return train, model
-    if objective not in (None, "seq2seq"):
-        raise GlassformerError(f"--arch transformer trains with --objective seq2seq, got "
-                               f"--objective {objective}")
-    return {**G2P_RECIPE, **train}, {**G2P_MODEL, **model}
-
-
-def transformer_config(flags: dict, vocab_size: int, max_seq_len: int) -> Seq2SeqConfig:
-    """The paper's encoder-decoder (post-norm, sinusoids, shared embeddings) from the model
-    flags, with the pair tokenizer's special ids."""
-    return Seq2SeqConfig(vocab_size=vocab_size, max_seq_len=max_seq_len,
-                         n_layer=flags["n_layer"], n_head=flags["n_head"],
-                         d_model=flags["d_model"], dropout=flags["dropout"], pad_id=PAD_ID,
-                         eos_id=EOS_ID, decoder_start_id=BOS_ID)
 
 
 def pairs_record(pairs: PairSet) -> dict:
@@ -103,11 +71,6 @@ def encoded_splits(splits: dict[str, PairSet], tokenizer: PairTokenizer, batch_s
     return encoded[0], encoded[1]
 
 
-def _write_record(out: Path, record: dict) -> None:
-    text = json.dumps(record, indent=1).encode("utf-8")
-    write_atomically(out / DATA_RECORD, lambda f: f.write(text))
-
-
 def run_pairs_training(*, data: str | None, out_dir: str,
                        model_cfg_for: Callable[[int, int], object], train_cfg: TrainConfig,
                        on_start=None, on_step=None, should_stop=None,
@@ -116,9 +79,10 @@ def run_pairs_training(*, data: str | None, out_dir: str,
 
     model_cfg_for(vocab_size, max_seq_len) builds the model config once the pairs are read.
     """
+    hooks = RunHooks(on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
     if not data:
         raise GlassformerError(NEEDS_DATA)
-    out = Path(out_dir)
+    out = run_folder(out_dir)
     pairs = read_pairs(data)
     splits = split_pairs(pairs)
     tokenizer = PairTokenizer.from_pairs(pairs.sources, pairs.targets, pairs.target_split)
@@ -126,29 +90,24 @@ def run_pairs_training(*, data: str | None, out_dir: str,
     train_cfg = dataclasses.replace(train_cfg, block_size=context)
     check_train_config(train_cfg)
     model_cfg = model_cfg_for(tokenizer.vocab_size, context)
+    objective_of(train_cfg.objective).check(family_of(model_cfg.ARCH), model_cfg, tokenizer)
     check_training_memory(model_cfg, train_cfg)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
-        if (out / "latest").exists():
-            raise GlassformerError(f"{out} already holds a run; pass --resume to continue it or "
-                                   "choose another --out")
+        refuse_existing_run(out)
         path = tokenizer.save(out / "tokenizer")
         layout = json.loads(path.read_text(encoding="utf-8"))
-        _write_record(out, pairs_record(pairs))
+        write_data_record(out, pairs_record(pairs))
         train_data, val_data = encoded_splits(splits, tokenizer, train_cfg.batch_size)
         run = new_run(model_cfg, train_cfg)
-        if on_start:
-            on_start(train_cfg.max_iters, run.it)
-        run = train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
-                    out_dir=out, tokenizer_json=layout, on_step=on_step,
-                    should_stop=should_stop, steps=steps)
+        run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data), layout,
+                              hooks)
     return run, model_cfg
 
 
 def resume_pair_data(out: Path, data: str | None, allow_new_data: bool,
-                     tokenizer: PairTokenizer, batch_size: int
-                     ) -> tuple[PairData, PairData, dict, str | None]:
-    """(train, val, the data record, a note when the pairs are not the recorded ones) for a
-    resumed run."""
+                     tokenizer: PairTokenizer, layout: dict, train_cfg: TrainConfig) -> tuple:
+    """A resumed run's (train, val, None: no bits per byte, data record, a note when the pairs
+    are not the recorded ones)."""
     try:
         record = json.loads((out / DATA_RECORD).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -162,7 +121,7 @@ def resume_pair_data(out: Path, data: str | None, allow_new_data: bool,
                 f"the run in {out} trains on {record['path']} ({record['pairs']:,} pairs, "
                 f"sha256 {record['sha256'][:12]}), got {now['path']} ({now['pairs']:,} pairs, "
                 f"sha256 {now['sha256'][:12]}); pass --allow-new-data to train on them anyway")
-        _write_record(out, now)
+        write_data_record(out, now)
         note = f"training on {now['path']} ({now['pairs']:,} pairs) (--allow-new-data)"
-    train_data, val_data = encoded_splits(split_pairs(pairs), tokenizer, batch_size)
-    return train_data, val_data, now, note
+    train_data, val_data = encoded_splits(split_pairs(pairs), tokenizer, train_cfg.batch_size)
+    return train_data, val_data, None, now, note

@@ -1,0 +1,151 @@
+"""The recipes: every setting of a kind of training that works, in one place (nanoGPT's config/).
+
+A recipe names its objective (train/objectives/), its model settings and the TrainConfig fields
+that differ from TrainConfig's defaults. The commands only pick one and let the flags given
+override it:
+
+    glassformer train                       SHAKESPEARE   (--arch gpt2 or llama)
+    glassformer train --arch bert           TANG_BERT
+    glassformer train --arch transformer    G2P
+    glassformer finetune                    TANG_SFT
+
+    SHAKESPEARE  nanoGPT's Shakespeare-char recipe as its README runs it on a CPU: TrainConfig's
+                 defaults, a 4-layer 128-wide GPT (docs: README)
+    TANG_BERT    BERT's masked-LM on the Tang poems: 2 layers, C=128, T=32, 40% masked, tanh
+                 GELU, layer 0's neighbour heads held 1,500 iterations (docs/bert.md)
+    G2P          the paper's encoder-decoder on CMUdict, sized to finish within 20 minutes on a
+                 quiet 2-core machine (docs/seq2seq.md)
+    TANG_SFT     LoRA on SmolLM2-135M-Instruct writing Tang quatrains from tang_sft.jsonl, about
+                 half an hour on two CPU cores (docs/finetune.md)
+
+`model` holds the model flags' defaults (arch, n_layer, ...) and any config field the recipe fixes
+(BERT's mlm_head); `model_config` builds the family's config from whichever of them its config
+class has. A recipe's own init runs after the family's init_params (`start`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple
+
+from glassformer.errors import GlassformerError
+from glassformer.io.peft import LoraConfig
+from glassformer.models.family import CAUSAL
+from glassformer.models.registry import family as family_of
+from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID
+from glassformer.train.loop import TrainConfig
+from glassformer.train.objectives import objective_of
+from glassformer.train.objectives.objective import KIND_WORDS
+from glassformer.train.recipes.neighbour_heads import (HELD_KEYS, fits_neighbour_heads,
+                                                       neighbour_heads_init, sinusoid_positions)
+
+
+class Start(NamedTuple):
+    """What a recipe does to a new run before it trains."""
+    after_init: Callable | None   # (params, cfg, rng) -> params, after the family's init
+    train_cfg: TrainConfig        # the run's settings (a recipe may record held keys)
+    note: str | None              # a line for the user, or None
+
+
+class Recipe(NamedTuple):
+    name: str
+    objective: str              # a name in train/objectives/
+    model: dict                 # model flags' defaults and fixed config fields
+    train: dict                 # TrainConfig fields that differ from its defaults (but objective)
+    start: Callable | None = None   # start(model settings, train_cfg) -> Start
+    lora: LoraConfig | None = None  # a fine-tuning recipe's adapters
+
+
+def tang_bert_start(model: dict, train_cfg: TrainConfig) -> Start:
+    """Neighbour heads when they fit the context (held for hold_iters), else a sinusoid position
+    table, said in one line."""
+    heads, block = model["n_head"], train_cfg.block_size
+    if fits_neighbour_heads(model["d_model"], heads, block):
+        held = dataclasses.replace(train_cfg, held_keys=",".join(HELD_KEYS))
+        return Start(neighbour_heads_init, held, None)
+    return Start(sinusoid_positions, train_cfg,
+                 f"note: neighbour heads need two heads of at least block size - 1 dims, got "
+                 f"{heads} of {model['d_model'] // heads} for block size {block}: the position "
+                 "table starts from sinusoids instead, and nothing is held (docs/bert.md)")
+
+
+# `glassformer train`'s model flags default to this model (MODEL_FLAGS in cli/train.py)
+SHAKESPEARE = Recipe(
+    name="shakespeare-char", objective="next-token",
+    model=dict(arch="gpt2", n_layer=4, n_head=4, n_kv_head=None, d_model=128, dropout=0.0,
+               bias=False),
+    train=dict())
+
+TANG_BERT = Recipe(
+    name="tang-bert", objective="mlm",
+    model={**SHAKESPEARE.model, "arch": "bert", "n_layer": 2, "n_head": 4, "d_model": 128,
+           "mlm_head": True, "activation": "gelu_tanh"},   # Google's BERT's GELU (gelu_new)
+    train=dict(block_size=32, batch_size=64, lr=2e-3, min_lr=2e-4,
+               warmup_iters=100, max_iters=9000, lr_decay_iters=9000, weight_decay=0.01,
+               beta2=0.999, mask_prob=0.4, hold_iters=1500, eval_interval=500, eval_iters=10),
+    start=tang_bert_start)
+
+G2P = Recipe(
+    name="g2p", objective="seq2seq",
+    model={**SHAKESPEARE.model, "arch": "transformer", "n_layer": 3, "n_head": 4,
+           "d_model": 128, "dropout": 0.1,
+           "pad_id": PAD_ID, "eos_id": EOS_ID, "decoder_start_id": BOS_ID},  # the pair vocab's
+    train=dict(label_smoothing=0.1, schedule="cosine", batch_size=64,
+               lr=1e-3, warmup_iters=400, max_iters=10000, min_lr=1e-4, lr_decay_iters=10000,
+               weight_decay=0.01, beta1=0.9, beta2=0.98, eval_interval=500, eval_iters=10))
+
+TANG_SFT = Recipe(
+    name="tang-sft", objective="sft",
+    model=dict(model="smollm2"),   # the base its numbers were measured on (finetune asks --model)
+    train=dict(batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
+               lr_decay_iters=300, max_iters=300, weight_decay=0.0, beta2=0.999,
+               eval_interval=50, eval_iters=4),
+    lora=LoraConfig(r=16, alpha=32.0, dropout=0.0,
+                    targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                             "down_proj")))
+
+# --arch -> the recipe `glassformer train` starts from (any other arch: SHAKESPEARE)
+RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P}
+# objective -> the recipe that trains it from scratch, for messages
+RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P)}
+
+
+def recipe_for(arch: str | None, objective: str | None = None) -> Recipe:
+    """The recipe `glassformer train --arch ARCH` starts from (no --arch: SHAKESPEARE's); an
+    --objective its model cannot train is refused in one line (before any rank is launched)."""
+    recipe = RECIPE_OF_ARCH.get(arch, SHAKESPEARE)
+    arch = arch or recipe.model["arch"]
+    if objective is None:
+        return recipe
+    wanted = objective_of(objective)
+    kind = family_of(arch).kind
+    own = RECIPE_OF_OBJECTIVE.get(wanted.name)
+    if kind == CAUSAL and wanted.kind != CAUSAL and own is not None:
+        raise GlassformerError(f"--objective {wanted.name} trains {KIND_WORDS[wanted.kind]}: "
+                               f"give --arch {own.model['arch']} (got --arch {arch}, a decoder, "
+                               "which predicts the next token)")
+    if wanted.kind != kind or wanted.reads != objective_of(recipe.objective).reads:
+        raise GlassformerError(f"--arch {arch} trains with --objective {recipe.objective}, got "
+                               f"--objective {wanted.name}")
+    return recipe
+
+
+def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
+                     ) -> tuple[dict, Start]:
+    """(model settings, Start) of a new run: the recipe's, with the settings given on top, and
+    what the recipe does before training (its own init, held keys, a note)."""
+    train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective, **train_given})
+    model = {**recipe.model, **model_given}
+    if recipe.start is None:
+        return model, Start(None, train_cfg, None)
+    return model, recipe.start(model, train_cfg)
+
+
+def model_config(model: dict, vocab_size: int, max_seq_len: int):
+    """The config of model["arch"]'s family from the settings its config class has (a flag
+    another family has, such as --bias for BERT, does not apply); n_kv_head None is n_head."""
+    config = family_of(model["arch"]).config
+    fields = {field.name for field in dataclasses.fields(config)}
+    settings = {key: value for key, value in model.items() if key in fields}
+    if "n_kv_head" in settings and settings["n_kv_head"] is None:
+        settings["n_kv_head"] = model["n_head"]
+    return config(**settings, vocab_size=vocab_size, max_seq_len=max_seq_len)
