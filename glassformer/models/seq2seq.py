@@ -74,7 +74,7 @@ from glassformer.models.family import (ENCODER_DECODER, Family, check_config_val
                                        config_from_dict, config_to_dict)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
-from glassformer.ops.position import sinusoidal_positions
+from glassformer.ops.position import fixed_position_table
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned")
@@ -241,12 +241,6 @@ def init_params(cfg: Seq2SeqConfig, rng: np.random.Generator) -> dict:
 
 
 # ---------------------------------------------------------------- embeddings
-
-def fixed_position_table(t: int, c: int, *, offset: int = 0, dtype=np.float32) -> np.ndarray:
-    """The fixed rows of positions offset .. offset + T - 1, laid out [sin | cos]: (T, C)."""
-    table = sinusoidal_positions(t, c, dtype=dtype, offset=offset)  # (T, C), sin/cos interleaved
-    return np.concatenate([table[:, 0::2], table[:, 1::2]], axis=1)  # -> [sin | cos], (T, C)
-
 
 def _embed_forward(params: dict, ids: np.ndarray, cfg: Seq2SeqConfig, side: str, offset: int,
                    train: bool, rng) -> tuple[np.ndarray, EmbedCtx]:
