@@ -312,6 +312,34 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     return grads, dx, None
 
 
+# ---------------------------------------------------------------- reading a block's ctx
+# What views of a forward (viewer/, explain/) read off an attention block, by name, so that they
+# do not depend on how the ctx is laid out.
+
+def head_weights(ctx: AttentionBlockCtx) -> np.ndarray:
+    """The attention weights per query head, (B, K, G, T, S) viewed as (B, H, T, S) (query head
+    h = kv * G + g, as HF's repeat_kv orders them): exactly the float32 weights the forward
+    multiplied V by. Not kept by a cached (generation) forward."""
+    probs = ctx.attn.softmax.probs                                          # (B, K, G, T, S)
+    b, k, g, t, s = probs.shape
+    return probs.reshape(b, k * g, t, s)
+
+
+def attention_inputs(ctx: AttentionBlockCtx) -> tuple[np.ndarray, np.ndarray | None]:
+    """(x, source): what the queries read (B, T, C) and what the keys and values read (B, S, C):
+    x itself in self-attention, memory in cross-attention (None when decoding read memory_kv).
+    The projections' ctxs keep them for dW (not in a frozen, LoRA model's forward)."""
+    if ctx.qkv_proj is not None:  # the joined product read x once for all three
+        return ctx.qkv_proj.x, ctx.qkv_proj.x
+    source = None if ctx.k_proj is None else ctx.k_proj.x
+    return ctx.q_proj.x, source
+
+
+def merged_heads(ctx: AttentionBlockCtx) -> np.ndarray:
+    """The heads' outputs, merged (B, T, H*D): what the output projection read."""
+    return ctx.out_proj.x
+
+
 def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     """Param names and shapes of one attention block, in the order init draws them."""
     c, hd, kd = cfg.d_model, cfg.n_head * cfg.dim_per_head, cfg.kv_heads * cfg.dim_per_head
