@@ -32,6 +32,7 @@ from glassformer.blocks.names import sub_params
 from glassformer.blocks.norm import norm_forward
 from glassformer.blocks.residual import attention_weights, layer_input, residual_after
 from glassformer.errors import GlassformerError
+from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
 from glassformer.models.common import lm_head_forward
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.softmax import softmax_forward
@@ -61,7 +62,7 @@ class Inspection(NamedTuple):
 
     @property
     def causal(self) -> bool:
-        return self.model.family.kv_layout is not None
+        return self.model.family.kind == CAUSAL
 
     @property
     def tokens(self) -> list:
@@ -84,7 +85,7 @@ def _ids_of(model, text_or_ids) -> np.ndarray:
             raise GlassformerError("the text is empty: give at least one character to inspect")
         if model.tokenizer is None:
             raise GlassformerError("this model came without a tokenizer: pass token ids instead")
-        if model.arch == "bert" and "[CLS]" in model.tokenizer.special_tokens:
+        if model.family.kind == ENCODER and "[CLS]" in model.tokenizer.special_tokens:
             # as BERT reads a text, and as --objective mlm trained it: [CLS] text [SEP], and a
             # typed [MASK] is the mask token (fill_mask.py frames the same way)
             from glassformer.fill_mask import framed_ids
@@ -108,7 +109,7 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     Seq2SeqInspection (viewer/seq2seq_inspection.py): target (text or ids; default: the model's
     greedy translation) or decoder_input_ids, as transformers takes them.
     """
-    if model.arch == "transformer" or target is not None or decoder_input_ids is not None:
+    if model.family.kind == ENCODER_DECODER or target is not None or decoder_input_ids is not None:
         return inspect_seq2seq(model, text_or_ids, target=target,
                                decoder_input_ids=decoder_input_ids, attention_mask=attention_mask)
     ids = _ids_of(model, text_or_ids)
@@ -120,7 +121,7 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     last = ctx.mlm.dense.x if getattr(ctx, "mlm", None) is not None else out
     residual = residual_stream(model, ctx, last)
     hidden = list(residual)
-    if model.family.kv_layout is not None:
+    if model.family.kind == CAUSAL:
         hidden[-1] = ctx.head.lm_head.linear.x      # norm_f(x_L), the LM head's saved input
     return Inspection(model, ids, key_mask, out, attentions, residual, hidden, ctx)
 

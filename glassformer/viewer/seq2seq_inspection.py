@@ -35,6 +35,7 @@ import numpy as np
 from glassformer.blocks.attention import attention_inputs
 from glassformer.blocks.residual import attention_block_ctx, attention_weights, layer_input
 from glassformer.errors import GlassformerError
+from glassformer.models.family import ENCODER_DECODER
 from glassformer.viewer.tokens import describe_tokens
 
 
@@ -156,7 +157,7 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
       neither           the model's own greedy translation is the target, and output_ids
                         the model's argmax at each position
     """
-    if model.arch != "transformer":
+    if model.family.kind != ENCODER_DECODER:
         raise GlassformerError(f"target= and decoder_input_ids= are for encoder-decoders; "
                                f"{model.arch} reads one sequence")
     cfg = model.cfg

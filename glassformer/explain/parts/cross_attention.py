@@ -36,6 +36,7 @@ from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.io.pretrained import load_pretrained
 from glassformer.models import seq2seq
+from glassformer.models.family import ENCODER_DECODER
 
 # None: not given (the random block then uses TINY's size; a loaded model refuses sizes)
 DEFAULTS = {"batch": None, "seq": None, "d_model": None, "heads": None, "ckpt": None,
@@ -140,7 +141,7 @@ def _loaded_inputs(options: dict) -> Setup:
         raise GlassformerError("explain cross_attention --ckpt needs --prompt, the source text")
     model = load_pretrained(options["ckpt"])
     tokenizer = model.tokenizer
-    if model.arch != "transformer":
+    if model.family.kind != ENCODER_DECODER:
         raise GlassformerError(f"explain cross_attention --ckpt needs an encoder-decoder "
                                f"(arch transformer), got {model.arch}")
     if tokenizer is None or not hasattr(tokenizer, "id_to_piece"):

@@ -95,7 +95,7 @@ def _loaded_model(options: dict):
         raise GlassformerError("--d-model and --heads do not apply with --ckpt: the loaded "
                                "model's config sets them")
     model = load_pretrained(options["ckpt"])
-    if model.arch != "gpt2":
+    if model.family is not gpt2.FAMILY:  # this part runs gpt2.forward itself
         raise GlassformerError(f"explain gpt2 --ckpt needs a GPT-2 model, got {model.arch}")
     if model.tokenizer is None:
         raise GlassformerError(f"{options['ckpt']} has no tokenizer to encode --prompt with")
