@@ -27,11 +27,11 @@ import numpy as np
 from glassformer.blocks.attention import (attention_inputs, init_attention, merged_heads,
                                           split_heads)
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.names import prefixed
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.gradcheck.cases import attention_block
-from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.ops.linear import linear_forward
 
 SIZES = {"batch": 1, "seq": 4, "d_model": 8, "heads": 4, "kv_heads": None}

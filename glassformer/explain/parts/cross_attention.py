@@ -25,7 +25,7 @@ import numpy as np
 
 from glassformer.blocks.attention import attention_inputs, init_attention, merged_heads
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.names import sub_params
+from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.residual import attention_block_ctx
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
@@ -33,7 +33,6 @@ from glassformer.explain.parts.attention_block import (attention_grad_steps, hea
                                                    projections)
 from glassformer.generate.beam import greedy_search
 from glassformer.gradcheck.cases import attention_block
-from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.io.pretrained import load_pretrained
 from glassformer.models import seq2seq
 from glassformer.models.family import ENCODER_DECODER
