@@ -56,8 +56,8 @@ from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (LMHeadCtx, layers_backward, layers_forward, layers_shapes,
                                        lm_head_backward, lm_head_forward, split_layers)
-from glassformer.models.family import (ENCODER_DECODER, Family, check_config_values,
-                                       config_from_dict, config_to_dict)
+from glassformer.models.family import (ENCODER_DECODER, Family, FamilyConfig,
+                                       check_config_values, check_sizes)
 from glassformer.models.seq2seq_embed import EmbedCtx, embed_backward, embed_forward, embed_shapes
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
@@ -67,7 +67,7 @@ NOT_A_PAIR = ("the transformer (encoder-decoder) family takes x = (src_ids (B, S
 
 
 @dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(FamilyConfig):
     ARCH: ClassVar[str] = "transformer"
     vocab_size: int = 64            # V, one vocabulary for source and target
     max_seq_len: int = 64           # T_max, the longest source and the longest target
@@ -93,9 +93,7 @@ class Seq2SeqConfig:
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
-            if getattr(self, field) < 1:
-                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        check_sizes(self)
         if self.decoder_layers < 1:
             raise GlassformerError(f"n_dec_layer must be at least 1, got {self.n_dec_layer}")
         if self.activation not in ACTIVATIONS:
@@ -124,13 +122,6 @@ class Seq2SeqConfig:
                            norm_position=self.norm_position, mlp=self.activation,
                            qkv_bias=True, out_bias=True, mlp_bias=True, position="none",
                            dropout=self.dropout)
-
-    def to_dict(self) -> dict:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Seq2SeqConfig":
-        return config_from_dict(cls, data)
 
 
 class StackCtx(NamedTuple):
