@@ -37,7 +37,7 @@ from glassformer.models.common import lm_head_forward
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.softmax import softmax_forward
 from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
-from glassformer.viewer.tokens import describe_tokens
+from glassformer.viewer.tokens import batch_ids, describe_tokens
 
 
 class LogitLens(NamedTuple):
@@ -91,13 +91,7 @@ def _ids_of(model, text_or_ids) -> np.ndarray:
             from glassformer.fill_mask import framed_ids
             return framed_ids(model.tokenizer, text_or_ids)[None]                  # (1, T)
         text_or_ids = model.tokenizer.encode(text_or_ids)
-    ids = np.asarray(text_or_ids, dtype=np.int64)
-    if ids.ndim == 1:
-        ids = ids[None]                                                     # (T,) -> (1, T)
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise GlassformerError(f"expected a text or ids of shape (T,) or (B, T) with T >= 1, "
-                               f"got shape {ids.shape}")
-    return ids
+    return batch_ids(text_or_ids, what="a text", length="T")
 
 
 def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_input_ids=None):

@@ -36,7 +36,7 @@ from glassformer.blocks.attention import attention_inputs
 from glassformer.blocks.residual import attention_block_ctx, attention_weights, layer_input
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER_DECODER
-from glassformer.viewer.tokens import describe_tokens
+from glassformer.viewer.tokens import batch_ids, describe_tokens
 
 
 class Seq2SeqInspection(NamedTuple):
@@ -102,13 +102,7 @@ def _source_ids(model, source) -> np.ndarray:
         if model.tokenizer is None:
             raise GlassformerError("this model came without a tokenizer: pass token ids instead")
         source = model.tokenizer.encode(source)
-    ids = np.asarray(source, dtype=np.int64)
-    if ids.ndim == 1:
-        ids = ids[None]                                                     # (S,) -> (1, S)
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise GlassformerError(f"expected a source text or ids of shape (S,) or (B, S) with "
-                               f"S >= 1, got shape {ids.shape}")
-    return ids
+    return batch_ids(source, what="a source text", length="S")
 
 
 def _target_rows(model, target, batch: int) -> list[list[int]]:
