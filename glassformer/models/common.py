@@ -181,6 +181,13 @@ def head_backward(dlogits: np.ndarray, ctx: HeadCtx) -> tuple[dict, np.ndarray]:
     return grads, dx
 
 
+def head_input(ctx: HeadCtx | LMHeadCtx) -> np.ndarray:
+    """What the LM head read, (B, T, C): the last hidden state, after the final norm when the
+    model has one (HeadCtx), as its linear's ctx keeps it for dW (not when frozen: LoRA)."""
+    lm_head = ctx.lm_head if isinstance(ctx, HeadCtx) else ctx
+    return lm_head.linear.x
+
+
 # ---------------------------------------------------------------- a causal LM above its embeddings
 # GPT-2 and LLaMA differ below the layers (learned positions and dropout, or neither) and in their
 # blocks' flags; from the embedded input up, and in the tied embedding's gradient, they are the

@@ -33,7 +33,7 @@ from glassformer.blocks.norm import norm_forward
 from glassformer.blocks.residual import attention_weights, layer_input, residual_after
 from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
-from glassformer.models.common import lm_head_forward
+from glassformer.models.common import head_input, lm_head_forward
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.softmax import softmax_forward
 from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
@@ -116,7 +116,7 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     residual = residual_stream(model, ctx, last)
     hidden = list(residual)
     if model.family.kind == CAUSAL:
-        hidden[-1] = ctx.head.lm_head.linear.x      # norm_f(x_L), the LM head's saved input
+        hidden[-1] = head_input(ctx.head)       # norm_f(x_L), the LM head's saved input
     return Inspection(model, ids, key_mask, out, attentions, residual, hidden, ctx)
 
 

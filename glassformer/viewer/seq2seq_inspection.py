@@ -35,6 +35,7 @@ import numpy as np
 from glassformer.blocks.attention import attention_inputs
 from glassformer.blocks.residual import attention_block_ctx, attention_weights, layer_input
 from glassformer.errors import GlassformerError
+from glassformer.models.common import head_input
 from glassformer.models.family import ENCODER_DECODER
 from glassformer.viewer.tokens import batch_ids, describe_tokens
 
@@ -66,7 +67,7 @@ class Seq2SeqInspection(NamedTuple):
         """L_dec + 1 arrays (B, T, C), as transformers' decoder_hidden_states: each decoder
         layer's input, then the LM head's input."""
         inputs = [_layer_input(block, "decoder") for block in self.ctx.decoder.blocks]
-        return inputs + [self.ctx.head.linear.x]
+        return inputs + [head_input(self.ctx.head)]
 
     @property
     def source_tokens(self) -> list:
