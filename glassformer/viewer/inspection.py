@@ -37,7 +37,7 @@ from glassformer.models.common import head_input, lm_head_forward
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.softmax import softmax_forward
 from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
-from glassformer.viewer.tokens import batch_ids, describe_tokens
+from glassformer.viewer.tokens import batch_ids, check_text, describe_tokens
 
 
 class LogitLens(NamedTuple):
@@ -81,10 +81,8 @@ class Inspection(NamedTuple):
 def _ids_of(model, text_or_ids) -> np.ndarray:
     """(1, T) int64 ids from a text (encoded with the model's tokenizer) or one id sequence."""
     if isinstance(text_or_ids, str):
-        if not text_or_ids:
-            raise GlassformerError("the text is empty: give at least one character to inspect")
-        if model.tokenizer is None:
-            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+        check_text(model, text_or_ids,
+                   empty="the text is empty: give at least one character to inspect")
         if model.family.kind == ENCODER and "[CLS]" in model.tokenizer.special_tokens:
             # as BERT reads a text, and as --objective mlm trained it: [CLS] text [SEP], and a
             # typed [MASK] is the mask token (fill_mask.py frames the same way)

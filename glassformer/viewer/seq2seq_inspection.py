@@ -37,7 +37,7 @@ from glassformer.blocks.residual import attention_block_ctx, attention_weights, 
 from glassformer.errors import GlassformerError
 from glassformer.models.common import head_input
 from glassformer.models.family import ENCODER_DECODER
-from glassformer.viewer.tokens import batch_ids, describe_tokens
+from glassformer.viewer.tokens import batch_ids, check_text, describe_tokens
 
 
 class Seq2SeqInspection(NamedTuple):
@@ -98,10 +98,7 @@ def _layer_input(block_ctx, side: str) -> np.ndarray:
 def _source_ids(model, source) -> np.ndarray:
     """(B, S) int64 from a text (the model's tokenizer) or ids (S,) / (B, S)."""
     if isinstance(source, str):
-        if not source:
-            raise GlassformerError("the source text is empty: give at least one character")
-        if model.tokenizer is None:
-            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+        check_text(model, source, empty="the source text is empty: give at least one character")
         source = model.tokenizer.encode(source)
     return batch_ids(source, what="a source text", length="S")
 

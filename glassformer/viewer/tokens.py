@@ -14,7 +14,8 @@ WordPiece tokenizer (BERT) lower-cases, strips accents and adds [CLS]/[SEP]: its
 aligned to the original text by matching each piece, so they join back to the text the user gave
 too ([CLS], [SEP] and padding get an empty text).
 
-`batch_ids` turns ids given as (T,) or (B, T) into the (B, T) batch `inspect` runs.
+`check_text` and `batch_ids` check what `inspect` is given: a text it can encode, or ids (T,) or
+(B, T), which become the (B, T) batch it runs.
 """
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ class Token(NamedTuple):
 class Group(NamedTuple):
     text: str             # characters; the groups' texts join back to the input
     tokens: list[int]     # positions of the tokens that make it up
+
+
+def check_text(model, text: str, *, empty: str) -> None:
+    """Raise unless `model` can encode `text`: it is not empty (the error then says `empty`) and
+    a tokenizer came with the model."""
+    if not text:
+        raise GlassformerError(empty)
+    if model.tokenizer is None:
+        raise GlassformerError("this model came without a tokenizer: pass token ids instead")
 
 
 def batch_ids(ids, *, what: str, length: str) -> np.ndarray:
