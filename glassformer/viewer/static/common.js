@@ -123,6 +123,15 @@ GF.heatmap = function (matrix, opts) {
 
 GF.fmt = function (v, digits) { return v === null ? "-inf" : Number(v).toFixed(digits === undefined ? 4 : digits); };
 
+/* A page's setLang: switch GF.lang to "en" or "zh" (anything else is an error), then render. */
+GF.languageSetter = function (render) {
+  return function (code) {
+    if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
+    GF.lang = code;
+    render();
+  };
+};
+
 /* The language switch: two buttons; onChange re-renders the page. */
 GF.langBar = function (onChange) {
   return GF.el("span", {}, ["en", "zh"].map(function (code) {

@@ -215,11 +215,7 @@ function render() {
   document.getElementById("app").replaceChildren(header(), GF.el("main", {}, [tokensSection(), crossSection(),
     crossGrid(), encoderSection(), decoderSection()]));
 }
-function setLang(code) {
-  if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
-  GF.lang = code;
-  render();
-}
+const setLang = GF.languageSetter(render);
 
 window.glassformerViewer = {
   kind: "seq2seq",

@@ -346,11 +346,7 @@ function render() {
   if (D.mlm) sections.push(mlmSection());
   app.replaceChildren(header(), GF.el("main", {}, sections.concat([normsSection(), stepsSection()])));
 }
-function setLang(code) {
-  if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
-  GF.lang = code;
-  render();
-}
+const setLang = GF.languageSetter(render);
 
 window.glassformerViewer = {
   kind: "model",
