@@ -1,5 +1,6 @@
 """Pieces every model family shares: the layer stack, id checks, the final norm and LM head, and
-a causal LM's whole top above its embeddings (decoder_forward, token_embedding_grads).
+a causal LM's whole top above its embeddings (init_decoder, decoder_forward,
+token_embedding_grads).
 
 The LM head is a linear layer without bias: its own (C, V) matrix `lm_head`, or, when the model
 ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes tok_emb fan out
@@ -7,6 +8,7 @@ ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes to
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -192,6 +194,17 @@ def head_input(ctx: HeadCtx | LMHeadCtx) -> np.ndarray:
 # GPT-2 and LLaMA differ below the layers (learned positions and dropout, or neither) and in their
 # blocks' flags; from the embedded input up, and in the tied embedding's gradient, they are the
 # same, written once here.
+
+def init_decoder(cfg, rng: np.random.Generator, *, std: float) -> dict:
+    """GPT-2's init of the layers and head, which LLaMA shares: Normal(0, std), except the two
+    projections that write into the residual stream (attn.wo, mlp.w_down) at std / sqrt(2 L),
+    since L layers each add two of them to the same stream. Drawn layer by layer, then the head."""
+    bcfg = cfg.block_config()
+    out_std = std / math.sqrt(2 * cfg.n_layer)
+    params = init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std)
+    params.update(init_head(cfg, bcfg, rng, std=std))
+    return params
+
 
 def decoder_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
                     frozen: bool, last_only: bool, **block_kwargs

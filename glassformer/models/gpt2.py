@@ -12,7 +12,6 @@ Deviation: no dropout on the attention weights (only on embeddings and sub-block
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -23,8 +22,8 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
-                                       head_backward, head_shapes, init_head, init_layers,
-                                       layers_backward, layers_shapes, token_embedding_grads)
+                                       head_backward, head_shapes, init_decoder, layers_backward,
+                                       layers_shapes, token_embedding_grads)
 from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
                                        check_sizes)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
@@ -86,14 +85,11 @@ def param_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
 def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
     """Fresh float32 params with GPT-2's init (see module docstring), param_shapes' names."""
     std = 0.02
-    out_std = std / math.sqrt(2 * cfg.n_layer)
-    bcfg = cfg.block_config()
     shapes = param_shapes(cfg)
     params = {}
     for name in ("tok_emb", "pos_emb"):                                      # drawn in this order
         params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
-    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
-    params.update(init_head(cfg, bcfg, rng, std=std))
+    params.update(init_decoder(cfg, rng, std=std))      # then the layers and the head
     return params
 
 

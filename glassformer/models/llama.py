@@ -25,7 +25,6 @@ sets pad_token_id, HF's embedding gives that row no lookup gradient, glassformer
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -36,8 +35,8 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
-                                       head_backward, head_shapes, init_head, init_layers,
-                                       layers_backward, layers_shapes, token_embedding_grads)
+                                       head_backward, head_shapes, init_decoder, layers_backward,
+                                       layers_shapes, token_embedding_grads)
 from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
                                        check_sizes)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_forward
@@ -132,12 +131,9 @@ def param_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
 def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
     """Fresh float32 params (see module docstring for the init), param_shapes' names."""
     std = 0.02
-    out_std = std / math.sqrt(2 * cfg.n_layer)
-    bcfg = cfg.block_config()
     shapes = param_shapes(cfg)
     params = {"tok_emb": (rng.standard_normal(shapes["tok_emb"]) * std).astype(np.float32)}
-    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
-    params.update(init_head(cfg, bcfg, rng, std=std))
+    params.update(init_decoder(cfg, rng, std=std))      # then the layers and the head
     return params
 
 
