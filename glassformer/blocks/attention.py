@@ -11,7 +11,7 @@ G = H / K consecutive query heads, as in HF's `repeat_kv`. No copy is made: quer
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y (B, T, C).
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
-A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/lora.py) adds it; the
+A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/projection.py) adds it; the
 joined product then runs frozen and each adapter adds its delta to its slice of the output. GPT-2's
 fused c_attn has one adapter over all three ("wqkv.lora_A" (C, r), "wqkv.lora_B" (r, (H+2K) D)),
 which only the joined product can apply: the block refuses it on the other paths (merge it first
@@ -32,8 +32,8 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
-from glassformer.blocks.lora import (LORA_A, LORA_B, adapter_name, adapter_of,
-                                     projection_backward, projection_forward)
+from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
+from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
@@ -172,6 +172,60 @@ def _attention_mask(key_mask: np.ndarray | None) -> np.ndarray | None:
     return key_mask[:, None, None, None, :]
 
 
+def _check_inputs(x: np.ndarray, memory: np.ndarray | None, cfg: BlockConfig) -> None:
+    """x (B, T, C), and memory (B, S, C) with the same B; RoPE only without memory."""
+    sizes = check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
+    if memory is None:
+        return
+    check_shape("memory", check_float("memory", memory), ("B", "S", "C"),
+                {"B": sizes["B"], "C": cfg.d_model})
+    if cfg.position == "rope":
+        raise GlassformerError("RoPE applies to self-attention only; cross-attention keys "
+                               "come from another sequence")
+
+
+def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cfg: BlockConfig,
+           *, frozen: bool, train: bool, rng):
+    """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v) and the joined
+    product's adapters. Keys and values come from memory_kv as given (decoding with
+    cross-attention: projected once by `cross_kv`), else from memory or x."""
+    if memory_kv is not None:
+        q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
+        k, v = memory_kv                                                    # (B, K, S, D) each
+        return split_heads(q_lin, cfg.n_head), k, v, (None, q_proj, None, None), None
+    source = x if memory is None else memory
+    joined = memory is None and x.shape[1] > 1  # see the module docstring
+    (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
+        params, x, source, joined, frozen=frozen, train=train, rng=rng)
+    q = split_heads(q_lin, cfg.n_head)                                      # (B, H, T, D)
+    k = split_heads(k_lin, cfg.kv_heads)                                    # (B, K, S, D)
+    v = split_heads(v_lin, cfg.kv_heads)                                    # (B, K, S, D)
+    return q, k, v, projections, qkv_adapters
+
+
+def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cfg: BlockConfig):
+    """RoPE on q (B, H, T, D) and the new keys k (B, K, T, D), which sit at the same positions:
+    (q, k, q_rope, k_rope)."""
+    if rope_tables is None:  # a model passes the tables it made once for all its layers
+        rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
+                                     scaling=cfg.rope_scaling,
+                                     dtype=q.dtype)                         # (T, D) or (B, T, D)
+    cos, sin = rope_tables
+    if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
+        cos, sin = cos[:, None], sin[:, None]
+    q, q_rope = rope_forward(q, cos, sin)
+    k, k_rope = rope_forward(k, cos, sin)
+    return q, k, q_rope, k_rope
+
+
+def _alibi(cfg: BlockConfig, t: int, s: int, dtype) -> np.ndarray | None:
+    """ALiBi's bias (K, G, T, S) for T queries over S keys, or None without ALiBi."""
+    if cfg.position != "alibi":
+        return None
+    bias = alibi_bias(cfg.n_head, t, s, dtype=dtype)                        # (H, T, S)
+    return bias.reshape(cfg.kv_heads, cfg.n_head // cfg.kv_heads, t, s)     # (K, G, T, S)
+
+
 def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             causal: bool, memory: np.ndarray | None = None,
                             key_mask: np.ndarray | None = None,
@@ -187,67 +241,35 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     params: wq (C, H*D), wk, wv (C, K*D), wo (H*D, C), and bq, bk, bv, bo when the config has them.
     key_mask: (B, S) bool, True for real (non-padding) keys, S counting cached keys.
     rope_tables: (cos, sin) from rope_tables_at(positions, ...), when the caller already has them.
-    positions: (T,) or (B, T) absolute positions of the queries, for RoPE and ALiBi; default
+    positions: (T,) or (B, T) absolute positions of the queries, for RoPE; default
     kv_cache.length + arange(T) (or arange(T)).
+    kv_cache: this layer's keys and values so far (generation); the new ones are written into it.
     memory_kv: cross-attention keys and values (B, K, S, D) each, projected once from the encoder
     output by `cross_kv` (decoding: inference only, like kv_cache); then memory is not needed.
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only.
     """
-    n_head, n_kv = cfg.n_head, cfg.kv_heads
-    sizes = check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
-    if memory is not None:
-        check_shape("memory", check_float("memory", memory), ("B", "S", "C"),
-                    {"B": sizes["B"], "C": cfg.d_model})
-    if memory is not None and cfg.position == "rope":
-        raise GlassformerError("RoPE applies to self-attention only; cross-attention keys "
-                               "come from another sequence")
-    source = x if memory is None else memory
-    t = x.shape[1]
-    offset = 0 if kv_cache is None else kv_cache.length
-    if positions is None:
-        positions = np.arange(offset, offset + t)
-    if memory_kv is None:
-        joined = memory is None and t > 1  # see the module docstring
-        (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
-            params, x, source, joined, frozen=frozen, train=train, rng=rng)
-        k = split_heads(k_lin, n_kv)                                        # (B, K, S, D)
-        v = split_heads(v_lin, n_kv)                                        # (B, K, S, D)
-    else:  # decoding with cross-attention: the encoder output's k and v were projected once
-        q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
-        projections, qkv_adapters = (None, q_proj, None, None), None
-        k, v = memory_kv                                                    # (B, K, S, D) each
-    q = split_heads(q_lin, n_head)                                          # (B, H, T, D)
+    _check_inputs(x, memory, cfg)
+    b, t = x.shape[:2]
+    q, k, v, projections, qkv_adapters = _heads(params, x, memory, memory_kv, cfg,
+                                                frozen=frozen, train=train, rng=rng)
     q_rope = k_rope = None
     if cfg.position == "rope":
-        if rope_tables is None:  # a model passes the tables it made once for all its layers
-            rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
-                                         scaling=cfg.rope_scaling,
-                                         dtype=q.dtype)                     # (T, D) or (B, T, D)
-        cos, sin = rope_tables
-        if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
-            cos, sin = cos[:, None], sin[:, None]
-        q, q_rope = rope_forward(q, cos, sin)
-        k, k_rope = rope_forward(k, cos, sin)  # self-attention: new keys sit at the same positions
+        if positions is None:
+            offset = 0 if kv_cache is None else kv_cache.length
+            positions = np.arange(offset, offset + t)
+        q, k, q_rope, k_rope = _rotate(q, k, positions, rope_tables, cfg)
     if kv_cache is not None:
-        kv_cache.check_room(t)
-        end = offset + t
-        kv_cache.k[layer][:, :, offset:end] = k      # write the new tokens' keys and values
-        kv_cache.v[layer][:, :, offset:end] = v
-        k = kv_cache.k[layer][:, :, :end]             # (B, K, S=end, D): every key so far
-        v = kv_cache.v[layer][:, :, :end]
-    bias = None
-    if cfg.position == "alibi":
-        bias = alibi_bias(n_head, t, k.shape[2], dtype=q.dtype)            # (H, T, S)
-        bias = bias.reshape(n_kv, n_head // n_kv, t, k.shape[2])            # (K, G, T, S)
+        k, v = kv_cache.write(layer, k, v)       # (B, K, S, D): every key and value so far
     cached = kv_cache is not None or memory_kv is not None
     # cached (generation): no backward follows, so the (T, S) weights of each layer are not kept
-    out, attn = attention_forward(_group(q, n_kv), k[:, :, None], v[:, :, None],
-                                  mask=_attention_mask(key_mask), causal=causal, bias=bias,
-                                  keep_weights=not cached)
-    out = merge_heads(out.reshape(q.shape[0], n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
+    out, attn = attention_forward(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
+                                  mask=_attention_mask(key_mask), causal=causal,
+                                  bias=_alibi(cfg, t, k.shape[2], q.dtype),
+                                  keep_weights=not cached)          # (B, K, G, T, D)
+    out = merge_heads(out.reshape(b, cfg.n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
     y, out_proj = projection_forward(params, "wo", "bo", out, frozen=frozen, train=train,
                                      rng=rng)                               # (B, T, C)
-    ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, n_head,
+    ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, cfg.n_head,
                             cross=memory is not None or memory_kv is not None, cached=cached,
                             qkv_adapters=qkv_adapters)
     return y, ctx
@@ -288,6 +310,34 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if dsource is not None:
         dx = dx + dsource  # fan-out: in self-attention x is the query source too
     return grads, dx, None
+
+
+# ---------------------------------------------------------------- reading a block's ctx
+# What views of a forward (viewer/, explain/) read off an attention block, by name, so that they
+# do not depend on how the ctx is laid out.
+
+def head_weights(ctx: AttentionBlockCtx) -> np.ndarray:
+    """The attention weights per query head, (B, K, G, T, S) viewed as (B, H, T, S) (query head
+    h = kv * G + g, as HF's repeat_kv orders them): exactly the float32 weights the forward
+    multiplied V by. Not kept by a cached (generation) forward."""
+    probs = ctx.attn.softmax.probs                                          # (B, K, G, T, S)
+    b, k, g, t, s = probs.shape
+    return probs.reshape(b, k * g, t, s)
+
+
+def attention_inputs(ctx: AttentionBlockCtx) -> tuple[np.ndarray, np.ndarray | None]:
+    """(x, source): what the queries read (B, T, C) and what the keys and values read (B, S, C):
+    x itself in self-attention, memory in cross-attention (None when decoding read memory_kv).
+    The projections' ctxs keep them for dW (not in a frozen, LoRA model's forward)."""
+    if ctx.qkv_proj is not None:  # the joined product read x once for all three
+        return ctx.qkv_proj.x, ctx.qkv_proj.x
+    source = None if ctx.k_proj is None else ctx.k_proj.x
+    return ctx.q_proj.x, source
+
+
+def merged_heads(ctx: AttentionBlockCtx) -> np.ndarray:
+    """The heads' outputs, merged (B, T, H*D): what the output projection read."""
+    return ctx.out_proj.x
 
 
 def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:

@@ -2,8 +2,10 @@
 
 Generation state, not backward state (STYLE.md §4). Per layer, one preallocated array each for
 keys and values, (B, K, T_max, D), plus `length`: how many positions are filled. The attention
-block writes the new tokens' keys and values at [length, length + T) and reads [0, length + T);
-it never changes `length`. Only the generate loop advances it, once per forward, with `advance`;
+block calls `write`, which puts the new tokens' keys and values at [length, length + T) and hands
+back [0, length + T), every key and value so far (as mlx's `update_and_fetch`); it never changes
+`length`, since every layer of one forward writes at the same positions. Only the generate loop
+advances it, once per forward, with `advance`;
 a chat that reuses the cache for its next turn cuts it back to the prefix it shares with the new
 prompt, with `keep` (the positions past it are overwritten by the next forward).
 
@@ -45,6 +47,18 @@ class KVCache:
                 f"KV cache full: {self.length} positions filled + {new_tokens} new > "
                 f"T_max={self.max_len}")
 
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store this step's keys and values of `layer`, k and v (B, K, T, D), at positions
+        [length, length + T); return every key and value so far, (B, K, length + T, D) each
+        (views of the cache, not copies). `length` stays where it is (see the module docstring).
+        """
+        t = k.shape[2]
+        self.check_room(t)
+        end = self.length + t
+        self.k[layer][:, :, self.length:end] = k
+        self.v[layer][:, :, self.length:end] = v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+
     def advance(self, new_tokens: int) -> None:
         """Mark `new_tokens` more positions as filled (called by the generate loop only)."""
         self.check_room(new_tokens)
@@ -56,3 +70,9 @@ class KVCache:
             raise GlassformerError(f"cannot keep {length} positions of a KV cache holding "
                                    f"{self.length}")
         self.length = int(length)
+
+    def select_rows(self, rows: np.ndarray) -> "KVCache":
+        """A cache holding rows `rows` (N,) of this one (repeats allowed): fresh arrays, the same
+        length (beam search: one row per beam, gathered from its parent)."""
+        return KVCache(k=[k[rows] for k in self.k], v=[v[rows] for v in self.v],
+                       length=self.length)                            # (N, K, T_max, D) each

@@ -1,4 +1,4 @@
-"""LoRA adapters inside the blocks: their param names, and the projection that uses one if present.
+"""LoRA adapters inside the blocks: their param names, and reading one out of a param dict.
 
 An adapter sits beside the weight it adapts, under the weight's own name plus a suffix:
 
@@ -20,9 +20,9 @@ query, ...) are io/peft.py's business.
 
 Frozen base. When any adapter is present (`has_adapters`), the model is a LoRA model and every
 base weight is frozen, as PEFT freezes the base model: the stack of layers runs each linear with
-`frozen=True` (ops/linear.py: no dW, and x not kept for it), adapted ones through ops/lora.py, and
-the block backwards return grads for the adapters only (plus the norms' small grads, which the
-family drops with `adapter_grads`).
+`frozen=True` (ops/linear.py: no dW, and x not kept for it), adapted ones through ops/lora.py
+(blocks/projection.py picks which), and the block backwards return grads for the adapters only
+(plus the norms' small grads, which the family drops with `adapter_grads`).
 """
 from __future__ import annotations
 
@@ -30,14 +30,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
-from glassformer.ops.lora import LoraLinearCtx, lora_backward, lora_forward
-
 LORA_A = "lora_A"               # (C_in, r)
 LORA_B = "lora_B"               # (r, C_out)
 LORA_SCALE = "lora_scale"       # 0-d: s
 LORA_DROPOUT = "lora_dropout"   # 0-d: p
 TRAINED_SUFFIXES = ("." + LORA_A, "." + LORA_B)
+
 
 class Adapter(NamedTuple):
     """One weight's adapter, as the projection reads it."""
@@ -90,31 +88,3 @@ def adapter_constants(weight: str, scale: float, dropout: float) -> dict:
 def adapter_grads(grads: dict) -> dict:
     """Only the adapters' grads: what a LoRA model's backward returns."""
     return {key: value for key, value in grads.items() if is_adapter_key(key)}
-
-
-def projection_forward(params: dict, weight: str, bias: str | None, x: np.ndarray, *,
-                       frozen: bool = False, train: bool = False,
-                       rng: np.random.Generator | None = None):
-    """x @ params[weight] (+ params[bias]), plus the adapter on `weight` if params hold one.
-
-    x (..., C_in) -> (..., C_out); returns (y, ctx), ctx a LinearCtx or a LoraLinearCtx.
-    frozen: the base weight takes no gradient (always so when it has an adapter).
-    """
-    b = params.get(bias) if bias is not None else None
-    adapter = adapter_of(params, weight)
-    if adapter is None:
-        return linear_forward(x, params[weight], b, frozen=frozen)
-    return lora_forward(x, params[weight], b, adapter.a, adapter.b, scale=adapter.scale,
-                        dropout=adapter.dropout, train=train, rng=rng)
-
-
-def projection_backward(dy: np.ndarray, ctx: LinearCtx | LoraLinearCtx, weight: str
-                        ) -> tuple[np.ndarray, dict, np.ndarray | None]:
-    """Returns (dx, grads, dbias): grads holds the weight's grad, or its adapter's two, or nothing
-    when the weight is frozen; dbias is the bias's grad, None when there is none or it is frozen.
-    (The caller places dbias, so grads keep the order they always had.)"""
-    if isinstance(ctx, LoraLinearCtx):
-        dx, _, _, da, db = lora_backward(dy, ctx)   # the base is frozen: no dW, no dbias
-        return dx, {adapter_name(weight, LORA_A): da, adapter_name(weight, LORA_B): db}, None
-    dx, dw, dbias = linear_backward(dy, ctx)
-    return dx, ({} if dw is None else {weight: dw}), dbias

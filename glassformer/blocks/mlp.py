@@ -6,7 +6,7 @@
 
 x (B, T, C) -> hidden (B, T, F) -> y (B, T, C). In the gated form x feeds two projections, so its
 gradient is the sum of both paths, on one visible line in the backward.
-Each projection adds its LoRA adapter when the params hold one (blocks/lora.py).
+Each projection adds its LoRA adapter when the params hold one (blocks/projection.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.lora import projection_backward, projection_forward
+from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward, silu_backward, silu_forward)

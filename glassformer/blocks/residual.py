@@ -21,7 +21,7 @@ import numpy as np
 
 from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_backward,
                                           attention_block_forward, attention_shapes,
-                                          init_attention)
+                                          head_weights, init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward, mlp_shapes
@@ -29,6 +29,7 @@ from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
+from glassformer.ops.linear import linear_forward
 
 
 class SubCtx(NamedTuple):
@@ -162,6 +163,51 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx
     grads.update(prefixed(attn_grads, "attn."))
     grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
     return grads, dx, dmemory
+
+
+# ---------------------------------------------------------------- reading a layer's ctx
+# What views of a forward (viewer/, explain/) read off a layer: its attention weights and its
+# residual stream, through these names rather than the ctx's inner layout.
+
+def attention_block_ctx(ctx: BlockCtx, *, cross: bool = False) -> AttentionBlockCtx:
+    """The ctx of the layer's self-attention block (or, with cross, its cross-attention's)."""
+    return (ctx.cross if cross else ctx.attn).body
+
+
+def attention_weights(ctx: BlockCtx, *, cross: bool = False) -> np.ndarray:
+    """The layer's self-attention (or cross-attention) weights, (B, H, T, S): a view of the
+    float32 weights the forward used (blocks/attention.py: head_weights)."""
+    return head_weights(attention_block_ctx(ctx, cross=cross))
+
+
+def layer_input(ctx: BlockCtx) -> np.ndarray | None:
+    """The residual stream entering a post-norm layer, (B, T, C): the layer feeds it straight to
+    the q (or joined q|k|v) projection, whose ctx keeps it. None for a pre-norm layer, whose norm
+    keeps x-hat but not x (rebuild the stream with `residual_after` instead)."""
+    if ctx.norm_position != "post":
+        return None
+    body = ctx.attn.body
+    proj = body.qkv_proj if body.qkv_proj is not None else body.q_proj
+    return proj.x
+
+
+def sub_block_outputs(ctx: BlockCtx, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(a, m), each (B, T, C): what the attention and the MLP sub-blocks added to the residual
+    stream in eval mode (no dropout), recomputed with linear_forward from the input and weight
+    their output projections saved, plus the biases in params (block-local names "attn.bo",
+    "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers."""
+    out_proj, down = ctx.attn.body.out_proj, ctx.mlp.body.down
+    a, _ = linear_forward(out_proj.x, out_proj.w, params.get("attn.bo"))   # (B, T, H*D) -> C
+    m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))        # (B, T, F) -> C
+    return a, m
+
+
+def residual_after(ctx: BlockCtx, x: np.ndarray, params: dict) -> np.ndarray:
+    """The residual stream leaving a pre-norm layer, (B, T, C), from the stream x entering it:
+    the same two sums, in the same order, as block_forward (neither is kept in the ctx)."""
+    a, m = sub_block_outputs(ctx, params)
+    h = x + a
+    return h + m
 
 
 def block_shapes(cfg: BlockConfig, *, cross: bool = False) -> dict[str, tuple[int, ...]]:

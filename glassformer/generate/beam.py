@@ -1,9 +1,9 @@
 """Decoding an encoder-decoder: greedy search and batched beam search.
 
 Both run the encoder once, project every decoder layer's cross-attention keys/values once
-(seq2seq.decode_start), then feed one token per step through the decoder's KV cache
-(seq2seq.decode_step). The only Python loop is over steps: the B sources and their K beams are
-rows of one batch (B K rows for beam search).
+(seq2seq_decode.decode_start), then feed one token per step through the decoder's KV cache
+(seq2seq_decode.decode_step). The only Python loop is over steps: the B sources and their K
+beams are rows of one batch (B K rows for beam search).
 
 Greedy: at each step every unfinished row takes its most likely token; a row that wrote </s>
 is finished and gets <pad> after it. Same tokens as transformers' generate(num_beams=1,
@@ -36,7 +36,7 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.models import seq2seq
+from glassformer.models import seq2seq_decode
 from glassformer.ops.cross_entropy import log_softmax_forward
 
 DEFAULT_ALPHA = 0.6   # GNMT's length penalty exponent (Wu et al. 2016 use 0.6 - 0.7)
@@ -74,11 +74,11 @@ def _log_probs(logits: np.ndarray, step: int, min_new_tokens: int, eos_id: int) 
 
 def _start(params: dict, cfg, src_ids: np.ndarray, src_mask, rows: int, max_new_tokens: int):
     """Encode once; the decoder state with each source repeated `rows` times (its beams)."""
-    memory, mask = seq2seq.encode(params, src_ids, cfg, src_mask=src_mask)  # (B, S, C)
-    state = seq2seq.decode_start(params, memory, mask, cfg, max_new_tokens)
+    memory, mask = seq2seq_decode.encode(params, src_ids, cfg, src_mask=src_mask)  # (B, S, C)
+    state = seq2seq_decode.decode_start(params, memory, mask, cfg, max_new_tokens)
     if rows > 1:
         repeat = np.repeat(np.arange(src_ids.shape[0]), rows)    # (B,) -> (B K,) 0 0 1 1 ...
-        state = seq2seq.select_rows(state, repeat)
+        state = seq2seq_decode.select_rows(state, repeat)
     return state
 
 
@@ -92,7 +92,7 @@ def greedy_search(params: dict, cfg, src_ids: np.ndarray, *, src_mask=None,
     out = []
     finished = np.zeros(b, dtype=bool)
     for step in range(max_new_tokens):
-        logits = seq2seq.decode_step(params, tokens, state, cfg)     # (B, 1, V)
+        logits = seq2seq_decode.decode_step(params, tokens, state, cfg)     # (B, 1, V)
         state.kv_cache.advance(1)
         logp = _log_probs(logits, step, min_new_tokens, cfg.eos_id)
         next_ids = np.where(finished, cfg.pad_id, logp.argmax(axis=-1))  # (B,)
@@ -150,7 +150,7 @@ def beam_search(params: dict, cfg, src_ids: np.ndarray, *, beam: int, src_mask=N
     best_lp = length_penalty(np.float64(max_new_tokens), alpha)
     rank = np.arange(2 * k)[None, :]                                 # (1, 2K) candidate ranks
     for step in range(max_new_tokens):
-        logits = seq2seq.decode_step(params, tokens, state, cfg)     # (B K, 1, V)
+        logits = seq2seq_decode.decode_step(params, tokens, state, cfg)     # (B K, 1, V)
         state.kv_cache.advance(1)
         logp = _log_probs(logits, step, min_new_tokens, cfg.eos_id)   # (B K, V) float32
         cand = (scores[:, :, None] + logp.reshape(b, k, v)).reshape(b, k * v)  # (B, K V)

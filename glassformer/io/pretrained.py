@@ -34,7 +34,7 @@ from glassformer.io.peft import load_adapter, merge_adapters, not_a_model
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
-from glassformer.models.seq2seq import fixed_position_table
+from glassformer.ops.position import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.tokenizers.tokenizer_config import read_tokenizer_config

@@ -1,4 +1,6 @@
-"""Pieces every model family shares: the layer stack, id checks, the final norm and LM head.
+"""Pieces every model family shares: the layer stack, id checks, the final norm and LM head, and
+a causal LM's whole top above its embeddings (init_decoder, decoder_forward,
+token_embedding_grads).
 
 The LM head is a linear layer without bias: its own (C, V) matrix `lm_head`, or, when the model
 ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes tok_emb fan out
@@ -6,6 +8,7 @@ ties it to the token embedding, `tok_emb` (V, C) used transposed. Tying makes to
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +20,7 @@ from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forw
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
+from glassformer.ops.embedding import EmbeddingCtx, embedding_backward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.rope import rope_tables_at
 
@@ -177,3 +181,51 @@ def head_backward(dlogits: np.ndarray, ctx: HeadCtx) -> tuple[dict, np.ndarray]:
     norm_grads, dx = norm_backward(dx, ctx.norm_f)
     grads.update(prefixed(norm_grads, "norm_f."))
     return grads, dx
+
+
+def head_input(ctx: HeadCtx | LMHeadCtx) -> np.ndarray:
+    """What the LM head read, (B, T, C): the last hidden state, after the final norm when the
+    model has one (HeadCtx), as its linear's ctx keeps it for dW (not when frozen: LoRA)."""
+    lm_head = ctx.lm_head if isinstance(ctx, HeadCtx) else ctx
+    return lm_head.linear.x
+
+
+# ---------------------------------------------------------------- a causal LM above its embeddings
+# GPT-2 and LLaMA differ below the layers (learned positions and dropout, or neither) and in their
+# blocks' flags; from the embedded input up, and in the tied embedding's gradient, they are the
+# same, written once here.
+
+def init_decoder(cfg, rng: np.random.Generator, *, std: float) -> dict:
+    """GPT-2's init of the layers and head, which LLaMA shares: Normal(0, std), except the two
+    projections that write into the residual stream (attn.wo, mlp.w_down) at std / sqrt(2 L),
+    since L layers each add two of them to the same stream. Drawn layer by layer, then the head."""
+    bcfg = cfg.block_config()
+    out_std = std / math.sqrt(2 * cfg.n_layer)
+    params = init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std)
+    params.update(init_head(cfg, bcfg, rng, std=std))
+    return params
+
+
+def decoder_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
+                    frozen: bool, last_only: bool, **block_kwargs
+                    ) -> tuple[np.ndarray, list[BlockCtx] | None, HeadCtx]:
+    """Causal layers, final norm and LM head: x (B, T, C) -> (logits (B, T, V), the blocks'
+    ctxs, the head's ctx). last_only: the logits of the last position only, (B, 1, V)
+    (generation reads no other: the head then skips T - 1 rows). frozen: a LoRA model, whose head
+    computes no weight gradient. block_kwargs: as layers_forward's."""
+    x, block_ctxs = layers_forward(params, x, bcfg, n_layer, causal=True, **block_kwargs)
+    if last_only:
+        x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
+    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    return logits, block_ctxs, head_ctx
+
+
+def token_embedding_grads(dx: np.ndarray, tok_ctx: EmbeddingCtx, head_grads: dict) -> dict:
+    """The grads of tok_emb and of the head (head_backward's): the lookup's share of tok_emb from
+    dx (B, T, C), plus the head's share when the head is tied to it."""
+    grads = {"tok_emb": embedding_backward(dx, tok_ctx)}                 # (B, T, C) -> (V, C)
+    head_grads = dict(head_grads)
+    if "tok_emb" in head_grads:
+        grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
+    grads.update(head_grads)
+    return grads

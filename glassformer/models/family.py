@@ -9,6 +9,9 @@ lists them), so a reader can follow a call from `Model.forward` straight into th
                                   from it, loading checks files against it, export writes it
     FAMILY.init_params(cfg, rng)  {name: array}, same names in the same order
     FAMILY.forward(params, ids, cfg, ...) -> (out, ctx);  FAMILY.backward(dout, ctx) -> grads
+
+A family's config is a frozen dataclass that subclasses `FamilyConfig` (to_dict / from_dict, the
+same for all) and starts its __post_init__ with `check_config_values` and `check_sizes`.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ CAUSAL = "causal"                    # ids -> next-token logits; generates, has 
 ENCODER = "encoder"                  # ids -> one vector per token, read both ways (BERT)
 ENCODER_DECODER = "encoder-decoder"  # (source, target input) -> target logits (the paper's)
 KINDS = (CAUSAL, ENCODER, ENCODER_DECODER)
+# The sizes every family's config has, each at least 1 (V, T_max, L, H, C)
+SIZES = ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,14 @@ def check_config_values(cfg) -> None:
     check_field_values(type(cfg), {field.name: getattr(cfg, field.name) for field in fields(cfg)})
 
 
+def check_sizes(cfg, names: tuple[str, ...] = SIZES) -> None:
+    """Raise a GlassformerError naming the first of these fields that is below 1 (after
+    check_config_values, so they are numbers)."""
+    for name in names:
+        if getattr(cfg, name) < 1:
+            raise GlassformerError(f"{name} must be at least 1, got {getattr(cfg, name)}")
+
+
 def config_to_dict(cfg) -> dict:
     """A config as plain data: {"arch": cfg.ARCH, field: value, ...} (JSON-ready)."""
     return {"arch": cfg.ARCH, **asdict(cfg)}
@@ -99,3 +112,16 @@ def config_from_dict(cls: type, data: dict):
     if unknown:
         raise GlassformerError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
     return cls(**{key: value for key, value in data.items() if key in known})
+
+
+class FamilyConfig:
+    """What every family's config class shares (it subclasses this; it holds no fields)."""
+
+    def to_dict(self) -> dict:
+        """{"arch": ARCH, field: value, ...}: plain, JSON-ready data (config_to_dict)."""
+        return config_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """The config that `to_dict` wrote; unknown keys are errors (config_from_dict)."""
+        return config_from_dict(cls, data)

@@ -12,7 +12,6 @@ Deviation: no dropout on the attention weights (only on embeddings and sub-block
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -22,18 +21,17 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
-from glassformer.errors import GlassformerError
-from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
-                                       head_forward, head_shapes, init_head, init_layers,
-                                       layers_backward, layers_forward, layers_shapes)
-from glassformer.models.family import (CAUSAL, Family, check_config_values,
-                                       config_from_dict, config_to_dict)
+from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
+                                       head_backward, head_shapes, init_decoder, layers_backward,
+                                       layers_shapes, token_embedding_grads)
+from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
+                                       check_sizes)
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
 
 
 @dataclass(frozen=True)
-class GPT2Config:
+class GPT2Config(FamilyConfig):
     ARCH: ClassVar[str] = "gpt2"
     vocab_size: int = 65            # V (65: the characters of Tiny Shakespeare)
     max_seq_len: int = 64           # T_max, the context ("block size")
@@ -49,9 +47,7 @@ class GPT2Config:
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
-            if getattr(self, field) < 1:
-                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        check_sizes(self)
         self.block_config()  # validates n_head vs d_model, dropout range, activation
 
     def block_config(self) -> BlockConfig:
@@ -60,13 +56,6 @@ class GPT2Config:
                            norm_position="pre", mlp=self.activation, qkv_bias=self.bias,
                            out_bias=self.bias, mlp_bias=self.bias, position="none",
                            dropout=self.dropout)
-
-    def to_dict(self) -> dict:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPT2Config":
-        return config_from_dict(cls, data)
 
 
 def kv_layout(cfg: GPT2Config) -> tuple[int, int]:
@@ -96,14 +85,11 @@ def param_shapes(cfg: GPT2Config) -> dict[str, tuple[int, ...]]:
 def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
     """Fresh float32 params with GPT-2's init (see module docstring), param_shapes' names."""
     std = 0.02
-    out_std = std / math.sqrt(2 * cfg.n_layer)
-    bcfg = cfg.block_config()
     shapes = param_shapes(cfg)
     params = {}
     for name in ("tok_emb", "pos_emb"):                                      # drawn in this order
         params[name] = (rng.standard_normal(shapes[name]) * std).astype(np.float32)
-    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
-    params.update(init_head(cfg, bcfg, rng, std=std))
+    params.update(init_decoder(cfg, rng, std=std))      # then the layers and the head
     return params
 
 
@@ -124,11 +110,9 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
     x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
     frozen = has_adapters(params)
-    x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
-                                   positions=positions, kv_cache=kv_cache, train=train, rng=rng)
-    if last_only:
-        x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
-    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    logits, block_ctxs, head_ctx = decoder_forward(
+        params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, key_mask=key_mask,
+        positions=positions, kv_cache=kv_cache, train=train, rng=rng)   # (B, T, C) -> (B, T, V)
     return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx, frozen)
 
 
@@ -143,10 +127,7 @@ def backward(dlogits: np.ndarray, ctx: GPT2Ctx) -> dict:
     # One position row served every batch item when positions are (T,): sum over B first.
     dx_pos = dx.sum(axis=0) if ctx.pos.ids.ndim == 1 else dx       # (B, T, C) -> (T, C)
     grads["pos_emb"] = embedding_backward(dx_pos, ctx.pos)
-    grads["tok_emb"] = embedding_backward(dx, ctx.tok)
-    if "tok_emb" in head_grads:
-        grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
-    grads.update(head_grads)
+    grads.update(token_embedding_grads(dx, ctx.tok, head_grads))  # tok_emb, and the head's
     return grads
 
 

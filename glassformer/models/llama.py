@@ -25,7 +25,6 @@ sets pad_token_id, HF's embedding gives that row no lookup gradient, glassformer
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -35,20 +34,19 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
-from glassformer.errors import GlassformerError
-from glassformer.models.common import (HeadCtx, check_ids_and_positions, head_backward,
-                                       head_forward, head_shapes, init_head, init_layers,
-                                       layers_backward, layers_forward, layers_shapes)
-from glassformer.models.family import (CAUSAL, Family, check_config_values,
-                                       config_from_dict, config_to_dict)
-from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
+from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
+                                       head_backward, head_shapes, init_decoder, layers_backward,
+                                       layers_shapes, token_embedding_grads)
+from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
+                                       check_sizes)
+from glassformer.ops.embedding import EmbeddingCtx, embedding_forward
 from glassformer.ops.rope_scaling import RopeScaling
 
 SWIGLU_MULTIPLE = 8  # d_ff=None rounds 8 C / 3 up to a multiple of this
 
 
 @dataclass(frozen=True)
-class LlamaConfig:
+class LlamaConfig(FamilyConfig):
     ARCH: ClassVar[str] = "llama"
     vocab_size: int = 65            # V
     max_seq_len: int = 64           # T_max, the longest sequence RoPE was trained for
@@ -77,9 +75,7 @@ class LlamaConfig:
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
-            if getattr(self, field) < 1:
-                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        check_sizes(self)
         self.block_config()  # validates heads vs d_model, even head dim, dropout range
 
     @property
@@ -109,13 +105,6 @@ class LlamaConfig:
                            attention_factor=self.rope_attention_factor,
                            truncate=self.rope_truncate)
 
-    def to_dict(self) -> dict:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "LlamaConfig":
-        return config_from_dict(cls, data)
-
 
 def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
     """(K, D) of this model's KV cache: only the n_kv_head shared heads are stored."""
@@ -142,12 +131,9 @@ def param_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
 def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
     """Fresh float32 params (see module docstring for the init), param_shapes' names."""
     std = 0.02
-    out_std = std / math.sqrt(2 * cfg.n_layer)
-    bcfg = cfg.block_config()
     shapes = param_shapes(cfg)
     params = {"tok_emb": (rng.standard_normal(shapes["tok_emb"]) * std).astype(np.float32)}
-    params.update(init_layers(bcfg, cfg.n_layer, rng, std=std, out_std=out_std))
-    params.update(init_head(cfg, bcfg, rng, std=std))
+    params.update(init_decoder(cfg, rng, std=std))      # then the layers and the head
     return params
 
 
@@ -166,11 +152,9 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     bcfg = cfg.block_config()
     frozen = has_adapters(params)
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
-    x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=True, key_mask=key_mask,
-                                   positions=positions, kv_cache=kv_cache, train=train, rng=rng)
-    if last_only:
-        x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
-    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    logits, block_ctxs, head_ctx = decoder_forward(
+        params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, key_mask=key_mask,
+        positions=positions, kv_cache=kv_cache, train=train, rng=rng)   # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 
@@ -181,10 +165,7 @@ def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
     grads, dx = layers_backward(dx, ctx.blocks)
     if ctx.frozen:
         return adapter_grads(grads)  # nothing below the layers trains: the embedding is skipped
-    grads["tok_emb"] = embedding_backward(dx, ctx.tok)
-    if "tok_emb" in head_grads:
-        grads["tok_emb"] = grads["tok_emb"] + head_grads.pop("tok_emb")  # fan-out: tied lm_head
-    grads.update(head_grads)
+    grads.update(token_embedding_grads(dx, ctx.tok, head_grads))  # tok_emb, and the head's
     return grads
 
 

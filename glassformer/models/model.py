@@ -12,6 +12,7 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
+from glassformer.models.family import ENCODER, ENCODER_DECODER
 from glassformer.models.registry import arch_of, family
 
 
@@ -20,16 +21,16 @@ class Model:
 
     def __init__(self, cfg, params: dict, tokenizer=None):
         self.arch = arch_of(cfg)
+        self.family = family(self.arch)
         self.cfg = cfg
         self.params = dict(params)
-        if "tok_emb" in params and "lm_head" not in params and self.arch != "bert":
+        if "tok_emb" in params and "lm_head" not in params and self.family.kind != ENCODER:
             # note: a tied LM head computes x @ tok_emb.T at every generated token, a third of the
             # bytes a small model reads per token. Column-major, tok_emb.T is a row-major (C, V)
             # matrix, which the matrix-vector product streams faster (figures: docs/performance.md).
             # Same values and shape.
             self.params["tok_emb"] = np.asfortranarray(params["tok_emb"])
         self.tokenizer = tokenizer          # optional: the tokenizer that came with the weights
-        self.family = family(self.arch)
 
     def __repr__(self) -> str:
         return f"Model({self.arch}, {self.num_params():,} params)"
@@ -46,7 +47,7 @@ class Model:
         decoder_input_ids (B, T_dec) and returns (B, T_dec, V) logits, as transformers'
         seq2seq models do; attention_mask (B, S) marks real source tokens (default: not pad).
         """
-        if self.arch == "transformer":
+        if self.family.kind == ENCODER_DECODER:
             if decoder_input_ids is None:
                 raise GlassformerError("an encoder-decoder needs decoder_input_ids: "
                                        "model(input_ids, decoder_input_ids=...)")
@@ -81,9 +82,9 @@ class Model:
 
     def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
         """An empty KV cache for this model (default length: its whole context)."""
-        if self.arch == "transformer":
+        if self.family.kind == ENCODER_DECODER:
             raise GlassformerError("an encoder-decoder decodes with glassformer.translate (its "
-                                   "cache: models/seq2seq.py decode_start), not generate")
+                                   "cache: models/seq2seq_decode.py decode_start), not generate")
         if self.family.kv_layout is None:
             raise GlassformerError(f"{self.arch} is an encoder: it reads the whole sequence at "
                                    "once, keeps no KV cache and cannot generate")

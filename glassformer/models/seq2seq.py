@@ -6,7 +6,7 @@ the shared ops and blocks; HF MarianMT and BART load into it (io/hf_config.py, i
                                               cross-attention over memory, MLP)
                    -> [norm_f] -> x @ tok_emb^T (or lm_head) [+ logits_bias] -> logits (B, T, V)
 
-    embed(ids) = dropout([emb_norm](tok_emb[ids] * [sqrt(C)] + positions))
+    embed(ids) = dropout([emb_norm](tok_emb[ids] * [sqrt(C)] + positions))   (seq2seq_embed.py)
 
 Flags (Seq2SeqConfig), so one module covers the paper, Marian and BART:
 
@@ -28,22 +28,12 @@ d memory is the sum of the L_dec layers' contributions: one commented line in `b
 With shared embeddings tok_emb fans out three ways (encoder lookup, decoder lookup, output
 head); its three gradients are summed on one line too.
 
-Public API (generate/beam.py's decoding and the seq2seq objective build on exactly this):
+Public API (the seq2seq objective builds on exactly this; decoding, which generate/beam.py
+uses, is models/seq2seq_decode.py; the embedding is models/seq2seq_embed.py):
 
     forward(params, (src_ids, tgt_in_ids), cfg, *, src_mask=None, train=False, rng=None)
         -> (logits (B, T, V), ctx)      src_mask (B, S) bool, default src_ids != cfg.pad_id
     backward(dlogits (B, T, V), ctx) -> grads (same keys as params)
-    encode(params, src_ids, cfg, *, src_mask=None) -> (memory (B, S, C), src_mask (B, S) bool)
-    decode_start(params, memory, src_mask, cfg, max_len) -> DecodeState
-        max_len: target tokens the state can hold (<= cfg.max_seq_len); projects every decoder
-        layer's cross-attention k/v once
-    decode_step(params, tgt_ids_new (B, t), state, cfg) -> logits (B, t, V)
-        reads positions state.kv_cache.length .. + t; writes their keys/values but does NOT
-        advance: the caller then calls `state.kv_cache.advance(t)` (only the decoding loop
-        advances a cache, STYLE.md §4)
-    select_rows(state, rows (N,) int) -> DecodeState with rows state[rows] (beam search: repeat
-        each source K times, or reorder beams); fresh arrays, same length
-    Step by step, decode_step gives the same logits as forward over the whole prefix (tested).
 
 Matches HF `MarianMTModel` / `BartForConditionalGeneration` in eval mode (tests/io).
 Deviations (training only): no dropout on attention weights or inside the MLP (BART's
@@ -53,28 +43,22 @@ when scaled by sqrt(C) (fairseq's choice: unit-variance inputs), else Normal(0, 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from glassformer.blocks.attention import cross_kv
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
-from glassformer.models.common import (LMHeadCtx, check_ids_and_positions, layers_backward,
-                                       layers_forward, layers_shapes, lm_head_backward,
-                                       lm_head_forward, split_layers)
-from glassformer.models.family import (ENCODER_DECODER, Family, check_config_values,
-                                       config_from_dict, config_to_dict)
-from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
-from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
-from glassformer.ops.position import sinusoidal_positions
+from glassformer.models.common import (LMHeadCtx, layers_backward, layers_forward, layers_shapes,
+                                       lm_head_backward, lm_head_forward, split_layers)
+from glassformer.models.family import (ENCODER_DECODER, Family, FamilyConfig,
+                                       check_config_values, check_sizes)
+from glassformer.models.seq2seq_embed import EmbedCtx, embed_backward, embed_forward, embed_shapes
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned")
@@ -83,7 +67,7 @@ NOT_A_PAIR = ("the transformer (encoder-decoder) family takes x = (src_ids (B, S
 
 
 @dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(FamilyConfig):
     ARCH: ClassVar[str] = "transformer"
     vocab_size: int = 64            # V, one vocabulary for source and target
     max_seq_len: int = 64           # T_max, the longest source and the longest target
@@ -109,9 +93,7 @@ class Seq2SeqConfig:
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        for field in ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model"):
-            if getattr(self, field) < 1:
-                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        check_sizes(self)
         if self.decoder_layers < 1:
             raise GlassformerError(f"n_dec_layer must be at least 1, got {self.n_dec_layer}")
         if self.activation not in ACTIVATIONS:
@@ -141,21 +123,6 @@ class Seq2SeqConfig:
                            qkv_bias=True, out_bias=True, mlp_bias=True, position="none",
                            dropout=self.dropout)
 
-    def to_dict(self) -> dict:
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Seq2SeqConfig":
-        return config_from_dict(cls, data)
-
-
-class EmbedCtx(NamedTuple):
-    tok: EmbeddingCtx
-    scale: float                  # sqrt(C) or 1.0
-    pos: EmbeddingCtx | None      # learned positions only
-    norm: NormCtx | None          # emb_norm only
-    drop: DropoutCtx
-
 
 class StackCtx(NamedTuple):
     """One stack (encoder or decoder): its embedding, layers and optional final norm."""
@@ -172,34 +139,14 @@ class Seq2SeqCtx(NamedTuple):
     logits_bias: bool             # logits_bias was added
 
 
-class DecodeState(NamedTuple):
-    """Generation state of the decoder (not backward state): see the module docstring."""
-    kv_cache: KVCache             # decoder self-attention, n_dec_layer x (B, H, T_max, D)
-    cross_k: list[np.ndarray]     # per decoder layer (B, H, S, D), projected once from memory
-    cross_v: list[np.ndarray]     # per decoder layer (B, H, S, D)
-    src_mask: np.ndarray          # (B, S) bool, True for real source tokens
-
-
 # ---------------------------------------------------------------- params
-
-def _embed_shapes(cfg: Seq2SeqConfig, side: str) -> dict[str, tuple[int, ...]]:
-    """One stack's embedding params under "enc." or "dec." (the shared tok_emb is top-level)."""
-    shapes = {}
-    if side == "enc" and not cfg.share_embeddings:
-        shapes["enc.tok_emb"] = (cfg.vocab_size, cfg.d_model)                    # (V, C)
-    if cfg.positions == "learned":
-        shapes[f"{side}.pos_emb"] = (cfg.max_seq_len + cfg.pos_offset, cfg.d_model)
-    if cfg.emb_norm:
-        shapes.update(prefixed(norm_shapes(cfg.block_config()), f"{side}.emb_norm."))
-    return shapes
-
 
 def param_shapes(cfg: Seq2SeqConfig) -> dict[str, tuple[int, ...]]:
     """The name and shape of every param, in init_params' order."""
     bcfg = cfg.block_config()
     shapes = {"tok_emb": (cfg.vocab_size, cfg.d_model)}                          # (V, C)
     for side in ("enc", "dec"):
-        shapes.update(_embed_shapes(cfg, side))
+        shapes.update(embed_shapes(cfg, side))
         if side == "enc":
             shapes.update(prefixed(layers_shapes(bcfg, cfg.n_layer), "enc."))
         else:
@@ -240,62 +187,15 @@ def init_params(cfg: Seq2SeqConfig, rng: np.random.Generator) -> dict:
     return {name: params[name] for name in param_shapes(cfg)}
 
 
-# ---------------------------------------------------------------- embeddings
+# ---------------------------------------------------------------- the two stacks
 
-def fixed_position_table(t: int, c: int, *, offset: int = 0, dtype=np.float32) -> np.ndarray:
-    """The fixed rows of positions offset .. offset + T - 1, laid out [sin | cos]: (T, C)."""
-    table = sinusoidal_positions(t, c, dtype=dtype, offset=offset)  # (T, C), sin/cos interleaved
-    return np.concatenate([table[:, 0::2], table[:, 1::2]], axis=1)  # -> [sin | cos], (T, C)
-
-
-def _embed_forward(params: dict, ids: np.ndarray, cfg: Seq2SeqConfig, side: str, offset: int,
-                   train: bool, rng) -> tuple[np.ndarray, EmbedCtx]:
-    """ids (B, T) at positions offset .. offset + T - 1 -> the stack's input (B, T, C)."""
-    positions = check_ids_and_positions(ids, None, offset, cfg.max_seq_len)       # (T,)
-    own_table = side == "enc" and not cfg.share_embeddings
-    tok, tok_ctx = embedding_forward(ids, params["enc.tok_emb" if own_table else "tok_emb"])
-    scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
-    pos_ctx = None
-    if cfg.positions == "learned":
-        # note: BART's table starts pos_offset = 2 rows before position 0 (rows 0, 1 unused)
-        pos, pos_ctx = embedding_forward(positions + cfg.pos_offset,
-                                         params[f"{side}.pos_emb"])            # (T,) -> (T, C)
-    else:
-        pos = fixed_position_table(ids.shape[1], cfg.d_model, offset=offset,
-                                   dtype=tok.dtype)                            # (T, C)
-    x = tok * scale + pos                                   # (B, T, C) + (T, C) -> (B, T, C)
-    norm_ctx = None
-    if cfg.emb_norm:
-        x, norm_ctx = norm_forward(sub_params(params, f"{side}.emb_norm."), x,
-                                   cfg.block_config())
-    x, drop_ctx = dropout_forward(x, p=cfg.dropout, rng=rng, train=train)
-    return x, EmbedCtx(tok_ctx, scale, pos_ctx, norm_ctx, drop_ctx)
-
-
-def _embed_backward(dx: np.ndarray, ctx: EmbedCtx, side: str) -> tuple[dict, np.ndarray]:
-    """Returns (grads of the stack's pos_emb / emb_norm, d of the token table it read (V, C));
-    the caller puts the token table's gradient where it belongs (shared or not)."""
-    grads = {}
-    dx = dropout_backward(dx, ctx.drop)
-    if ctx.norm is not None:
-        norm_grads, dx = norm_backward(dx, ctx.norm)
-        grads.update(prefixed(norm_grads, f"{side}.emb_norm."))
-    if ctx.pos is not None:
-        # one position row served every batch item: sum over B first
-        grads[f"{side}.pos_emb"] = embedding_backward(dx.sum(axis=0), ctx.pos)  # (T, C) rows
-    dtable = embedding_backward(dx * ctx.scale, ctx.tok)                  # (B, T, C) -> (V, C)
-    return grads, dtable
-
-
-def _final_norm(params: dict, x: np.ndarray, cfg: Seq2SeqConfig, side: str
+def final_norm_forward(params: dict, x: np.ndarray, cfg: Seq2SeqConfig, side: str
                 ) -> tuple[np.ndarray, NormCtx | None]:
     """A pre-norm stack ends with its own norm (norm_f); a post-norm one already did."""
     if cfg.norm_position == "post":
         return x, None
     return norm_forward(sub_params(params, f"{side}.norm_f."), x, cfg.block_config())
 
-
-# ---------------------------------------------------------------- the two stacks
 
 def _check_pair(x) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(x, (tuple, list)) or len(x) != 2:
@@ -307,7 +207,7 @@ def _check_pair(x) -> tuple[np.ndarray, np.ndarray]:
     return src_ids, tgt_ids
 
 
-def _source_mask(src_ids: np.ndarray, src_mask, cfg: Seq2SeqConfig) -> np.ndarray:
+def source_mask(src_ids: np.ndarray, src_mask, cfg: Seq2SeqConfig) -> np.ndarray:
     """(B, S) bool, True for real source tokens: the given mask, else src_ids != pad_id."""
     if src_mask is None:
         return np.asarray(src_ids) != cfg.pad_id
@@ -318,32 +218,27 @@ def _source_mask(src_ids: np.ndarray, src_mask, cfg: Seq2SeqConfig) -> np.ndarra
     return src_mask
 
 
-def _encoder_forward(params: dict, src_ids: np.ndarray, src_mask: np.ndarray,
+def encoder_forward(params: dict, src_ids: np.ndarray, src_mask: np.ndarray,
                      cfg: Seq2SeqConfig, train: bool, rng) -> tuple[np.ndarray, StackCtx]:
     """src_ids (B, S) -> memory (B, S, C): bidirectional layers, padding keys masked."""
-    x, embed_ctx = _embed_forward(params, src_ids, cfg, "enc", 0, train, rng)
+    x, embed_ctx = embed_forward(params, src_ids, cfg, "enc", 0, train, rng)
     x, block_ctxs = layers_forward(sub_params(params, "enc."), x, cfg.block_config(),
                                    cfg.n_layer, causal=False, key_mask=src_mask, train=train,
                                    rng=rng)
-    x, norm_ctx = _final_norm(params, x, cfg, "enc")
+    x, norm_ctx = final_norm_forward(params, x, cfg, "enc")
     return x, StackCtx(embed_ctx, block_ctxs, norm_ctx)
 
 
-def _decoder_layers(params: dict, x: np.ndarray, cfg: Seq2SeqConfig, *, memory, src_mask,
-                    train: bool, rng, state: DecodeState | None) -> tuple[np.ndarray, list]:
-    """The decoder's layers: causal self-attention, cross-attention, MLP. With a DecodeState
-    (decoding) each layer reads its cached keys and precomputed cross k/v and keeps no ctx."""
+def _decoder_layers(params: dict, x: np.ndarray, cfg: Seq2SeqConfig, memory: np.ndarray,
+                    src_mask: np.ndarray, train: bool, rng) -> tuple[np.ndarray, list[BlockCtx]]:
+    """The decoder's layers: causal self-attention, cross-attention over memory, MLP.
+    (Decoding runs them through its KV cache instead: models/seq2seq_decode.py.)"""
     bcfg = cfg.block_config()
     ctxs = []
-    for i, layer in enumerate(split_layers(sub_params(params, "dec."), cfg.decoder_layers)):
-        if state is None:
-            x, ctx = block_forward(layer, x, bcfg, causal=True, memory=memory,
-                                   memory_mask=src_mask, train=train, rng=rng)
-            ctxs.append(ctx)
-        else:
-            x, _ = block_forward(layer, x, bcfg, causal=True, kv_cache=state.kv_cache, layer=i,
-                                 memory_kv=(state.cross_k[i], state.cross_v[i]),
-                                 memory_mask=state.src_mask)
+    for layer in split_layers(sub_params(params, "dec."), cfg.decoder_layers):
+        x, ctx = block_forward(layer, x, bcfg, causal=True, memory=memory, memory_mask=src_mask,
+                               train=train, rng=rng)
+        ctxs.append(ctx)
     return x, ctxs
 
 
@@ -359,7 +254,7 @@ def _decoder_layers_backward(dx: np.ndarray, ctxs: list[BlockCtx]
     return grads, dx, dmemories
 
 
-def _head_forward(params: dict, x: np.ndarray, cfg: Seq2SeqConfig
+def logits_forward(params: dict, x: np.ndarray, cfg: Seq2SeqConfig
                   ) -> tuple[np.ndarray, LMHeadCtx]:
     """(B, T, C) -> logits (B, T, V): x @ tok_emb^T (tied) or x @ lm_head, + logits_bias."""
     logits, head_ctx = lm_head_forward(params, x)                      # (B, T, C) -> (B, T, V)
@@ -381,13 +276,12 @@ def forward(params: dict, x, cfg: Seq2SeqConfig, *, src_mask: np.ndarray | None 
     if kv_cache is not None:
         raise GlassformerError(NOT_A_PAIR)
     src_ids, tgt_ids = _check_pair(x)
-    src_mask = _source_mask(src_ids, src_mask, cfg)
-    memory, enc_ctx = _encoder_forward(params, src_ids, src_mask, cfg, train, rng)
-    h, embed_ctx = _embed_forward(params, tgt_ids, cfg, "dec", 0, train, rng)
-    h, block_ctxs = _decoder_layers(params, h, cfg, memory=memory, src_mask=src_mask,
-                                    train=train, rng=rng, state=None)
-    h, norm_ctx = _final_norm(params, h, cfg, "dec")
-    logits, head_ctx = _head_forward(params, h, cfg)
+    src_mask = source_mask(src_ids, src_mask, cfg)
+    memory, enc_ctx = encoder_forward(params, src_ids, src_mask, cfg, train, rng)
+    h, embed_ctx = embed_forward(params, tgt_ids, cfg, "dec", 0, train, rng)
+    h, block_ctxs = _decoder_layers(params, h, cfg, memory, src_mask, train, rng)
+    h, norm_ctx = final_norm_forward(params, h, cfg, "dec")
+    logits, head_ctx = logits_forward(params, h, cfg)
     dec_ctx = StackCtx(embed_ctx, block_ctxs, norm_ctx)
     return logits, Seq2SeqCtx(enc_ctx, dec_ctx, head_ctx, cfg.share_embeddings, cfg.logits_bias)
 
@@ -404,7 +298,7 @@ def backward(dlogits: np.ndarray, ctx: Seq2SeqCtx) -> dict:
         grads.update(prefixed(norm_grads, "dec.norm_f."))
     block_grads, dh, dmemories = _decoder_layers_backward(dh, dec.blocks)
     grads.update(block_grads)
-    emb_grads, d_tgt_table = _embed_backward(dh, dec.embed, "dec")
+    emb_grads, d_tgt_table = embed_backward(dh, dec.embed, "dec")
     grads.update(emb_grads)
     # fan-out: every decoder layer's cross-attention read memory, so their gradients add up
     dmemory = np.sum(dmemories, axis=0)                     # L_dec x (B, S, C) -> (B, S, C)
@@ -413,7 +307,7 @@ def backward(dlogits: np.ndarray, ctx: Seq2SeqCtx) -> dict:
         grads.update(prefixed(norm_grads, "enc.norm_f."))
     block_grads, dsrc = layers_backward(dmemory, enc.blocks)
     grads.update(prefixed(block_grads, "enc."))
-    emb_grads, d_src_table = _embed_backward(dsrc, enc.embed, "enc")
+    emb_grads, d_src_table = embed_backward(dsrc, enc.embed, "enc")
     grads.update(emb_grads)
     d_head = head_grads.pop("tok_emb", 0.0)       # the tied head's share (0 when untied)
     grads.update(head_grads)                      # lm_head, when untied
@@ -425,69 +319,8 @@ def backward(dlogits: np.ndarray, ctx: Seq2SeqCtx) -> dict:
     return grads
 
 
-# ---------------------------------------------------------------- decoding (inference only)
-
-def encode(params: dict, src_ids: np.ndarray, cfg: Seq2SeqConfig, *,
-           src_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """src_ids (B, S) -> (memory (B, S, C), src_mask (B, S) bool), computed once per source."""
-    src_mask = _source_mask(src_ids, src_mask, cfg)
-    memory, _ = _encoder_forward(params, np.asarray(src_ids), src_mask, cfg, False, None)
-    return memory, src_mask
-
-
-def decode_start(params: dict, memory: np.ndarray, src_mask: np.ndarray, cfg: Seq2SeqConfig,
-                 max_len: int) -> DecodeState:
-    """An empty decoder state for up to max_len target tokens, with every decoder layer's
-    cross-attention keys and values projected from memory (B, S, C) once."""
-    if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or not (
-            1 <= max_len <= cfg.max_seq_len):
-        raise GlassformerError(f"max_len must be an integer in [1, max_seq_len="
-                               f"{cfg.max_seq_len}], got {max_len!r}")
-    if memory.ndim != 3 or memory.shape[2] != cfg.d_model:
-        raise GlassformerError(f"expected memory of shape (B, S, C={cfg.d_model}), "
-                               f"got {memory.shape}")
-    src_mask = np.asarray(src_mask).astype(bool)
-    if src_mask.shape != memory.shape[:2]:
-        raise GlassformerError(f"source mask has shape {src_mask.shape} but memory has "
-                               f"(B, S) = {memory.shape[:2]}")
-    bcfg = cfg.block_config()
-    layers = split_layers(sub_params(params, "dec."), cfg.decoder_layers)
-    cross = [cross_kv(sub_params(layer, "cross."), memory, bcfg) for layer in layers]
-    cache = KVCache.allocate(n_layer=cfg.decoder_layers, batch=memory.shape[0],
-                             n_kv_head=bcfg.kv_heads, max_len=int(max_len),
-                             head_dim=bcfg.dim_per_head, dtype=memory.dtype)
-    return DecodeState(cache, [k for k, _ in cross], [v for _, v in cross], src_mask)
-
-
-def decode_step(params: dict, tgt_ids: np.ndarray, state: DecodeState, cfg: Seq2SeqConfig
-                ) -> np.ndarray:
-    """The next-token logits (B, t, V) of t new target tokens (B, t) at positions
-    state.kv_cache.length .. + t - 1. Writes their keys and values into the cache; the caller
-    advances it (state.kv_cache.advance(t))."""
-    x, _ = _embed_forward(params, np.asarray(tgt_ids), cfg, "dec", state.kv_cache.length,
-                          False, None)
-    x, _ = _decoder_layers(params, x, cfg, memory=None, src_mask=None, train=False, rng=None,
-                           state=state)
-    x, _ = _final_norm(params, x, cfg, "dec")
-    logits, _ = _head_forward(params, x, cfg)
-    return logits
-
-
-def select_rows(state: DecodeState, rows) -> DecodeState:
-    """A state holding rows `rows` (N,) of `state` (repeats allowed): fresh arrays, same length.
-
-    Beam search: select_rows(state, np.repeat(np.arange(B), K)) makes K beams per source, and
-    select_rows(state, parent_rows) reorders them after each step."""
-    rows = np.asarray(rows, dtype=np.int64)
-    cache = state.kv_cache
-    kept = KVCache(k=[k[rows] for k in cache.k], v=[v[rows] for v in cache.v],
-                   length=cache.length)
-    return DecodeState(kept, [k[rows] for k in state.cross_k], [v[rows] for v in state.cross_v],
-                       state.src_mask[rows])
-
-
 # An encoder-decoder is not a causal LM: the generic generate loop does not apply (kv_layout
-# None); glassformer.translate decodes it with the functions above.
+# None); glassformer.translate decodes it with models/seq2seq_decode.py.
 FAMILY = Family(name="transformer", kind=ENCODER_DECODER, config=Seq2SeqConfig,
                 init_params=init_params, forward=forward, backward=backward,
                 param_shapes=param_shapes, kv_layout=None,

@@ -8,7 +8,8 @@ Sinusoidal positions, added to the token embeddings (B, T, C) + (T, C) before th
     PE[pos, 2i + 1] = cos(pos / 10000^(2i / C))          i = 0 .. C/2 - 1
 
 Interleaved as in the paper and the Annotated Transformer (even columns sin, odd columns cos);
-tensor2tensor instead concatenates [sin | cos], which is a column permutation of this table.
+tensor2tensor (and Marian) instead concatenate [sin | cos], a column permutation of this table:
+`fixed_position_table`.
 Angles are formed in float64 and the table is cast once to the requested dtype.
 
 ALiBi adds no embedding at all. Each head h gets a slope m_h, and the attention scores receive a
@@ -82,6 +83,18 @@ def sinusoidal_positions(t: int, c: int, *, dtype, offset: int = 0) -> np.ndarra
     table[:, 0::2] = np.sin(angles)                                  # columns 0, 2, 4, ...
     table[:, 1::2] = np.cos(angles)                                  # columns 1, 3, 5, ...
     return table.astype(dtype)
+
+
+def fixed_position_table(t: int, c: int, *, offset: int = 0, dtype=np.float32) -> np.ndarray:
+    """(T, C) table for positions offset .. offset + T - 1, laid out [sin | cos]: the first C/2
+    columns sin, the rest cos, as tensor2tensor and Marian (the encoder-decoder's table,
+    models/seq2seq_embed.py). The same numbers as `sinusoidal_positions`, columns permuted.
+
+    >>> np.round(fixed_position_table(2, 4, dtype=np.float64), 4).tolist()
+    [[0.0, 0.0, 1.0, 1.0], [0.8415, 0.01, 0.5403, 1.0]]
+    """
+    table = sinusoidal_positions(t, c, dtype=dtype, offset=offset)  # (T, C), sin/cos interleaved
+    return np.concatenate([table[:, 0::2], table[:, 1::2]], axis=1)  # -> [sin | cos], (T, C)
 
 
 def _power_of_two_slopes(n: int) -> np.ndarray:

@@ -3,16 +3,18 @@
 One forward pass in eval mode, then everything is read from the ctx that backward would use
 (no second, instrumented model, no hooks):
 
-    attentions[l]     ctx.blocks[l].attn.body.attn.softmax.probs      (B, K, G, T, S) -> (B, H, T, S)
+    attentions[l]     attention_weights(ctx.blocks[l])                (B, H, T, S)
                       exactly the float32 weights the forward multiplied V by; query head
                       h = kv * G + g, as HF's repeat_kv orders them (see blocks/attention.py)
     residual[l]       the residual stream entering layer l, and leaving the last one:
-                        pre-norm (GPT-2, LLaMA): x_0 = the embeddings; x_{l+1} = x_l + a_l + m_l,
-                        where a_l and m_l are the sub-blocks' outputs, recomputed with
-                        linear_forward from the inputs their ctx saved (the same product, the
-                        same numbers: LayerNorm's ctx keeps x-hat but not the mean, so x itself
-                        is rebuilt rather than read)
-                        post-norm (BERT): x_l is layer l's attention input, saved by its ctx
+                        pre-norm (GPT-2, LLaMA): x_0 = the embeddings; x_{l+1} = x_l + a_l + m_l
+                        (residual_after: a_l and m_l are the sub-blocks' outputs, recomputed
+                        with linear_forward from the inputs their ctx saved, the same product,
+                        the same numbers: LayerNorm's ctx keeps x-hat but not the mean, so x
+                        itself is rebuilt rather than read)
+                        post-norm (BERT): x_l is layer l's attention input (layer_input)
+(attention_weights, residual_after and layer_input are blocks/residual.py's readers of a layer's
+ctx.)
     hidden_states     as transformers' output_hidden_states: L + 1 arrays (B, T, C), the last
                       one after the final norm for decoders (the LM head's saved input)
 
@@ -28,13 +30,14 @@ import numpy as np
 
 from glassformer.blocks.names import sub_params
 from glassformer.blocks.norm import norm_forward
+from glassformer.blocks.residual import attention_weights, layer_input, residual_after
 from glassformer.errors import GlassformerError
-from glassformer.models.common import lm_head_forward
+from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
+from glassformer.models.common import head_input, lm_head_forward
 from glassformer.ops.embedding import embedding_forward
-from glassformer.ops.linear import linear_forward
 from glassformer.ops.softmax import softmax_forward
 from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
-from glassformer.viewer.tokens import describe_tokens
+from glassformer.viewer.tokens import batch_ids, check_text, describe_tokens
 
 
 class LogitLens(NamedTuple):
@@ -59,7 +62,7 @@ class Inspection(NamedTuple):
 
     @property
     def causal(self) -> bool:
-        return self.model.family.kv_layout is not None
+        return self.model.family.kind == CAUSAL
 
     @property
     def tokens(self) -> list:
@@ -78,23 +81,15 @@ class Inspection(NamedTuple):
 def _ids_of(model, text_or_ids) -> np.ndarray:
     """(1, T) int64 ids from a text (encoded with the model's tokenizer) or one id sequence."""
     if isinstance(text_or_ids, str):
-        if not text_or_ids:
-            raise GlassformerError("the text is empty: give at least one character to inspect")
-        if model.tokenizer is None:
-            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
-        if model.arch == "bert" and "[CLS]" in model.tokenizer.special_tokens:
+        check_text(model, text_or_ids,
+                   empty="the text is empty: give at least one character to inspect")
+        if model.family.kind == ENCODER and "[CLS]" in model.tokenizer.special_tokens:
             # as BERT reads a text, and as --objective mlm trained it: [CLS] text [SEP], and a
             # typed [MASK] is the mask token (tasks/fill_mask.py frames the same way)
             from glassformer.tasks.fill_mask import framed_ids
             return framed_ids(model.tokenizer, text_or_ids)[None]                  # (1, T)
         text_or_ids = model.tokenizer.encode(text_or_ids)
-    ids = np.asarray(text_or_ids, dtype=np.int64)
-    if ids.ndim == 1:
-        ids = ids[None]                                                     # (T,) -> (1, T)
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise GlassformerError(f"expected a text or ids of shape (T,) or (B, T) with T >= 1, "
-                               f"got shape {ids.shape}")
-    return ids
+    return batch_ids(text_or_ids, what="a text", length="T")
 
 
 def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_input_ids=None):
@@ -106,54 +101,33 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     Seq2SeqInspection (viewer/seq2seq_inspection.py): target (text or ids; default: the model's
     greedy translation) or decoder_input_ids, as transformers takes them.
     """
-    if model.arch == "transformer" or target is not None or decoder_input_ids is not None:
+    if model.family.kind == ENCODER_DECODER or target is not None or decoder_input_ids is not None:
         return inspect_seq2seq(model, text_or_ids, target=target,
                                decoder_input_ids=decoder_input_ids, attention_mask=attention_mask)
     ids = _ids_of(model, text_or_ids)
     key_mask = np.ones(ids.shape, bool) if attention_mask is None else \
         np.asarray(attention_mask).astype(bool)
     out, ctx = model.forward(ids, attention_mask=None if attention_mask is None else key_mask)
-    attentions = [_probs(block) for block in ctx.blocks]
+    attentions = [attention_weights(block) for block in ctx.blocks]
     # a BERT with a masked-LM head returned logits: the stream ends at the head's saved input
     last = ctx.mlm.dense.x if getattr(ctx, "mlm", None) is not None else out
     residual = residual_stream(model, ctx, last)
     hidden = list(residual)
-    if model.family.kv_layout is not None:
-        hidden[-1] = ctx.head.lm_head.linear.x      # norm_f(x_L), the LM head's saved input
+    if model.family.kind == CAUSAL:
+        hidden[-1] = head_input(ctx.head)       # norm_f(x_L), the LM head's saved input
     return Inspection(model, ids, key_mask, out, attentions, residual, hidden, ctx)
-
-
-def _probs(block_ctx) -> np.ndarray:
-    """The attention weights of one layer: (B, K, G, T, S) -> (B, H, T, S), a view."""
-    probs = block_ctx.attn.body.attn.softmax.probs
-    b, k, g, t, s = probs.shape
-    return probs.reshape(b, k * g, t, s)
 
 
 def residual_stream(model, ctx, out: np.ndarray) -> list[np.ndarray]:
     """L + 1 arrays (B, T, C): the stream entering each layer, then the last layer's output."""
-    bcfg = model.cfg.block_config()
-    if bcfg.norm_position == "post":
-        # a post-norm layer feeds its input straight to the q/k/v projection, whose ctx keeps it
-        inputs = [_attention_input(block.attn.body) for block in ctx.blocks]
-        return inputs + [out]
+    if model.cfg.block_config().norm_position == "post":
+        return [layer_input(block) for block in ctx.blocks] + [out]
     x = _embeddings(model.params, ctx)
     stream = [x]
     for i, block in enumerate(ctx.blocks):
-        layer = sub_params(model.params, f"blocks.{i}.")
-        attn_out, _ = linear_forward(block.attn.body.out_proj.x, layer["attn.wo"],
-                                     layer.get("attn.bo"))                   # (B, T, C)
-        mlp_out, _ = linear_forward(block.mlp.body.down.x, layer["mlp.w_down"],
-                                    layer.get("mlp.b_down"))                 # (B, T, C)
-        h = x + attn_out           # the same two sums, in the same order, as block_forward
-        x = h + mlp_out
+        x = residual_after(block, x, sub_params(model.params, f"blocks.{i}."))
         stream.append(x)
     return stream
-
-
-def _attention_input(attn_ctx) -> np.ndarray:
-    proj = attn_ctx.qkv_proj if attn_ctx.qkv_proj is not None else attn_ctx.q_proj
-    return proj.x
 
 
 def _embeddings(params: dict, ctx) -> np.ndarray:

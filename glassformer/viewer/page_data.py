@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from glassformer.blocks.attention import merged_heads
+from glassformer.blocks.residual import attention_block_ctx
 from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
@@ -133,7 +135,8 @@ def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
 
 def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
     """One head's sub-steps, read from its attention ctx, labelled with the seed's own text."""
-    attn = inspection.ctx.blocks[layer].attn.body.attn          # q (B, K, G, T, D), k (B, K, 1, S, D)
+    block = attention_block_ctx(inspection.ctx.blocks[layer])
+    attn = block.attn                        # the op's ctx: q (B, K, G, T, D), k (B, K, 1, S, D)
     groups = attn.q.shape[2]
     kv_head, g = divmod(head, groups)
     scores, weights = attention_arrays(attn)                    # (B, K, G, T, S) each
@@ -141,7 +144,7 @@ def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
         scores = scores + attn.bias
     masked = masked_logits(scores, attn.allowed)
     # the head's output is its slice of the merged heads that the out projection saved
-    merged = inspection.ctx.blocks[layer].attn.body.out_proj.x  # (B, T, H*D)
+    merged = merged_heads(block)                                # (B, T, H*D)
     d = attn.v.shape[-1]
     output = merged[0, :, head * d:(head + 1) * d]              # (T, D)
     pick = (0, kv_head, g)

@@ -6,11 +6,11 @@ weight is read from the ctx that `seq2seq.backward` would use (no second model, 
 the names transformers' seq2seq models give them under output_attentions=True (and, for
 post-norm models, output_hidden_states=True: encoder_hidden_states, decoder_hidden_states):
 
-    encoder_attentions[l]  ctx.encoder.blocks[l].attn.body.attn.softmax.probs   (B, H, S, S)
+    encoder_attentions[l]  attention_weights(ctx.encoder.blocks[l])               (B, H, S, S)
                            bidirectional: every source token reads every other (padding never)
-    decoder_attentions[l]  ctx.decoder.blocks[l].attn.body.attn.softmax.probs   (B, H, T, T)
+    decoder_attentions[l]  attention_weights(ctx.decoder.blocks[l])               (B, H, T, T)
                            causal: decoder position t reads positions 0..t (the lower triangle)
-    cross_attentions[l]    ctx.decoder.blocks[l].cross.body.attn.softmax.probs  (B, H, T, S)
+    cross_attentions[l]    attention_weights(ctx.decoder.blocks[l], cross=True)   (B, H, T, S)
                            row t: which source tokens decoder position t reads (all of them;
                            only source padding is masked)
 
@@ -32,8 +32,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from glassformer.blocks.attention import attention_inputs
+from glassformer.blocks.residual import attention_block_ctx, attention_weights, layer_input
 from glassformer.errors import GlassformerError
-from glassformer.viewer.tokens import describe_tokens
+from glassformer.models.common import head_input
+from glassformer.models.family import ENCODER_DECODER
+from glassformer.viewer.tokens import batch_ids, check_text, describe_tokens
 
 
 class Seq2SeqInspection(NamedTuple):
@@ -53,18 +57,17 @@ class Seq2SeqInspection(NamedTuple):
     def encoder_hidden_states(self) -> list[np.ndarray]:
         """L_enc + 1 arrays (B, S, C), as transformers' encoder_hidden_states: each encoder
         layer's input, then the encoder's output (the memory every cross-attention read)."""
-        inputs = [_layer_input(block, self.ctx.encoder, "encoder")
-                  for block in self.ctx.encoder.blocks]
-        memory = self.ctx.decoder.blocks[0].cross.body.k_proj.x           # (B, S, C)
+        inputs = [_layer_input(block, "encoder") for block in self.ctx.encoder.blocks]
+        first_cross = attention_block_ctx(self.ctx.decoder.blocks[0], cross=True)
+        _, memory = attention_inputs(first_cross)                          # (B, S, C)
         return inputs + [memory]
 
     @property
     def decoder_hidden_states(self) -> list[np.ndarray]:
         """L_dec + 1 arrays (B, T, C), as transformers' decoder_hidden_states: each decoder
         layer's input, then the LM head's input."""
-        inputs = [_layer_input(block, self.ctx.decoder, "decoder")
-                  for block in self.ctx.decoder.blocks]
-        return inputs + [self.ctx.head.linear.x]
+        inputs = [_layer_input(block, "decoder") for block in self.ctx.decoder.blocks]
+        return inputs + [head_input(self.ctx.head)]
 
     @property
     def source_tokens(self) -> list:
@@ -82,39 +85,22 @@ class Seq2SeqInspection(NamedTuple):
         return describe_tokens(self.model.tokenizer, self.output_ids[0].tolist())
 
 
-def _layer_input(block_ctx, stack_ctx, side: str) -> np.ndarray:
-    """A post-norm layer feeds its input straight to the q (or joined q|k|v) projection, whose
-    ctx keeps it. A pre-norm layer's input is not kept (its norm saves x-hat only)."""
-    if block_ctx.norm_position != "post":
+def _layer_input(block_ctx, side: str) -> np.ndarray:
+    """A post-norm layer's input, which its ctx keeps (blocks/residual.py: layer_input). A
+    pre-norm layer's input is not kept (its norm saves x-hat only)."""
+    x = layer_input(block_ctx)
+    if x is None:
         raise GlassformerError(f"the {side}'s hidden states are read for post-norm models "
                                "(the paper, Marian, BART); this one is pre-norm")
-    body = block_ctx.attn.body
-    proj = body.qkv_proj if body.qkv_proj is not None else body.q_proj
-    return proj.x
-
-
-def head_probs(attention_block_ctx) -> np.ndarray:
-    """One attention block's weights: (B, K, G, T, S) -> (B, H, T, S), a view (h = k * G + g)."""
-    probs = attention_block_ctx.attn.softmax.probs
-    b, k, g, t, s = probs.shape
-    return probs.reshape(b, k * g, t, s)
+    return x
 
 
 def _source_ids(model, source) -> np.ndarray:
     """(B, S) int64 from a text (the model's tokenizer) or ids (S,) / (B, S)."""
     if isinstance(source, str):
-        if not source:
-            raise GlassformerError("the source text is empty: give at least one character")
-        if model.tokenizer is None:
-            raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+        check_text(model, source, empty="the source text is empty: give at least one character")
         source = model.tokenizer.encode(source)
-    ids = np.asarray(source, dtype=np.int64)
-    if ids.ndim == 1:
-        ids = ids[None]                                                     # (S,) -> (1, S)
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise GlassformerError(f"expected a source text or ids of shape (S,) or (B, S) with "
-                               f"S >= 1, got shape {ids.shape}")
-    return ids
+    return batch_ids(source, what="a source text", length="S")
 
 
 def _target_rows(model, target, batch: int) -> list[list[int]]:
@@ -163,7 +149,7 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
       neither           the model's own greedy translation is the target, and output_ids
                         the model's argmax at each position
     """
-    if model.arch != "transformer":
+    if model.family.kind != ENCODER_DECODER:
         raise GlassformerError(f"target= and decoder_input_ids= are for encoder-decoders; "
                                f"{model.arch} reads one sequence")
     cfg = model.cfg
@@ -193,7 +179,7 @@ def inspect_seq2seq(model, source, *, target=None, decoder_input_ids=None,
         dec_out = logits.argmax(axis=-1)         # (B, T): what the model itself writes there
     return Seq2SeqInspection(
         model, src, mask, dec_in, dec_out, logits,
-        encoder_attentions=[head_probs(block.attn.body) for block in ctx.encoder.blocks],
-        decoder_attentions=[head_probs(block.attn.body) for block in ctx.decoder.blocks],
-        cross_attentions=[head_probs(block.cross.body) for block in ctx.decoder.blocks],
+        encoder_attentions=[attention_weights(block) for block in ctx.encoder.blocks],
+        decoder_attentions=[attention_weights(block) for block in ctx.decoder.blocks],
+        cross_attentions=[attention_weights(block, cross=True) for block in ctx.decoder.blocks],
         ctx=ctx)

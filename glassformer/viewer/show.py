@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
+from glassformer.models.family import ENCODER_DECODER
 from glassformer.viewer.inspection import inspect
 from glassformer.viewer.page import write_page
 from glassformer.viewer.page_data import model_page_data, parse_selection
@@ -49,7 +50,7 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     its source and `target` as its output (default: its own greedy translation).
     """
     out = check_request(text, out, png_dir)
-    if model.arch == "transformer":
+    if model.family.kind == ENCODER_DECODER:
         return show_seq2seq(model, text, out, name=name, lang=lang, layers=layers, heads=heads,
                             png_dir=png_dir, pad_to=pad_to, target=target)
     if target is not None:

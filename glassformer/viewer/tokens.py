@@ -13,6 +13,9 @@ The groups' texts join back to the decoded text exactly; the page labels each gr
 WordPiece tokenizer (BERT) lower-cases, strips accents and adds [CLS]/[SEP]: its groups are
 aligned to the original text by matching each piece, so they join back to the text the user gave
 too ([CLS], [SEP] and padding get an empty text).
+
+`check_text` and `batch_ids` check what `inspect` is given: a text it can encode, or ids (T,) or
+(B, T), which become the (B, T) batch it runs.
 """
 from __future__ import annotations
 
@@ -20,6 +23,9 @@ import codecs
 import unicodedata
 from typing import NamedTuple
 
+import numpy as np
+
+from glassformer.errors import GlassformerError
 from glassformer.tokenizers.wordpiece import WordPieceTokenizer
 
 
@@ -33,6 +39,27 @@ class Token(NamedTuple):
 class Group(NamedTuple):
     text: str             # characters; the groups' texts join back to the input
     tokens: list[int]     # positions of the tokens that make it up
+
+
+def check_text(model, text: str, *, empty: str) -> None:
+    """Raise unless `model` can encode `text`: it is not empty (the error then says `empty`) and
+    a tokenizer came with the model."""
+    if not text:
+        raise GlassformerError(empty)
+    if model.tokenizer is None:
+        raise GlassformerError("this model came without a tokenizer: pass token ids instead")
+
+
+def batch_ids(ids, *, what: str, length: str) -> np.ndarray:
+    """(B, T) int64 from ids (T,) or (B, T) with T >= 1. what, length: the error's words, e.g.
+    "a text" and "T" (or "a source text" and "S")."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.ndim == 1:
+        ids = ids[None]                                                     # (T,) -> (1, T)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise GlassformerError(f"expected {what} or ids of shape ({length},) or (B, {length}) "
+                               f"with {length} >= 1, got shape {ids.shape}")
+    return ids
 
 
 def hex_label(data: bytes) -> str:

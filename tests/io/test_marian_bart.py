@@ -14,7 +14,7 @@ import pytest
 
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.pretrained import load_pretrained, save_pretrained
-from glassformer.models import seq2seq
+from glassformer.models import seq2seq, seq2seq_decode
 from glassformer.models.model import Model
 
 torch = pytest.importorskip("torch")
@@ -112,11 +112,11 @@ def test_loaded_model_gives_transformers_logits(name, tmp_path):
     masked = model(src, mask, decoder_input_ids=tgt)
     assert relative(masked, hf_logits(hf, src, tgt, mask)) < HF_RTOL
     # cached decoding of the loaded model agrees with its full forward
-    memory, src_mask = seq2seq.encode(model.params, src, model.cfg, src_mask=mask)
-    state = seq2seq.decode_start(model.params, memory, src_mask, model.cfg, max_len=7)
+    memory, src_mask = seq2seq_decode.encode(model.params, src, model.cfg, src_mask=mask)
+    state = seq2seq_decode.decode_start(model.params, memory, src_mask, model.cfg, max_len=7)
     steps = []
     for t in range(7):
-        steps.append(seq2seq.decode_step(model.params, tgt[:, t:t + 1], state, model.cfg))
+        steps.append(seq2seq_decode.decode_step(model.params, tgt[:, t:t + 1], state, model.cfg))
         state.kv_cache.advance(1)
     assert relative(np.concatenate(steps, axis=1), masked) < HF_RTOL
 

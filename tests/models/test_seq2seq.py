@@ -1,7 +1,7 @@
-"""The encoder-decoder (models/seq2seq.py): float64 gradcheck of the whole model, every gradient
-against torch autograd on the same model written with torch ops (torchref/seq2seq.py), cached
-decoding equal to the full forward (with beam-style row selection), the source padding mask,
-dtypes and bad input."""
+"""The encoder-decoder (models/seq2seq.py, seq2seq_decode.py): float64 gradcheck of the whole
+model, every gradient against torch autograd on the same model written with torch ops
+(torchref/seq2seq.py), cached decoding equal to the full forward (with beam-style row selection),
+the source padding mask, dtypes and bad input."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,6 +13,7 @@ from glassformer.errors import GlassformerError
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.seq2seq import CASES
 from glassformer.models import seq2seq
+from glassformer.models import seq2seq_decode
 from glassformer.models.model import Model
 from glassformer.models.seq2seq import Seq2SeqConfig
 
@@ -95,12 +96,12 @@ def test_cached_decoding_equals_the_full_forward(name):
     params = _params(cfg)
     src, tgt = _batch(cfg)
     full, _ = seq2seq.forward(params, (src, tgt), cfg)
-    memory, mask = seq2seq.encode(params, src, cfg)
-    state = seq2seq.decode_start(params, memory, mask, cfg, max_len=tgt.shape[1])
-    steps = [seq2seq.decode_step(params, tgt[:, :2], state, cfg)]   # two tokens at once
+    memory, mask = seq2seq_decode.encode(params, src, cfg)
+    state = seq2seq_decode.decode_start(params, memory, mask, cfg, max_len=tgt.shape[1])
+    steps = [seq2seq_decode.decode_step(params, tgt[:, :2], state, cfg)]   # two tokens at once
     state.kv_cache.advance(2)
     for t in range(2, tgt.shape[1]):
-        steps.append(seq2seq.decode_step(params, tgt[:, t:t + 1], state, cfg))
+        steps.append(seq2seq_decode.decode_step(params, tgt[:, t:t + 1], state, cfg))
         state.kv_cache.advance(1)
     assert np.abs(np.concatenate(steps, axis=1) - full).max() < CACHE_ATOL
 
@@ -109,14 +110,14 @@ def test_select_rows_repeats_and_reorders_rows_as_beam_search_does():
     cfg = PAPER
     params = _params(cfg)
     src, tgt = _batch(cfg)
-    memory, mask = seq2seq.encode(params, src, cfg)
-    state = seq2seq.decode_start(params, memory, mask, cfg, max_len=4)
-    seq2seq.decode_step(params, tgt[:, :2], state, cfg)
+    memory, mask = seq2seq_decode.encode(params, src, cfg)
+    state = seq2seq_decode.decode_start(params, memory, mask, cfg, max_len=4)
+    seq2seq_decode.decode_step(params, tgt[:, :2], state, cfg)
     state.kv_cache.advance(2)
     rows = np.array([2, 2, 0, 1])                      # a repeated row and a new order
-    picked = seq2seq.select_rows(state, rows)
+    picked = seq2seq_decode.select_rows(state, rows)
     assert picked.kv_cache.length == 2 and picked.src_mask.shape == (4, src.shape[1])
-    step = seq2seq.decode_step(params, tgt[rows, 2:3], picked, cfg)
+    step = seq2seq_decode.decode_step(params, tgt[rows, 2:3], picked, cfg)
     full, _ = seq2seq.forward(params, (src[rows], tgt[rows, :3]), cfg)
     assert np.abs(step[:, 0] - full[:, 2]).max() < CACHE_ATOL
     assert state.kv_cache.k[0].shape[0] == 3           # the original state is untouched
@@ -152,12 +153,12 @@ def test_bad_input_is_one_clear_error():
         seq2seq.forward(params, (src, np.ones((3, 13), np.int64)), cfg)
     with pytest.raises(GlassformerError, match="source mask has shape"):
         seq2seq.forward(params, (src, tgt), cfg, src_mask=np.ones((3, 2), bool))
-    memory, mask = seq2seq.encode(params, src, cfg)
+    memory, mask = seq2seq_decode.encode(params, src, cfg)
     with pytest.raises(GlassformerError, match="max_len must be"):
-        seq2seq.decode_start(params, memory, mask, cfg, max_len=13)
-    state = seq2seq.decode_start(params, memory, mask, cfg, max_len=2)
+        seq2seq_decode.decode_start(params, memory, mask, cfg, max_len=13)
+    state = seq2seq_decode.decode_start(params, memory, mask, cfg, max_len=2)
     with pytest.raises(GlassformerError, match="KV cache full"):
-        seq2seq.decode_step(params, tgt[:, :3], state, cfg)
+        seq2seq_decode.decode_step(params, tgt[:, :3], state, cfg)
     with pytest.raises(GlassformerError, match="positions must be one of"):
         dataclasses.replace(cfg, positions="rope")
     with pytest.raises(GlassformerError, match="pad_id=30 is outside"):

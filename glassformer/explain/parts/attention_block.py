@@ -9,7 +9,8 @@ Everything shown comes from one `attention_block_forward` call and its ctx (read
     heads        the ctx's attention inputs, (B, K, G, T, D) viewed as (B, H, T, D)
     scores       the attention op's ctx read by parts/attention.attention_arrays
     weights      ctx.attn.softmax.probs, (B, K, G, T, S) viewed as (B, H, T, S)
-    per head     split_heads of the merged output, which out_proj.x saved
+    per head     split_heads of the merged output, which the output projection saved
+                 (blocks/attention.py: merged_heads)
     y            the block's output
 
 GQA grouping, as the block arranges it (query head h = kv * G + g):
@@ -23,13 +24,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.blocks.attention import init_attention, split_heads
+from glassformer.blocks.attention import (attention_inputs, init_attention, merged_heads,
+                                          split_heads)
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.names import prefixed
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.gradcheck.cases import attention_block
-from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.ops.linear import linear_forward
 
 SIZES = {"batch": 1, "seq": 4, "d_model": 8, "heads": 4, "kv_heads": None}
@@ -147,14 +149,13 @@ def head_arrays(ctx, n_head: int) -> dict:
 
 
 def projections(ctx, params: dict) -> dict:
-    """The block's q, k, v projections: linear_forward of the input its ctx saved (one input for
-    the joined q|k|v product, or one per projection) with each weight."""
-    sources = {name: lin.x for name, lin in (("q", ctx.q_proj), ("k", ctx.k_proj),
-                                                ("v", ctx.v_proj)) if lin is not None}
+    """The block's q, k, v projections: linear_forward of the inputs its ctx saved (what the
+    queries read, and what the keys and values read: blocks/attention.py attention_inputs) with
+    each weight."""
+    x, source = attention_inputs(ctx)
     out = {}
-    for name in "qkv":
-        x = sources[name] if name in sources else ctx.qkv_proj.x
-        out[name], _ = linear_forward(x, params[f"w{name}"], params.get(f"b{name}"))
+    for name, read in (("q", x), ("k", source), ("v", source)):
+        out[name], _ = linear_forward(read, params[f"w{name}"], params.get(f"b{name}"))
     return out
 
 
@@ -176,7 +177,7 @@ def _steps(inputs, y, ctx, static):
     proj = projections(ctx, params)
     heads = head_arrays(ctx, h)
     attn = ctx.attn
-    merged = ctx.out_proj.x                                          # (B, T, H*D)
+    merged = merged_heads(ctx)                                       # (B, T, H*D)
     per_head = split_heads(merged, h)                                # (B, T, H*D) -> (B, H, T, D)
     d = cfg.dim_per_head
     steps = [step(TEXT, "x", x, shape_of(x))]
@@ -217,12 +218,16 @@ def param_grad_step(name: str, grad: np.ndarray, *, key: str, param: str):
     return step(TEXT, key, grad, shape_of(grad), text=text, show="line", param=param)
 
 
+def attention_grad_steps(grads: dict, prefix: str) -> list:
+    """One line per parameter gradient of an attention block (its names under `prefix`), in the
+    order its backward reaches them."""
+    return [param_grad_step(name, grads[prefix + name], key="d" + name, param=name)
+            for name in ("wo", "bo", "wv", "bv", "wk", "bk", "wq", "bq") if prefix + name in grads]
+
+
 def _backward_steps(dout, grads, ctx, static):
     steps = [step(TEXT, "G", dout, shape_of(dout))]
-    for name in ("wo", "bo", "wv", "bv", "wk", "bk", "wq", "bq"):
-        if PREFIX + name in grads:
-            steps.append(param_grad_step(name, grads[PREFIX + name], key="d" + name,
-                                         param=name))
+    steps += attention_grad_steps(grads, PREFIX)
     steps.append(step(TEXT, "dx", grads["x"], f"dq wq^T + dk wk^T + dv wv^T: "
                                               f"{shape_of(grads['x'])}"))
     return steps

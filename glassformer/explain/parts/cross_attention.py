@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.blocks.attention import init_attention
+from glassformer.blocks.attention import attention_inputs, init_attention, merged_heads
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.names import sub_params
+from glassformer.blocks.names import prefixed, sub_params
+from glassformer.blocks.residual import attention_block_ctx
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
-from glassformer.explain.parts.attention_block import head_arrays, param_grad_step, projections
+from glassformer.explain.parts.attention_block import (attention_grad_steps, head_arrays,
+                                                   projections)
 from glassformer.generate.beam import greedy_search
 from glassformer.gradcheck.cases import attention_block
-from glassformer.gradcheck.cases._block_params import prefixed
 from glassformer.io.pretrained import load_pretrained
 from glassformer.models import seq2seq
+from glassformer.models.family import ENCODER_DECODER
 
 # None: not given (the random block then uses TINY's size; a loaded model refuses sizes)
 DEFAULTS = {"batch": None, "seq": None, "d_model": None, "heads": None, "ckpt": None,
@@ -138,7 +140,7 @@ def _loaded_inputs(options: dict) -> Setup:
         raise GlassformerError("explain cross_attention --ckpt needs --prompt, the source text")
     model = load_pretrained(options["ckpt"])
     tokenizer = model.tokenizer
-    if model.arch != "transformer":
+    if model.family.kind != ENCODER_DECODER:
         raise GlassformerError(f"explain cross_attention --ckpt needs an encoder-decoder "
                                f"(arch transformer), got {model.arch}")
     if tokenizer is None or not hasattr(tokenizer, "id_to_piece"):
@@ -153,9 +155,10 @@ def _loaded_inputs(options: dict) -> Setup:
     tgt_in = np.array([[cfg.decoder_start_id] + out[:-1]], dtype=np.int64)  # (1, T)
     _, ctx = seq2seq.forward(params, (src, tgt_in), cfg)
     layer = cfg.decoder_layers - 1
-    cross = ctx.decoder.blocks[layer].cross.body     # what that layer's cross-attention read
+    # what that layer's cross-attention read: the decoder states and the encoder output
+    x, memory = attention_inputs(attention_block_ctx(ctx.decoder.blocks[layer], cross=True))
     block_params = sub_params(params, f"dec.blocks.{layer}.cross.")
-    inputs = {"x": cross.q_proj.x, "memory": cross.k_proj.x, "key_mask": src != -1,
+    inputs = {"x": x, "memory": memory, "key_mask": src != -1,
               **prefixed(block_params, PREFIX)}
     bcfg = cfg.block_config()
     case = attention_block.case("explain", bcfg, causal=False, cross=True, with_key_bias=True)
@@ -177,7 +180,7 @@ def _steps(inputs, y, ctx, static):
     x, memory, mask = inputs["x"], inputs["memory"], inputs["key_mask"]
     proj = projections(ctx, params)
     weights = head_arrays(ctx, cfg.n_head)["weights"]                   # (B, H, T, S)
-    merged = ctx.out_proj.x                                             # (B, T, H*D)
+    merged = merged_heads(ctx)                                          # (B, T, H*D)
     source, outputs = static["source"], static["outputs"]
     if static["layer"] is None:
         first = step(TEXT, "source", source, f"S = {len(source)}", show="tokens", s=len(source))
@@ -208,11 +211,8 @@ def _steps(inputs, y, ctx, static):
 
 def _backward_steps(dout, grads, ctx, static):
     steps = [step(TEXT, "G", dout, shape_of(dout))]
-    for name in ("wo", "bo", "wv", "bv", "wk", "bk", "wq", "bq"):
-        if PREFIX + name in grads:
-            # note: the parameter lines use the mha part's texts (the same words)
-            steps.append(param_grad_step(name, grads[PREFIX + name], key="d" + name,
-                                         param=name))
+    # note: the parameter lines use the mha part's texts (the same words)
+    steps += attention_grad_steps(grads, PREFIX)
     steps.append(step(TEXT, "dx", grads["x"], f"dq wq^T: {shape_of(grads['x'])}"))
     steps.append(step(TEXT, "dmemory", grads["memory"], f"dk wk^T + dv wv^T: "
                                                         f"{shape_of(grads['memory'])}"))

@@ -9,7 +9,7 @@ is read off the GPT2Ctx of one `forward` call, the ctx `backward` uses:
     x0          tok + pos, the model's one `+` before the first layer (dropout is the identity
                 at inference and keeps nothing)
     layer i     parts/residual_block.layer_steps on ctx.blocks[i]
-    norm_f      the input the LM head's LinearCtx saved
+    norm_f      the input the LM head's LinearCtx saved (models/common.py: head_input)
     next token  softmax_forward of the last position's logits; top-5 by probability
 
 No gradcheck case covers a whole model, so this part pairs gpt2.forward with gpt2.backward itself.
@@ -26,6 +26,7 @@ from glassformer.explain.core import Pair, Part, Setup, lively, shape_of, step, 
 from glassformer.explain.parts.residual_block import layer_steps, param_grad_steps
 from glassformer.io.pretrained import load_pretrained
 from glassformer.models import gpt2
+from glassformer.models.common import head_input
 from glassformer.ops.embedding import embedding_forward
 from glassformer.ops.softmax import softmax_forward
 from glassformer.tokenizers.char import CharTokenizer
@@ -95,7 +96,7 @@ def _loaded_model(options: dict):
         raise GlassformerError("--d-model and --heads do not apply with --ckpt: the loaded "
                                "model's config sets them")
     model = load_pretrained(options["ckpt"])
-    if model.arch != "gpt2":
+    if model.family is not gpt2.FAMILY:  # this part runs gpt2.forward itself
         raise GlassformerError(f"explain gpt2 --ckpt needs a GPT-2 model, got {model.arch}")
     if model.tokenizer is None:
         raise GlassformerError(f"{options['ckpt']} has no tokenizer to encode --prompt with")
@@ -152,7 +153,7 @@ def _steps(inputs, logits, ctx, static):
         layer, x = layer_steps(block_ctx, x, inputs, f"blocks.{i}.", key_prefix=f"blocks.{i}.",
                                brief=True)
         steps += layer
-    norm_f = ctx.head.lm_head.linear.x                                   # (B, T, C)
+    norm_f = head_input(ctx.head)                                        # (B, T, C)
     probs, _ = softmax_forward(logits[:, -1])                          # (B, T, V) -> (B, V)
     head = "lm_head" if "lm_head" in inputs else "tok_emb^T (tied)"
     c, v = norm_f.shape[-1], logits.shape[-1]

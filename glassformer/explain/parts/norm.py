@@ -12,6 +12,8 @@ so the printed mean and var are the ones the op used, and a wrong op would show 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from glassformer.explain.core import Part, Setup, normal, shape_of, step, with_common
 from glassformer.gradcheck.cases import find_case
 
@@ -116,6 +118,30 @@ def _rms_norm_inputs(options: dict, rng) -> Setup:
     return Setup(_inputs(options, rng, bias=False), RMS_NORM_CASE, {})
 
 
+def _normalized_steps(text: dict, x: np.ndarray, y: np.ndarray, ctx, *, eps: float, of: str,
+                      shift: str) -> list:
+    """rstd, xhat and y, the steps both norms share: each keeps rstd and xhat in its ctx.
+    of: what eps is added to; shift: the bias term of y's algebra ("" without one)."""
+    rows = shape_of(ctx.rstd)
+    return [
+        step(text, "rstd", ctx.rstd, f"1/sqrt({of} + eps), eps={eps}: {rows}  (ctx.rstd)"),
+        step(text, "xhat", ctx.xhat, f"{shape_of(x)} * {rows} -> {shape_of(x)}  (ctx.xhat)"),
+        step(text, "y", y, f"{shape_of(x)} * (C,){shift} -> {shape_of(y)}"),
+    ]
+
+
+def _norm_backward_steps(text: dict, dout: np.ndarray, grads: dict, dx_algebra: str) -> list:
+    """G, dx, dw and (layer norm) db."""
+    steps = [
+        step(text, "G", dout, shape_of(dout)),
+        step(text, "dx", grads["x"], f"{dx_algebra}, g = G * w: {shape_of(grads['x'])}"),
+        step(text, "dw", grads["w"], f"sum over B, T of G * xhat: {shape_of(grads['w'])}"),
+    ]
+    if "b" in grads:
+        steps.append(step(text, "db", grads["b"], f"sum over B, T of G: {shape_of(grads['b'])}"))
+    return steps
+
+
 def _layer_norm_steps(inputs, y, ctx, static):
     x, text = inputs["x"], LAYER_NORM_TEXT
     centered = ctx.xhat / ctx.rstd                      # read off: xhat = centered * rstd
@@ -131,22 +157,12 @@ def _layer_norm_steps(inputs, y, ctx, static):
                                          f"(read off ctx: xhat / rstd)"),
         step(text, "var", var, f"mean of centered^2 over C: {rows}  "
                                f"(read off ctx: 1/rstd^2 - eps)"),
-        step(text, "rstd", ctx.rstd, f"1/sqrt(var + eps), eps={LAYER_NORM_EPS}: {rows}  "
-                                     f"(ctx.rstd)"),
-        step(text, "xhat", ctx.xhat, f"{shape_of(x)} * {rows} -> {shape_of(x)}  (ctx.xhat)"),
-        step(text, "y", y, f"{shape_of(x)} * (C,) + (C,) -> {shape_of(y)}"),
-    ]
+    ] + _normalized_steps(text, x, y, ctx, eps=LAYER_NORM_EPS, of="var", shift=" + (C,)")
 
 
 def _layer_norm_backward_steps(dout, grads, ctx, static):
-    text = LAYER_NORM_TEXT
-    return [
-        step(text, "G", dout, shape_of(dout)),
-        step(text, "dx", grads["x"], f"rstd * (g - mean(g) - xhat * mean(g * xhat)), g = G * w: "
-                                     f"{shape_of(grads['x'])}"),
-        step(text, "dw", grads["w"], f"sum over B, T of G * xhat: {shape_of(grads['w'])}"),
-        step(text, "db", grads["b"], f"sum over B, T of G: {shape_of(grads['b'])}"),
-    ]
+    return _norm_backward_steps(LAYER_NORM_TEXT, dout, grads,
+                                "rstd * (g - mean(g) - xhat * mean(g * xhat))")
 
 
 def _rms_norm_steps(inputs, y, ctx, static):
@@ -158,21 +174,11 @@ def _rms_norm_steps(inputs, y, ctx, static):
         step(text, "w", inputs["w"], shape_of(inputs["w"])),
         step(text, "mean_square", mean_square, f"mean of x^2 over C: {shape_of(x)} -> {rows}  "
                                                f"(read off ctx: 1/rstd^2 - eps)"),
-        step(text, "rstd", ctx.rstd, f"1/sqrt(mean_square + eps), eps={RMS_NORM_EPS}: {rows}  "
-                                     f"(ctx.rstd)"),
-        step(text, "xhat", ctx.xhat, f"{shape_of(x)} * {rows} -> {shape_of(x)}  (ctx.xhat)"),
-        step(text, "y", y, f"{shape_of(x)} * (C,) -> {shape_of(y)}"),
-    ]
+    ] + _normalized_steps(text, x, y, ctx, eps=RMS_NORM_EPS, of="mean_square", shift="")
 
 
 def _rms_norm_backward_steps(dout, grads, ctx, static):
-    text = RMS_NORM_TEXT
-    return [
-        step(text, "G", dout, shape_of(dout)),
-        step(text, "dx", grads["x"], f"rstd * (g - xhat * mean(g * xhat)), g = G * w: "
-                                     f"{shape_of(grads['x'])}"),
-        step(text, "dw", grads["w"], f"sum over B, T of G * xhat: {shape_of(grads['w'])}"),
-    ]
+    return _norm_backward_steps(RMS_NORM_TEXT, dout, grads, "rstd * (g - xhat * mean(g * xhat))")
 
 
 LAYER_NORM = Part(name="layer_norm", defaults=dict(SIZES), make_inputs=_layer_norm_inputs,

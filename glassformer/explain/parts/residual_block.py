@@ -7,14 +7,15 @@ in GPT-2's arrangement (residual_block.GPT2_LAYER) at the sizes asked for.
 
 Read off one `block_forward` ctx (the one `block_backward` uses):
 
-    norm1      attn.body.qkv_proj.x      the attention block saved its (normalized) input
-    weights    parts/attention_block.head_arrays of attn.body
-    merged     attn.body.out_proj.x      heads merged, before the output projection
-    attn_out   linear_forward(out_proj.x, out_proj.w, bo): the block's own output projection
+    norm1      attention_inputs: the attention block saved its (normalized) input
+    weights    attention_weights (blocks/residual.py)
+    merged     merged_heads: heads merged, before the output projection
+    attn_out   sub_block_outputs (blocks/residual.py): linear_forward(out_proj.x, out_proj.w, bo),
+               the block's own output projection
     norm2      mlp.body.up.x
     mlp_up     linear_forward(up.x, up.w, b_up): GELU's input (its ctx keeps the slope only)
     mlp_act    mlp.body.down.x
-    mlp_out    linear_forward(down.x, down.w, b_down)
+    mlp_out    sub_block_outputs: linear_forward(down.x, down.w, b_down)
 
 note: neither residual sum is in the ctx (backward does not need them), so resid1 and resid2 are
 the same single `+` the block does, applied to the arrays above; tests check that resid2 equals
@@ -24,11 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.blocks.attention import attention_inputs, merged_heads
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.residual import init_block
+from glassformer.blocks.names import sub_params
+from glassformer.blocks.residual import (attention_block_ctx, attention_weights, init_block,
+                                         sub_block_outputs)
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common
-from glassformer.explain.parts.attention_block import head_arrays, param_grad_step
+from glassformer.explain.parts.attention_block import param_grad_step
 from glassformer.gradcheck.cases import residual_block
 from glassformer.ops.linear import linear_forward
 
@@ -100,19 +104,20 @@ def layer_steps(bctx, x: np.ndarray, params: dict, prefix: str, *, key_prefix: s
     layer has biases.
     brief: the shorter list `explain gpt2` prints per layer.
     """
-    attn, mlp = bctx.attn.body, bctx.mlp.body
-    weights = head_arrays(attn, attn.n_head)["weights"]              # (B, H, T, S)
-    attn_out, _ = linear_forward(attn.out_proj.x, attn.out_proj.w, params.get(prefix + "attn.bo"))
+    attn, mlp = attention_block_ctx(bctx), bctx.mlp.body
+    weights = attention_weights(bctx)                                 # (B, H, T, S)
+    norm1, _ = attention_inputs(attn)                                 # (B, T, C)
+    merged = merged_heads(attn)                                       # (B, T, H*D)
+    attn_out, mlp_out = sub_block_outputs(bctx, sub_params(params, prefix))  # (B, T, C) each
     resid1 = x + attn_out            # the residual add (block_forward's one `+`), (B, T, C)
     mlp_up, _ = linear_forward(mlp.up.x, mlp.up.w, params.get(prefix + "mlp.b_up"))
-    mlp_out, _ = linear_forward(mlp.down.x, mlp.down.w, params.get(prefix + "mlp.b_down"))
     resid2 = resid1 + mlp_out        # the second residual add, (B, T, C)
     c, f = x.shape[-1], mlp.down.x.shape[-1]
     rows = [
-        ("norm1", attn.qkv_proj.x, f"LayerNorm(x) * w + b: {shape_of(attn.qkv_proj.x)}"),
+        ("norm1", norm1, f"LayerNorm(x) * w + b: {shape_of(norm1)}"),
         ("weights", weights, f"causal softmax per head: {shape_of(weights)} (B,H,T,S)"),
-        ("merged", attn.out_proj.x, f"weights @ v, heads merged: {shape_of(attn.out_proj.x)}"),
-        ("attn_out", attn_out, f"merged @ wo + bo: {shape_of(attn.out_proj.x)} -> "
+        ("merged", merged, f"weights @ v, heads merged: {shape_of(merged)}"),
+        ("attn_out", attn_out, f"merged @ wo + bo: {shape_of(merged)} -> "
                                f"{shape_of(attn_out)}"),
         ("resid1", resid1, f"x + attn_out: {shape_of(resid1)}"),
         ("norm2", mlp.up.x, f"LayerNorm(resid1) * w + b: {shape_of(mlp.up.x)}"),

@@ -6,7 +6,8 @@ pass a backward that, say, forgot to multiply by the norm scale. So the cases dr
 and move every norm scale away from 1 and every bias away from 0.
 
 The cases put each parameter in the gradcheck inputs under its block-local name ("attn.wq",
-"norm1.w", "mlp.w_up") next to x (and memory), so that every one of them is checked.
+"norm1.w", "mlp.w_up") next to x (and memory), so that every one of them is checked; the names go
+on and off with blocks/names.py's `prefixed` and `sub_params`, as in the models.
 """
 from __future__ import annotations
 
@@ -31,17 +32,6 @@ def exercised(params: dict, rng: np.random.Generator) -> dict:
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
         out[name] = value
     return out
-
-
-def prefixed(params: dict, prefix: str) -> dict:
-    """{"wq": ...} -> {"attn.wq": ...}."""
-    return {prefix + name: value for name, value in params.items()}
-
-
-def unprefixed(inputs: dict, prefix: str) -> dict:
-    """The entries of `inputs` under `prefix`, with the prefix removed."""
-    return {name[len(prefix):]: value for name, value in inputs.items()
-            if name.startswith(prefix)}
 
 
 def key_mask(lengths: list[int], s: int) -> np.ndarray:

@@ -12,8 +12,9 @@ import numpy as np
 from glassformer.blocks.attention import (attention_block_backward, attention_block_forward,
                                           init_attention)
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.names import prefixed, sub_params
 from glassformer.gradcheck.cases._block_params import (WEIGHT_STD, drop_key_bias, exercised,
-                                                       key_mask, prefixed, unprefixed)
+                                                       key_mask)
 from glassformer.gradcheck.core import GradcheckCase
 
 B, T, S, C = 2, 3, 4, 8
@@ -46,7 +47,7 @@ def case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
         return inputs
 
     def forward(inp):
-        return attention_block_forward(unprefixed(inp, prefix), inp["x"], cfg, causal=causal,
+        return attention_block_forward(sub_params(inp, prefix), inp["x"], cfg, causal=causal,
                                        memory=inp.get("memory"), key_mask=inp.get("key_mask"),
                                        positions=inp.get("positions"))
 

@@ -1,30 +1,15 @@
 """Gradcheck cases for layer norm: with and without bias, two eps values, 2-d and 3-d inputs."""
 from __future__ import annotations
 
-from glassformer.gradcheck.core import GradcheckCase
+from functools import partial
+
+from glassformer.gradcheck.cases._weight_bias import weight_bias_case
 from glassformer.ops.layer_norm import layer_norm_backward, layer_norm_forward
 
 
 def _case(mode, *, shape, bias, eps):
-    width = shape[-1]
-
-    def make(rng):
-        inputs = {"x": rng.standard_normal(shape), "w": rng.standard_normal(width)}
-        if bias:
-            inputs["b"] = rng.standard_normal(width)
-        return inputs
-
-    def forward(inp):
-        return layer_norm_forward(inp["x"], inp["w"], inp.get("b"), eps=eps)
-
-    def backward(dout, ctx):
-        dx, dw, db = layer_norm_backward(dout, ctx)
-        grads = {"x": dx, "w": dw}
-        if bias:
-            grads["b"] = db
-        return grads
-
-    return GradcheckCase("layer_norm", mode, make, forward, backward)
+    return weight_bias_case("layer_norm", mode, partial(layer_norm_forward, eps=eps),
+                            layer_norm_backward, x_shape=shape, w_shape=(shape[-1],), bias=bias)
 
 
 CASES = [

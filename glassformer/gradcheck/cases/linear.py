@@ -1,30 +1,13 @@
 """Gradcheck cases for the linear op: with and without bias, one row, 2-d and batched 3-d inputs."""
 from __future__ import annotations
 
-from glassformer.gradcheck.core import GradcheckCase
+from glassformer.gradcheck.cases._weight_bias import weight_bias_case
 from glassformer.ops.linear import linear_backward, linear_forward
 
 
 def _case(mode, *, shape, c_out, bias):
-    c_in = shape[-1]
-
-    def make(rng):
-        inputs = {"x": rng.standard_normal(shape), "w": rng.standard_normal((c_in, c_out))}
-        if bias:
-            inputs["b"] = rng.standard_normal(c_out)
-        return inputs
-
-    def forward(inp):
-        return linear_forward(inp["x"], inp["w"], inp.get("b"))
-
-    def backward(dout, ctx):
-        dx, dw, db = linear_backward(dout, ctx)
-        grads = {"x": dx, "w": dw}
-        if bias:
-            grads["b"] = db
-        return grads
-
-    return GradcheckCase("linear", mode, make, forward, backward)
+    return weight_bias_case("linear", mode, linear_forward, linear_backward, x_shape=shape,
+                            w_shape=(shape[-1], c_out), bias=bias)
 
 
 CASES = [

@@ -8,8 +8,8 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.mlp import init_mlp, mlp_backward, mlp_forward
-from glassformer.gradcheck.cases._block_params import (WEIGHT_STD, exercised, prefixed,
-                                                       unprefixed)
+from glassformer.blocks.names import prefixed, sub_params
+from glassformer.gradcheck.cases._block_params import WEIGHT_STD, exercised
 from glassformer.gradcheck.core import GradcheckCase
 
 B, T, C, F = 2, 3, 8, 12
@@ -26,7 +26,7 @@ def _case(kind: str, bias: bool) -> GradcheckCase:
         return inputs
 
     def forward(inp):
-        return mlp_forward(unprefixed(inp, PREFIX), inp["x"], cfg)
+        return mlp_forward(sub_params(inp, PREFIX), inp["x"], cfg)
 
     def backward(dy, ctx):
         grads, dx = mlp_backward(dy, ctx)

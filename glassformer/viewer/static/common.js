@@ -36,6 +36,25 @@ GF.diverging = function (v, scale) {
 };
 GF.rgb = function (c) { return "rgb(" + c[0] + "," + c[1] + "," + c[2] + ")"; };
 
+/* One head's T x S weights as a thumbnail filling `canvas`: w holds heads x T x S floats (the
+   decoded layer), index the head's place in it; grey(i, j) marks padding cells. One pixel per
+   weight, drawn off screen and scaled up unsmoothed; sqrt lifts the small weights into view. */
+GF.thumbnail = function (canvas, w, index, T, S, grey) {
+  const off = GF.el("canvas", { width: S, height: T });
+  const octx = off.getContext("2d"), image = octx.createImageData(S, T);
+  for (let i = 0; i < T; i++) {
+    for (let j = 0; j < S; j++) {
+      const c = grey(i, j) ? [200, 200, 200] : GF.blue(Math.sqrt(w[(index * T + i) * S + j]));
+      const at = 4 * (i * S + j);
+      image.data[at] = c[0]; image.data[at + 1] = c[1]; image.data[at + 2] = c[2]; image.data[at + 3] = 255;
+    }
+  }
+  octx.putImageData(image, 0, 0);
+  const ctx = canvas.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+};
+
 GF.tooltip = function () {
   let tip = document.getElementById("tooltip");
   if (!tip) { tip = GF.el("div", { id: "tooltip" }); document.body.appendChild(tip); }
@@ -103,6 +122,15 @@ GF.heatmap = function (matrix, opts) {
 };
 
 GF.fmt = function (v, digits) { return v === null ? "-inf" : Number(v).toFixed(digits === undefined ? 4 : digits); };
+
+/* A page's setLang: switch GF.lang to "en" or "zh" (anything else is an error), then render. */
+GF.languageSetter = function (render) {
+  return function (code) {
+    if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
+    GF.lang = code;
+    render();
+  };
+};
 
 /* The language switch: two buttons; onChange re-renders the page. */
 GF.langBar = function (onChange) {

@@ -50,11 +50,7 @@ function render() {
       GF.el("div", { class: "meta", text: D.compare[GF.lang] }), GF.el("div", { class: "bar" }, [GF.langBar(setLang)])]),
     GF.el("main", {}, [GF.el("section", {}, [GF.el("div", { class: "side" }, [column("causal"), column("bidirectional")])])]));
 }
-function setLang(code) {
-  if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
-  GF.lang = code;
-  render();
-}
+const setLang = GF.languageSetter(render);
 function weights(mode) {
   return D.modes[mode].forward.find(function (s) { return s.key === "weights"; }).value[0];
 }

@@ -191,21 +191,9 @@ function crossGrid() {
   });
   return GF.el("section", { id: "cross-grid-view" }, [GF.el("h2", { text: t("crossGrid") }), GF.el("p", { class: "note", text: t("gridNote") }), grid]);
 }
-function drawSmall(canvas, layer, head) {
-  const index = D.heads.indexOf(head), w = layerWeights("cross", layer);
-  const off = GF.el("canvas", { width: S, height: T });
-  const octx = off.getContext("2d"), image = octx.createImageData(S, T);
-  for (let i = 0; i < T; i++) {
-    for (let j = 0; j < S; j++) {
-      const c = srcPad[j] ? [200, 200, 200] : GF.blue(Math.sqrt(w[(index * T + i) * S + j]));
-      const at = 4 * (i * S + j);
-      image.data[at] = c[0]; image.data[at + 1] = c[1]; image.data[at + 2] = c[2]; image.data[at + 3] = 255;
-    }
-  }
-  octx.putImageData(image, 0, 0);
-  const ctx = canvas.getContext("2d");
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+function drawSmall(canvas, layer, head) {   /* one cross-attention thumbnail */
+  GF.thumbnail(canvas, layerWeights("cross", layer), D.heads.indexOf(head), T, S,
+    function (i, j) { return srcPad[j]; });
 }
 function encoderSection() {
   return GF.el("section", { id: "encoder-attention" }, [
@@ -227,11 +215,7 @@ function render() {
   document.getElementById("app").replaceChildren(header(), GF.el("main", {}, [tokensSection(), crossSection(),
     crossGrid(), encoderSection(), decoderSection()]));
 }
-function setLang(code) {
-  if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
-  GF.lang = code;
-  render();
-}
+const setLang = GF.languageSetter(render);
 
 window.glassformerViewer = {
   kind: "seq2seq",

@@ -203,20 +203,8 @@ function headView() {
 }
 function drawSmall(canvas) {          /* one layer x head thumbnail, drawn when it scrolls into view */
   const layer = Number(canvas.dataset.layer), head = Number(canvas.dataset.head);
-  const index = D.heads.indexOf(head), w = layerWeights(layer);
-  const off = GF.el("canvas", { width: S, height: T });
-  const octx = off.getContext("2d"), image = octx.createImageData(S, T);
-  for (let i = 0; i < T; i++) {
-    for (let j = 0; j < S; j++) {
-      const c = padRows[i] || padRows[j] ? [200, 200, 200] : GF.blue(Math.sqrt(w[(index * T + i) * S + j]));
-      const at = 4 * (i * S + j);
-      image.data[at] = c[0]; image.data[at + 1] = c[1]; image.data[at + 2] = c[2]; image.data[at + 3] = 255;
-    }
-  }
-  octx.putImageData(image, 0, 0);
-  const ctx = canvas.getContext("2d");
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, canvas.width, canvas.height);
+  GF.thumbnail(canvas, layerWeights(layer), D.heads.indexOf(head), T, S,
+    function (i, j) { return padRows[i] || padRows[j]; });
 }
 let thumbnails = null;                /* the IntersectionObserver of the current model view */
 function small(layer, head, px) {
@@ -358,11 +346,7 @@ function render() {
   if (D.mlm) sections.push(mlmSection());
   app.replaceChildren(header(), GF.el("main", {}, sections.concat([normsSection(), stepsSection()])));
 }
-function setLang(code) {
-  if (code !== "en" && code !== "zh") throw new Error("setLang: 'en' or 'zh', got " + code);
-  GF.lang = code;
-  render();
-}
+const setLang = GF.languageSetter(render);
 
 window.glassformerViewer = {
   kind: "model",
