@@ -11,7 +11,7 @@ An adapter sits beside the weight it adapts, under the weight's own name plus a 
 The two constants are float64 0-d arrays so that every entry of a param dict stays an array (the
 training loop ships `frozen` weights to its ranks as arrays); they are read with float(), so they
 never promote a float32 product. A LoRA run trains the `lora_A`/`lora_B` entries and passes the
-base weights and the constants as `frozen` (train/objective.py).
+base weights and the constants as `frozen` (train/objectives/objective.py).
 
 The weights that can carry an adapter are the linear layers of the blocks: attention's wq, wk, wv,
 wo and the MLP's w_up, w_gate, w_down, plus "attn.wqkv", one adapter over the joined q|k|v

@@ -146,7 +146,7 @@ def check_messages(messages) -> list[dict]:
 
 def compile_template(source: str) -> jinja2.Template:
     """The Jinja source compiled in the sandbox, for a caller that renders it many times
-    (compiling costs ~100x a render: train/sft.py renders each conversation several times).
+    (compiling costs ~100x a render: train/datasets/chat.py renders each conversation several times).
     Raises GlassformerError for a syntax error or a sandbox refusal."""
     try:
         return environment().from_string(source)

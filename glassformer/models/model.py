@@ -4,7 +4,7 @@ It holds no other state: caches, positions and RNGs are created per call and pas
 The math lives in the family module (gpt2, llama, bert); this class only routes to it through
 the family's `Family` record. Generating and exporting are functions of the layers above:
 `glassformer.generate.generate.generate(model, ids, ...)` and
-`glassformer.io.pretrained.save_pretrained(model, dir)`.
+`glassformer.save_pretrained(model, dir)`.
 """
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
     should_stop() is asked once per iteration; when it says True (Ctrl-C, SIGTERM: see
-    train/signals.py) the run checkpoints the iteration it is at and returns early.
+    train/runs/signals.py) the run checkpoints the iteration it is at and returns early.
     steps: how a step and an eval loss are computed (train/step.py); a data-parallel run passes
     train/distributed.py's, and then only the process with steps.writes_files writes anything.
     val_tokens_per_byte: the val split's tokens per UTF-8 byte; when given, each eval also logs

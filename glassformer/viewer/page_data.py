@@ -107,7 +107,7 @@ def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
     ids = inspection.ids[0]
     named = sorted(set(top.ravel().tolist()))
     size = tokenizer.vocab_size if tokenizer is not None else probs.shape[-1]
-    # a --tokenizer run's model pads its vocab past the tokenizer's (train/run.py): no text there
+    # a --tokenizer run's model pads its vocab past the tokenizer's (train/runs/text.py): no text there
     vocab = {str(tok.id): tok.text
              for tok in describe_tokens(tokenizer, [i for i in named if i < size])}
     vocab.update({str(i): f"<padding id {i}>" for i in named if i >= size})
@@ -126,7 +126,7 @@ def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
               for layer in range(lens.ids.shape[0])]
     seen = sorted(set(lens.ids[:, 0].ravel().tolist()) | set(lens.final[0].tolist()))
     tokenizer = inspection.model.tokenizer
-    # a --tokenizer run's model pads its vocab past the tokenizer's (train/run.py): no text there
+    # a --tokenizer run's model pads its vocab past the tokenizer's (train/runs/text.py): no text there
     vocab = {str(tok.id): tok.text
              for tok in describe_tokens(tokenizer, [i for i in seen if i < tokenizer.vocab_size])}
     vocab.update({str(i): f"<padding id {i}>" for i in seen if i >= tokenizer.vocab_size})

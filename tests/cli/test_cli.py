@@ -97,3 +97,23 @@ def test_detect_lang_reads_the_first_locale_variable_set():
     assert detect_lang({"LANG": "zh_CN.UTF-8"}) == "zh"
     assert detect_lang({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}) == "en"
     assert detect_lang({"LC_ALL": "", "LANGUAGE": "zh_TW"}) == "zh"
+
+
+def test_no_command_imports_another_command():
+    """Commands share helpers through cli/common.py (and training's ranks through cli/launch.py),
+    never by importing another command's module (CONTRIBUTING, "Adding a CLI command")."""
+    import ast
+    from pathlib import Path
+
+    from glassformer.cli import COMMANDS
+    commands = {module.__name__ for module in COMMANDS}
+    for module in COMMANDS:
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        assert not (imported & commands) - {module.__name__}, module.__name__

@@ -1,6 +1,6 @@
 """Masked-LM BERT against transformers' BertForMaskedLM (random init, several configs, padding in
 the batch): logits, the masked-LM loss with ignored positions, and the gradient of every
-parameter against torch autograd; and the mlm objective's loss and grads (train/mlm.py) against
+parameter against torch autograd; and the mlm objective's loss and grads (train/objectives/mlm.py) against
 the same loss computed by torch."""
 import numpy as np
 import pytest
@@ -107,7 +107,7 @@ def test_logits_masked_loss_and_every_grad_match_bert_for_masked_lm(name):
 
 
 def test_mlm_objective_loss_and_grads_match_torch():
-    """train/mlm.py's head-on-chosen-rows path (no padding: the objective's windows have none)."""
+    """train/objectives/mlm.py's head-on-chosen-rows path (no padding: the objective's windows have none)."""
     model, cfg, params = hf_mlm("deeper-gelu_new", seed=3)
     ids, mask, targets = masked_batch(cfg, np.random.default_rng(1), padding=False)
     _, ref_loss, ref_grads = torch_loss_and_grads(model, cfg, ids, mask, targets)

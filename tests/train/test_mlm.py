@@ -1,4 +1,4 @@
-"""The masked-LM objective (train/mlm.py): BERT's masking, the loss on chosen positions only,
+"""The masked-LM objective (train/objectives/mlm.py): BERT's masking, the loss on chosen positions only,
 and its gradients equal to the full head's."""
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Seq2seq data (train/pairs.py): sources, fixed splits, the pair tokenizer, bucketed batches,
+"""Seq2seq data (train/datasets/pairs.py): sources, fixed splits, the pair tokenizer, bucketed batches,
 and the inverse-sqrt schedule."""
 import math
 import zlib

@@ -1,4 +1,4 @@
-"""train/sft.py: chat JSONL -> ids with loss on the replies only, found by diffing renders; typed
+"""train/datasets/chat.py: chat JSONL -> ids with loss on the replies only, found by diffing renders; typed
 control tokens stay text; bad lines are one clear error naming the line; padded batches."""
 import json
 

@@ -5,7 +5,7 @@ This is what `glassformer finetune` calls.
     run_finetune     a new run: the model is loaded, the data encoded and every setting checked
                      before anything is written; then the run folder is locked and filled
     resume_finetune  continue the run in a folder with its own base model, LoRA and settings
-                     (only train/checks.py's SAFE_ON_RESUME may change)
+                     (only train/runs/checks.py's SAFE_ON_RESUME may change)
 
 Data. A `.jsonl`/`.json` file is chat data, `{"messages": [...]}` a line, rendered with the base
 model's chat template with loss on the replies only (train/datasets/chat.py, objective "sft");
@@ -201,7 +201,7 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                     allow_new_data: bool = False, on_note=None, on_start=None, on_step=None,
                     should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Continue the fine-tuning run in `out_dir` from its last checkpoint, on its own base model
-    and LoRA; given: the training settings given explicitly (see train/checks.py)."""
+    and LoRA; given: the training settings given explicitly (see train/runs/checks.py)."""
     hooks = RunHooks(on_note, on_start, on_step, should_stop, steps)
     out = run_folder(out_dir)
     if not out.is_dir():
