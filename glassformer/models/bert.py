@@ -40,8 +40,8 @@ from glassformer.blocks.residual import BlockCtx
 from glassformer.errors import GlassformerError
 from glassformer.models.common import (check_ids_and_positions, init_layers, layers_backward,
                                        layers_forward, layers_shapes)
-from glassformer.models.family import (ENCODER, Family, check_config_values,
-                                       config_from_dict, config_to_dict)
+from glassformer.models.family import (ENCODER, Family, FamilyConfig, check_config_values,
+                                       check_sizes, config_from_dict)
 from glassformer.ops.activation import GeluCtx, gelu_backward, gelu_forward
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward, embedding_forward
@@ -56,7 +56,7 @@ ENCODER_NO_CACHE = ("BERT is an encoder: it reads the whole sequence at once, ke
 
 
 @dataclass(frozen=True)
-class BertConfig:
+class BertConfig(FamilyConfig):
     ARCH: ClassVar[str] = "bert"
     vocab_size: int = 65            # V
     max_seq_len: int = 64           # T_max, rows of the learned position table
@@ -72,9 +72,8 @@ class BertConfig:
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        for field in ("vocab_size", "max_seq_len", "n_types", "n_layer", "n_head", "d_model"):
-            if getattr(self, field) < 1:
-                raise GlassformerError(f"{field} must be at least 1, got {getattr(self, field)}")
+        check_sizes(self, ("vocab_size", "max_seq_len", "n_types", "n_layer", "n_head",
+                           "d_model"))
         if self.activation not in ("gelu", "gelu_tanh"):
             raise GlassformerError(f"BERT activation must be 'gelu' or 'gelu_tanh', "
                                    f"got {self.activation!r}")
@@ -85,9 +84,6 @@ class BertConfig:
                            norm="layer", norm_eps=self.norm_eps, norm_position="post",
                            mlp=self.activation, qkv_bias=True, out_bias=True, mlp_bias=True,
                            position="none", dropout=self.dropout)
-
-    def to_dict(self) -> dict:
-        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "BertConfig":
