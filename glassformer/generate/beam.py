@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.models import seq2seq_decode
 from glassformer.ops.cross_entropy import log_softmax_forward
@@ -192,10 +191,7 @@ def _follow_parents(state, rows: np.ndarray):
     note: a beam never changes source, so the cross-attention keys/values and the source mask
     (the same for all K rows of a source) stay as they are; only the KV cache is gathered.
     """
-    cache = state.kv_cache
-    kept = KVCache(k=[k[rows] for k in cache.k], v=[v[rows] for v in cache.v],
-                   length=cache.length)                              # (B K, H, T_max, D) each
-    return state._replace(kv_cache=kept)
+    return state._replace(kv_cache=state.kv_cache.select_rows(rows))  # (B K, H, T_max, D) each
 
 
 def _trim(ids: np.ndarray, eos_id: int) -> list[int]:
