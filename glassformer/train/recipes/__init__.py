@@ -63,9 +63,10 @@ def tang_bert_start(model: dict, train_cfg: TrainConfig) -> Start:
         held = dataclasses.replace(train_cfg, held_keys=",".join(HELD_KEYS))
         return Start(neighbour_heads_init, held, None)
     return Start(sinusoid_positions, train_cfg,
-                 f"note: neighbour heads need two heads of at least block size - 1 dims, got "
-                 f"{heads} of {model['d_model'] // heads} for block size {block}: the position "
-                 "table starts from sinusoids instead, and nothing is held (docs/bert.md)")
+                 f"note: neighbour heads need two heads or more, each large enough to point at "
+                 f"one of block size positions, got {heads} of {model['d_model'] // heads} dims "
+                 f"for block size {block}: the position table starts from sinusoids instead, "
+                 "and nothing is held (docs/bert.md)")
 
 
 # `glassformer train`'s model flags default to this model (MODEL_FLAGS in cli/train.py)
