@@ -23,8 +23,8 @@ How (C = d_model, H heads of size d = C / H, M = d // 2 frequencies theta_1..the
     q_i . k_j  ~  K(i + delta_h - j),   K(x) = sum_m cos(theta_m x),   K(0) = M
 
 one sharp peak at j = i + delta_h, if K stays low at every other x the table can hold
-(1 <= |x| <= T - 1, where the neighbour is in the table). When 2M + 1 >= T the frequencies are the uniform grid
-theta_m = 2 pi m / (2M + 1): K is a Dirichlet kernel, -1/2 at every other x of the table, the
+(1 <= |x| <= T - 1, where the neighbour is in the table). When 2M + 1 >= T the frequencies are
+the uniform grid theta_m = 2 pi m / (2M + 1): K is a Dirichlet kernel, -1/2 at every other x of the table, the
 best there is. A longer table would alias that grid (K has period 2M + 1, so a second peak of M
 sits 2M + 1 positions away), so there the frequencies are the best of `DRAWS` uniform draws in
 (0.05, pi) from a fixed seed (`frequencies`: the draw whose largest K over the table is least;
@@ -38,8 +38,8 @@ token embeddings'. The init is deterministic: the search draws from its own fixe
 from the run's generator.
 
 When the heads do not fit (a head too small to keep one peak over the table, or one head), the
-recipe starts
-the position table from Vaswani et al.'s sinusoids instead (`sinusoid_positions`), and says so.
+recipe starts the position table from Vaswani et al.'s sinusoids instead (`sinusoid_positions`),
+and says so.
 
 Old run folders. Before the recipe owned this init, BertConfig carried it as two flags,
 `neighbour_heads` and `sinusoid_init` (config.json has them): BertConfig.from_dict ignores them
@@ -57,7 +57,7 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.ops.position import sinusoidal_positions
 
-GAP = 10.0                  # score of the head's neighbour minus any other position's, at init
+GAP = 10.0                  # score of the head's neighbour minus the highest other one, at init
 EMB_STD = 0.02              # BERT's init of the embedding tables (models/bert.py)
 MAX_SIDELOBE = 0.5          # the most K may reach off its peak, as a share of the peak M
 DRAWS, SEARCH_SEED = 3000, 0   # the frequency search: how many draws, from which fixed seed
@@ -89,13 +89,12 @@ def check_neighbour_heads(d_model: int, n_head: int, max_seq_len: int) -> None:
                                f"takes one head's dims, the tokens the rest): got n_head {n_head}")
     d = d_model // n_head
     M = d // 2
-    sidelobe = frequencies(M, max_seq_len - 1)[1] if M else float("inf")
-    if M < 1 or sidelobe > MAX_SIDELOBE * M:
+    share = frequencies(M, max_seq_len - 1)[1] / M if M else 1.0   # largest sidelobe / peak
+    if share > MAX_SIDELOBE:
         raise GlassformerError(f"neighbour_heads needs a head large enough to point at one "
                                f"position of {max_seq_len} (its position code has one frequency "
                                f"per two dims, and off its peak may reach at most "
-                               f"{MAX_SIDELOBE:.0%} of it): head size {d} reaches "
-                               f"{sidelobe / max(M, 1):.0%}")
+                               f"{MAX_SIDELOBE:.0%} of it): head size {d} reaches {share:.0%}")
 
 
 # What the run holds still for hold_iters: the weights that point layer 0's heads
