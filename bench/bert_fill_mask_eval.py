@@ -2,20 +2,28 @@
 
 Held-out poems are the validation split of `glassformer train --arch bert --objective mlm`: the
 last 10% of the file by position (the first, partial line of it dropped). Each poem is cut to its
-whole sentences (ending in 。？！) that fit the model's position table with [CLS] and [SEP], and
-one Chinese character of it (never punctuation) is replaced by [MASK], chosen by a seeded
-generator. The model's top-1 (glassformer.fill_mask) is right when it is that character.
+whole sentences (ending in 。？！) of at most --max-chars characters (64; fewer when the model's
+position table cannot hold that many with [CLS] and [SEP]), and one Chinese character of it
+(never punctuation) is replaced by [MASK], chosen by a seeded generator. The line is fed whole,
+framed [CLS] line [SEP]; the model's top-1 (glassformer.fill_mask) is right when it is that
+character.
 
-The unigram baseline guesses the training split's most frequent Chinese character everywhere;
-its entropy is the cross-entropy of the training split's character frequencies (nats).
+Two baselines say what the figure means. The unigram baseline guesses the training split's most
+frequent Chinese character everywhere; its entropy is the cross-entropy of the training split's
+character frequencies (nats). The neighbour baseline counts, in the training split, which
+Chinese character sits between each (left, right) pair of characters, after each left one and
+before each right one, and guesses the commonest for the masked character's own neighbours:
+the pair's when the training split has that pair, else the left neighbour's, else the right's,
+else the unigram's (a line's first character has the newline to its left, as in the file).
 With --hf N the model is exported (save_pretrained) and transformers' pipeline("fill-mask") on
 the exported folder is asked the first N masked poems: its top-1 is compared with ours.
 Famous lines not in the training split are filled at the end, ours beside transformers'.
 
     python -m bench.bert_fill_mask_eval --model RUN [--data ../shared/data/tang_poems.txt]
-                                        [--poems N] [--hf 200] [--seed 0]
+                                        [--poems N] [--max-chars 64] [--hf 200] [--seed 0]
 
-Last line: one JSON object with top1, unigram_top1, unigram_nats, n, hf_agree, hf_n.
+Last line: one JSON object with top1, unigram_top1, neighbour_top1, unigram_nats, n, max_chars,
+hf_agree, hf_n.
 """
 from __future__ import annotations
 
@@ -82,6 +90,43 @@ def masked_examples(poems: list[str], max_chars: int, rng) -> list[tuple[str, st
     return examples
 
 
+def neighbours(text: str) -> tuple[str, str]:
+    """The characters left and right of the one [MASK] in text (a newline at either end)."""
+    i = text.index(MASK)
+    rest = text[i + len(MASK):]
+    return (text[i - 1] if i else "\n"), (rest[0] if rest else "\n")
+
+
+def commonest_between(codes: np.ndarray, keys: np.ndarray, wanted: set[int],
+                      chinese: np.ndarray) -> dict[int, int]:
+    """{key: the commonest Chinese middle code} for the wanted keys (one key per middle)."""
+    keep = chinese & np.isin(keys, np.fromiter(wanted, np.int64, len(wanted)))
+    best: dict[int, tuple[int, int]] = {}
+    for (key, middle), count in Counter(zip(keys[keep].tolist(), codes[keep].tolist())).items():
+        if count > best.get(key, (0, 0))[0]:
+            best[key] = (count, middle)
+    return {key: middle for key, (_, middle) in best.items()}
+
+
+def neighbour_baseline(train: str, pairs: list[tuple[str, str]], fallback: str) -> list[str]:
+    """The neighbour-counting guess for each (left, right) pair (module docstring), by code
+    point over the training split: (left << 21) | right is a pair's key (code points < 2^21)."""
+    codes = np.frombuffer(train.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    seen = np.unique(codes)
+    chinese = np.isin(codes, seen[[is_chinese(chr(c)) for c in seen.tolist()]])[1:-1]
+    left, middle, right = codes[:-2], codes[1:-1], codes[2:]
+    asked = [(ord(a), ord(b)) for a, b in pairs]
+    by_pair = commonest_between(middle, (left << 21) | right, {(a << 21) | b for a, b in asked},
+                                chinese)
+    by_left = commonest_between(middle, left, {a for a, _ in asked}, chinese)
+    by_right = commonest_between(middle, right, {b for _, b in asked}, chinese)
+    guesses = []
+    for a, b in asked:
+        code = by_pair.get((a << 21) | b, by_left.get(a, by_right.get(b)))
+        guesses.append(fallback if code is None else chr(code))
+    return guesses
+
+
 def unigram(train: str, only_chinese: bool) -> tuple[str, float, float]:
     """(most frequent character of the training text, its share, the unigram entropy in nats),
     over its Chinese characters or over every character."""
@@ -119,6 +164,9 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="a masked-LM run or BertForMaskedLM folder")
     parser.add_argument("--data", default=str(DATA), help="the recipe's data file")
     parser.add_argument("--poems", type=int, default=0, help="held-out poems to use (0: all)")
+    parser.add_argument("--max-chars", type=int, default=64,
+                        help="cut each held-out poem to its whole sentences of at most this many "
+                             "characters (and what the position table holds)")
     parser.add_argument("--hf", type=int, default=0,
                         help="compare top-1 with transformers' pipeline on this many")
     parser.add_argument("--seed", type=int, default=0, help="seeds the masked positions")
@@ -127,7 +175,8 @@ def main() -> None:
     train, poems = split(Path(args.data).read_text(encoding="utf-8"))
     if args.poems:
         poems = poems[:args.poems]
-    examples = masked_examples(poems, model.cfg.max_seq_len - 2, np.random.default_rng(args.seed))
+    max_chars = min(args.max_chars, model.cfg.max_seq_len - 2)   # [CLS] line [SEP] must fit
+    examples = masked_examples(poems, max_chars, np.random.default_rng(args.seed))
     start = time.perf_counter()
     with blas_threads(1):   # one short sequence at a time: more threads only wait on each other
         guesses = [fill_mask(model, text, top_k=1)[0][0][0] for text, _ in examples]
@@ -137,11 +186,16 @@ def main() -> None:
     common, _, nats = unigram(train, only_chinese=True)
     any_common, any_share, any_nats = unigram(train, only_chinese=False)
     baseline = float(np.mean([a == common for a in answers]))
-    print(f"held-out poems masked: {len(examples):,} (one Chinese character each), "
-          f"{seconds:.1f} s")
+    counted = neighbour_baseline(train, [neighbours(text) for text, _ in examples], common)
+    by_neighbours = float(np.mean([g == a for g, a in zip(counted, answers)]))
+    print(f"held-out poems masked: {len(examples):,} (one Chinese character each; whole "
+          f"sentences of at most {max_chars} characters, fed whole), {seconds:.1f} s")
     print(f"masked top-1 accuracy: {top1:.2%}   unigram baseline ({common!r} everywhere): "
           f"{baseline:.2%}, unigram entropy {nats:.2f} nats over Chinese characters "
           f"(over every character: {any_common!r} {any_share:.2%}, {any_nats:.2f} nats)")
+    print(f"neighbour baseline (the training split's commonest character between the same "
+          f"left and right neighbours, else after the left, else before the right): "
+          f"{by_neighbours:.2%}")
     hf_agree, hf_n = None, 0
     with tempfile.TemporaryDirectory() as folder:
         famous_hf = None
@@ -166,8 +220,9 @@ def main() -> None:
             hf_note = "" if famous_hf is None else f"  | transformers top-1: {famous_hf[k]}"
             print(f"{text} ({answer}; {where}): {shown}{hf_note}")
     print(attention_report(model, "床前明月光，疑是地上霜。"))
-    print(json.dumps({"top1": top1, "unigram_top1": baseline, "unigram_nats": nats,
-                      "n": len(examples), "hf_agree": hf_agree, "hf_n": hf_n}))
+    print(json.dumps({"top1": top1, "unigram_top1": baseline, "neighbour_top1": by_neighbours,
+                      "unigram_nats": nats, "n": len(examples), "max_chars": max_chars,
+                      "hf_agree": hf_agree, "hf_n": hf_n}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Neighbour heads (train/recipes/neighbour_heads.py), the Tang BERT recipe's init: layer 0 of a
-new BERT starts reading fixed neighbours, a head too small for the position code falls back to
-sinusoids with a note, and runs saved with the old BertConfig flags still load."""
+new BERT starts reading fixed neighbours (a table longer than the head through searched
+frequencies), a head too small for the position code falls back to sinusoids with a note, and
+runs saved with the old BertConfig flags still load."""
 import dataclasses
 
 import numpy as np
@@ -11,7 +12,7 @@ from glassformer.models.bert import BertConfig, init_params
 from glassformer.train.loop import TrainConfig
 from glassformer.train.recipes import TANG_BERT, tang_bert_start
 from glassformer.train.recipes.neighbour_heads import (HELD_KEYS, check_neighbour_heads,
-                                                       neighbour_heads_init, offsets,
+                                                       frequencies, neighbour_heads_init, offsets,
                                                        sinusoid_positions, with_old_held_keys)
 
 
@@ -36,7 +37,8 @@ def layer0_attention(params, cfg, ids):
     return weights / weights.sum(-1, keepdims=True)
 
 
-@pytest.mark.parametrize("d_model, n_head, seq", [(128, 4, 32), (96, 3, 24), (64, 2, 17)])
+@pytest.mark.parametrize("d_model, n_head, seq", [(128, 4, 32), (96, 3, 24), (64, 2, 17),
+                                                  (128, 4, 128)])   # head size 32 < T - 1
 def test_each_head_starts_on_its_neighbour(d_model, n_head, seq):
     cfg = BertConfig(vocab_size=300, max_seq_len=seq, n_layer=2, n_head=n_head,
                      d_model=d_model, mlm_head=True)
@@ -64,18 +66,31 @@ def test_the_recipe_rewrites_only_the_embeddings_and_layer_0_and_holds_them():
     assert start.train_cfg.hold_iters == 5
 
 
+def test_the_frequencies_are_the_uniform_grid_where_it_fits_else_a_seeded_search():
+    theta, sidelobe = frequencies(16, 31)            # 2M + 1 = 33 > 31: the Dirichlet kernel
+    np.testing.assert_array_equal(theta, 2 * np.pi * np.arange(1, 17) / 33)
+    assert sidelobe == -0.5
+    theta, sidelobe = frequencies(16, 127)           # the uniform grid would alias at 33
+    x = np.arange(1, 128)
+    assert np.isclose(np.cos(np.outer(x, theta)).sum(1).max(), sidelobe)
+    assert sidelobe < 0.35 * 16
+    frequencies.cache_clear()
+    assert np.array_equal(frequencies(16, 127)[0], theta)   # deterministic: its own fixed seed
+
+
 def test_a_head_too_small_for_the_table_is_refused_in_one_line():
-    with pytest.raises(GlassformerError, match="head size of at least max_seq_len - 1"):
-        check_neighbour_heads(128, 4, 48)
+    check_neighbour_heads(128, 4, 128)
+    with pytest.raises(GlassformerError, match="head large enough to point at one position of 128"):
+        check_neighbour_heads(64, 8, 128)
     with pytest.raises(GlassformerError, match="more than one head"):
         check_neighbour_heads(32, 1, 16)
 
 
 def test_heads_that_do_not_fit_start_from_sinusoids_and_say_so():
-    train_cfg = TrainConfig(block_size=48, hold_iters=5)
-    start = tang_bert_start({**TANG_BERT.model, "d_model": 128, "n_head": 4}, train_cfg)
+    train_cfg = TrainConfig(block_size=128, hold_iters=5)
+    start = tang_bert_start({**TANG_BERT.model, "d_model": 64, "n_head": 8}, train_cfg)
     assert start.after_init is sinusoid_positions and start.train_cfg == train_cfg
-    assert "sinusoids" in start.note and "got 4 of 32 for block size 48" in start.note
+    assert "sinusoids" in start.note and "got 8 of 8 dims for block size 128" in start.note
 
 
 def test_sinusoid_positions_change_only_the_position_table():

@@ -27,12 +27,12 @@ def test_the_recipes_keep_their_numbers():
     assert llama == LlamaConfig(vocab_size=65, max_seq_len=64, n_kv_head=4)
     model, start = new_run_settings(TANG_BERT, {}, {})
     assert start.train_cfg == TrainConfig(
-        objective="mlm", block_size=32, batch_size=64, lr=2e-3, min_lr=2e-4, warmup_iters=100,
-        max_iters=9000, lr_decay_iters=9000, weight_decay=0.01, beta2=0.999, mask_prob=0.4,
+        objective="mlm", block_size=128, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100,
+        max_iters=20000, lr_decay_iters=20000, weight_decay=0.01, beta2=0.999, mask_prob=0.4,
         hold_iters=1500, eval_interval=500, eval_iters=10,
         held_keys="pos_emb,blocks.0.attn.wq,blocks.0.attn.bq,blocks.0.attn.wk,blocks.0.attn.bk")
-    assert model_config(model, 100, 32) == BertConfig(
-        vocab_size=100, max_seq_len=32, n_layer=2, n_head=4, d_model=128, mlm_head=True,
+    assert model_config(model, 100, 128) == BertConfig(
+        vocab_size=100, max_seq_len=128, n_layer=2, n_head=4, d_model=128, mlm_head=True,
         activation="gelu_tanh")
     model, start = new_run_settings(G2P, {"max_iters": 7}, {"n_layer": 1})
     assert start.train_cfg == TrainConfig(

@@ -11,7 +11,7 @@ override it:
 
     SHAKESPEARE  nanoGPT's Shakespeare-char recipe as its README runs it on a CPU: TrainConfig's
                  defaults, a 4-layer 128-wide GPT (docs: README)
-    TANG_BERT    BERT's masked-LM on the Tang poems: 2 layers, C=128, T=32, 40% masked, tanh
+    TANG_BERT    BERT's masked-LM on the Tang poems: 2 layers, C=128, T=128, 40% masked, tanh
                  GELU, layer 0's neighbour heads held 1,500 iterations (docs/bert.md)
     G2P          the paper's encoder-decoder on CMUdict, sized to finish within 20 minutes on a
                  quiet 2-core machine (docs/seq2seq.md)
@@ -63,9 +63,10 @@ def tang_bert_start(model: dict, train_cfg: TrainConfig) -> Start:
         held = dataclasses.replace(train_cfg, held_keys=",".join(HELD_KEYS))
         return Start(neighbour_heads_init, held, None)
     return Start(sinusoid_positions, train_cfg,
-                 f"note: neighbour heads need two heads of at least block size - 1 dims, got "
-                 f"{heads} of {model['d_model'] // heads} for block size {block}: the position "
-                 "table starts from sinusoids instead, and nothing is held (docs/bert.md)")
+                 f"note: neighbour heads need two heads or more, each large enough to point at "
+                 f"one of block size positions, got {heads} of {model['d_model'] // heads} dims "
+                 f"for block size {block}: the position table starts from sinusoids instead, "
+                 "and nothing is held (docs/bert.md)")
 
 
 # `glassformer train`'s model flags default to this model (MODEL_FLAGS in cli/train.py)
@@ -79,8 +80,8 @@ TANG_BERT = Recipe(
     name="tang-bert", objective="mlm",
     model={**SHAKESPEARE.model, "arch": "bert", "n_layer": 2, "n_head": 4, "d_model": 128,
            "mlm_head": True, "activation": "gelu_tanh"},   # Google's BERT's GELU (gelu_new)
-    train=dict(block_size=32, batch_size=64, lr=2e-3, min_lr=2e-4,
-               warmup_iters=100, max_iters=9000, lr_decay_iters=9000, weight_decay=0.01,
+    train=dict(block_size=128, batch_size=16, lr=2e-3, min_lr=2e-4,
+               warmup_iters=100, max_iters=20000, lr_decay_iters=20000, weight_decay=0.01,
                beta2=0.999, mask_prob=0.4, hold_iters=1500, eval_interval=500, eval_iters=10),
     start=tang_bert_start)
 
