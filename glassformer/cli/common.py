@@ -184,8 +184,8 @@ TRAIN_FLAGS = {
                                         "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
     "--hold-iters": ("hold_iters", int, "--arch bert: iterations for which layer 0's neighbour "
                                         "heads stay pointed at the neighbours (a new BERT has "
-                                        "them when its head size is at least block size - 1; "
-                                        "docs/bert.md)"),
+                                        "them when its heads can point at one position of the "
+                                        "block; docs/bert.md)"),
 }
 # Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
