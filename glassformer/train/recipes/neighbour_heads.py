@@ -49,7 +49,6 @@ once, on resume, as the held_keys it meant.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
@@ -61,6 +60,7 @@ GAP = 10.0                  # score of the head's neighbour minus the highest ot
 EMB_STD = 0.02              # BERT's init of the embedding tables (models/bert.py)
 MAX_SIDELOBE = 0.5          # the most K may reach off its peak, as a share of the peak M
 DRAWS, SEARCH_SEED = 3000, 0   # the frequency search: how many draws, from which fixed seed
+SEARCH_CHUNK = 100             # draws scored at once (bounds the search's memory)
 
 
 def offsets(n_head: int) -> list[int]:
@@ -68,16 +68,20 @@ def offsets(n_head: int) -> list[int]:
     return [(h // 2 + 1) * (-1 if h % 2 == 0 else 1) for h in range(n_head)]
 
 
-@functools.lru_cache(maxsize=None)
 def frequencies(M: int, reach: int) -> tuple[np.ndarray, float]:
     """(theta (M,), the largest K(x) = sum_m cos(theta_m x) over 1 <= x <= reach): the uniform
     grid 2 pi m / (2M + 1) where it does not alias (2M + 1 > reach: K = -1/2 there), else the
-    best of DRAWS seeded draws in (0.05, pi). Deterministic: its own fixed seed."""
+    best of DRAWS seeded draws in (0.05, pi). Deterministic: its own fixed seed.
+
+    note: the draws are scored SEARCH_CHUNK at a time, so the (draws, M, reach) cosines never
+    exceed SEARCH_CHUNK * M * reach floats, whatever the context."""
     if 2 * M + 1 > reach:
         return 2.0 * math.pi * np.arange(1, M + 1) / (2 * M + 1), -0.5
     draws = np.random.default_rng(SEARCH_SEED).uniform(0.05, math.pi, (DRAWS, M))  # (D, M)
     x = np.arange(1, reach + 1)                                                     # (X,)
-    sidelobes = np.cos(draws[:, :, None] * x).sum(1).max(1)                         # (D,)
+    sidelobes = np.concatenate([
+        np.cos(chunk[:, :, None] * x).sum(1).max(1)               # (n, M, X) -> (n,)
+        for chunk in np.split(draws, range(SEARCH_CHUNK, DRAWS, SEARCH_CHUNK))])    # (D,)
     best = int(sidelobes.argmin())
     return np.sort(draws[best]), float(sidelobes[best])
 
@@ -144,7 +148,8 @@ def neighbour_heads_init(params: dict, cfg, rng: np.random.Generator) -> dict:
     code = np.concatenate([np.cos(angle), np.sin(angle)], 1)   # (T, k), entries in [-1, 1]
     amplitude = EMB_STD * math.sqrt(2.0 * (C - k) / k)         # code energy = token energy
     params["tok_emb"][:, pos] = 0.0
-    table = np.zeros((T, C)); table[:, pos] = amplitude * code
+    table = np.zeros((T, C))
+    table[:, pos] = amplitude * code
     params["pos_emb"] = table.astype(np.float32)
     # After the embedding LayerNorm the code's entries are ~ sqrt(C / k) * code: W_q, W_k
     # divide that out and scale so that q . k / sqrt(d) is GAP above the largest sidelobe at
