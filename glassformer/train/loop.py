@@ -186,6 +186,14 @@ def _log(steps: Steps, out_dir, record: dict, on_step) -> None:
             on_step(record)
 
 
+def check_context(model_cfg, train_cfg: TrainConfig) -> None:
+    """The training windows fit the model's context: block size <= max_seq_len (checked before a
+    run folder is written, and again by the loop)."""
+    if model_cfg.max_seq_len < train_cfg.block_size:
+        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
+                               f"context max_seq_len={model_cfg.max_seq_len}")
+
+
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
           val_data: np.ndarray, out_dir: str | Path, tokenizer_json: dict,
           on_step: Callable[[dict], None] | None = None,
@@ -210,9 +218,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     model_cfg, train_cfg, run, train_data, val_data, frozen = steps.start(
         model_cfg, train_cfg, run, train_data, val_data, frozen or {})
     family = family_of(model_cfg.to_dict()["arch"])
-    if model_cfg.max_seq_len < train_cfg.block_size:
-        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
-                               f"context max_seq_len={model_cfg.max_seq_len}")
+    check_context(model_cfg, train_cfg)
     writes = steps.writes_files
     if writes:
         trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past its save

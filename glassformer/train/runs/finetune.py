@@ -51,7 +51,8 @@ from glassformer.models.registry import family as family_of
 from glassformer.packaged import MODEL, hub_id, resolve_path
 from glassformer.train.data import file_fingerprint, read_text, split_windows
 from glassformer.train.datasets.chat import encode_chat_file, is_chat_file, split_chat
-from glassformer.train.loop import RunState, TrainConfig, new_run, resume_run
+from glassformer.train.loop import (RunState, TrainConfig, check_context, new_run,
+                                    resume_run)
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.sft import SFT
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
@@ -160,9 +161,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     out = run_folder(out_dir)
     check_train_config(train_cfg)
     base_model = load_base(model)
-    if base_model.cfg.max_seq_len < train_cfg.block_size:
-        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
-                               f"context max_seq_len={base_model.cfg.max_seq_len}")
+    check_context(base_model.cfg, train_cfg)
     if lora_cfg is not None:
         # PEFT records the base model's hub id (base_model_name_or_path) where one is known
         known = hub_id(model) or str(resolve_path(model, MODEL).resolve())

@@ -38,7 +38,7 @@ from glassformer.tokenizers.byte_lengths import token_byte_lengths, tokens_per_b
 from glassformer.tokenizers.char import CharTokenizer
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.data import file_fingerprint, prepare_tokens, read_text, split_windows
-from glassformer.train.loop import RunState, TrainConfig, new_run
+from glassformer.train.loop import RunState, TrainConfig, check_context, new_run
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import Objective, kind_in_words
 from glassformer.train.runs.checks import check_train_config, check_training_memory
@@ -142,9 +142,7 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
     model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for, tokenizer, objective)
     # before anything is written: the model's kind, and what the objective needs of it
     objective.check(family_of(model_cfg.ARCH), model_cfg, tokenizer)
-    if model_cfg.max_seq_len < train_cfg.block_size:
-        raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
-                               f"context max_seq_len={model_cfg.max_seq_len}")
+    check_context(model_cfg, train_cfg)
     check_training_memory(model_cfg, train_cfg)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
