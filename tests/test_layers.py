@@ -10,7 +10,8 @@ and the ones below it, never one above:
     3  models, tokenizers               model families; text <-> ids
     4  io                               files: safetensors, HF folders, GGUF, checkpoints
     5  train, generate, tasks,          what users run on models
-       explain, gradcheck, viewer
+       explain, gradcheck, viewer,
+       serve
     6  cli                              argument parsing only
 
 Every import counts, including one written inside a function: hiding an import in a function
@@ -30,6 +31,7 @@ LAYER = {
     "models": 3, "tokenizers": 3,
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
+    "serve": 5,
     "cli": 6, "__main__": 6,
 }
 

@@ -1,0 +1,193 @@
+"""Engine: continuous batching of many replies on one model, in one worker thread.
+
+A decode step reads every weight whether it serves one row or eight, so the engine runs every
+reply in flight in the same forward. Its loop, once per step:
+
+    1. drop the rows whose client left (`Sequence.cancelled`): freed within one step
+    2. admit waiting sequences into free rows (a row holding the longest common prefix of the
+       prompt is preferred, and those keys are reused), and prefill their prompts together
+    3. one decode step for every running row: each feeds its last token at its own position,
+       samples with its own temperature / top-p / generator, and stops on its own conditions;
+       a finished row leaves, the others go on
+
+The server's ASGI side talks to the engine only through `submit` (a bounded waiting list: a full
+one raises `QueueFull`, an HTTP 429) and `Sequence.cancelled`; the engine answers through each
+sequence's `on_event`. Greedy replies are the ones `generate` gives for the prompt alone (each
+row's keys and positions are its own: rows.py), to float rounding of batched matrix products.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+from collections import deque
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.generate.generate import padding_start
+from glassformer.generate.sampling import sample_rows
+from glassformer.ops.cross_entropy import log_softmax_forward
+from glassformer.serve.rows import RowCache
+from glassformer.serve.sequence import Sequence, TokenInfo
+
+
+class QueueFull(GlassformerError):
+    """The waiting list is full: the client should retry later."""
+
+
+class Engine:
+    """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
+
+    def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int):
+        self.model = model
+        self.max_queue = max_queue
+        self.rows = RowCache.allocate(model, max_batch, max_len)
+        self.running: list[Sequence | None] = [None] * max_batch
+        self.waiting: deque[Sequence] = deque()
+        self.wake = threading.Condition()
+        self.stopping = False
+        self.padding = padding_start(model)
+        self.thread = threading.Thread(target=self.loop, name="glassformer-engine", daemon=True)
+
+    @property
+    def max_len(self) -> int:
+        return self.rows.max_len
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Finish what is running and waiting, then end the thread."""
+        with self.wake:
+            self.stopping = True
+            self.wake.notify()
+        self.thread.join()
+
+    def submit(self, sequences: list[Sequence]) -> None:
+        """Queue a request's sequences together, or raise QueueFull (none of them queued)."""
+        with self.wake:
+            if self.stopping:
+                raise QueueFull("the server is shutting down")
+            if len(self.waiting) + len(sequences) > self.max_queue:
+                raise QueueFull(f"the server is busy: {len(self.waiting)} requests wait "
+                                f"(--max-queue {self.max_queue}); retry shortly")
+            self.waiting.extend(sequences)
+            self.wake.notify()
+
+    def busy(self) -> bool:
+        return any(seq is not None for seq in self.running)
+
+    def loop(self) -> None:
+        while True:
+            with self.wake:
+                while not self.waiting and not self.busy() and not self.stopping:
+                    self.wake.wait()
+                if self.stopping and not self.waiting and not self.busy():
+                    return
+            try:
+                self.step()
+            except Exception as err:   # a bug must not hang the clients: each gets an error
+                traceback.print_exc(file=sys.stderr)
+                self.fail_all(f"{type(err).__name__}: {err}")
+
+    def fail_all(self, message: str) -> None:
+        with self.wake:
+            failed = [seq for seq in self.running if seq is not None] + list(self.waiting)
+            self.waiting.clear()
+        self.running = [None] * len(self.running)
+        for row in range(len(self.running)):
+            self.rows.forget(row)
+        for seq in failed:
+            seq.finish("error", flush=False, message=message)
+
+    def step(self) -> None:
+        self.drop_cancelled()
+        self.admit()
+        if self.busy():
+            self.decode()
+
+    def drop_cancelled(self) -> None:
+        for row, seq in enumerate(self.running):
+            if seq is not None and (seq.cancelled or seq.finished):
+                seq.finish("cancelled")
+                self.running[row] = None
+        with self.wake:
+            gone = [seq for seq in self.waiting if seq.cancelled]
+            self.waiting = deque(seq for seq in self.waiting if not seq.cancelled)
+        for seq in gone:
+            seq.finish("cancelled")
+
+    def admit(self) -> None:
+        """Move waiting sequences into free rows and prefill them together."""
+        joiners, rows, reused = [], [], []
+        with self.wake:
+            free = [row for row, seq in enumerate(self.running) if seq is None]
+            while self.waiting and free:
+                seq = self.waiting.popleft()
+                row, keep = self.best_row(free, seq.prompt)
+                free.remove(row)
+                joiners.append(seq)
+                rows.append(row)
+                reused.append(keep)
+        if not joiners:
+            return
+        running = np.array([seq is not None for seq in self.running])
+        logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
+                                   running)                              # (n, V)
+        for seq, row, keep in zip(joiners, rows, reused):
+            seq.cached_tokens = keep
+            self.running[row] = seq
+        self.choose(logits, joiners, rows)
+
+    def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
+        """The free row holding the longest prefix of prompt (else the lowest), and its length."""
+        shared = [self.rows.reuse(row, prompt) for row in free]
+        best = int(np.argmax(shared))
+        return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
+
+    def decode(self) -> None:
+        """One forward for rows [0, last running row]: each running row feeds its last token."""
+        rows = max(row for row, seq in enumerate(self.running) if seq is not None) + 1
+        active = np.array([seq is not None for seq in self.running[:rows]])      # (rows,)
+        tokens = np.array([seq.last if seq is not None else 0
+                           for seq in self.running[:rows]], dtype=np.int64)      # (rows,)
+        logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)
+        picked = np.flatnonzero(active)
+        self.choose(logits[picked], [self.running[row] for row in picked], list(picked))
+
+    def choose(self, logits: np.ndarray, seqs: list[Sequence], rows: list[int]) -> None:
+        """Sample each row's next token, hand it to its sequence, free the finished rows."""
+        if self.padding is not None:
+            logits = logits.copy()
+            logits[:, self.padding:] = -np.inf               # padding ids: never sampled
+        temperature = np.array([seq.settings.temperature for seq in seqs])
+        top_p = np.array([seq.settings.top_p for seq in seqs])
+        ids = sample_rows(logits, temperature, top_p, [seq.rng for seq in seqs])  # (n,)
+        infos = self.token_infos(logits, ids, seqs)
+        for seq, row, token_id, info in zip(seqs, rows, ids, infos):
+            seq.last = int(token_id)
+            seq.accept(int(token_id), info)
+            if seq.finished or seq.cancelled:
+                self.running[row] = None
+
+    def token_infos(self, logits: np.ndarray, ids: np.ndarray, seqs: list[Sequence]) -> list:
+        """Per row, the chosen token's log-probability and the top alternatives (None for
+        rows that did not ask): the model's own log-softmax of its logits."""
+        wanted = [i for i, seq in enumerate(seqs) if seq.settings.logprobs is not None]
+        infos: list = [None] * len(seqs)
+        if not wanted:
+            return infos
+        logp, _ = log_softmax_forward(logits[wanted])                   # (w, V)
+        top_k = max(seqs[i].settings.logprobs for i in wanted)
+        top = np.zeros((len(wanted), 0), dtype=np.int64)
+        if top_k > 0:
+            some = np.argpartition(-logp, top_k - 1, axis=-1)[:, :top_k]     # (w, k) unordered
+            order = np.argsort(-np.take_along_axis(logp, some, axis=-1), axis=-1, kind="stable")
+            top = np.take_along_axis(some, order, axis=-1)                # (w, k) likeliest first
+        decode = self.model.tokenizer.decode
+        for j, i in enumerate(wanted):
+            k = seqs[i].settings.logprobs
+            alternatives = [(decode([int(t)]), float(logp[j, t])) for t in top[j, :k]]
+            infos[i] = TokenInfo(decode([int(ids[i])]), float(logp[j, ids[i]]), alternatives)
+        return infos

@@ -1,0 +1,167 @@
+"""RowCache: one preallocated KV cache shared by every request a server decodes at once.
+
+Continuous batching needs rows that start and end at different times, but a `KVCache` has one
+`length` for all its rows (every row of one forward writes at the same column). So the columns
+are a shared timeline, and each row keeps a `live` mask of the columns that hold its own tokens:
+
+    column:     0   1   2   3   4   5   6   7   8        length = 8: the next step writes here
+    row 0:      .   .   a0  a1  a2  a3  a4  a5  a6       joined at column 2
+    row 1:      .   .   .   .   .   .   b0  b1  b2       joined later, prompt of 2 ids
+    row 2:      c0  c1  c2  c3  .   .   .   .   .        finished: its ids stay for prefix reuse
+
+The key mask of a forward is `live` (masked keys get exactly zero weight, ops/softmax.py) and
+each row's positions count its own live columns, so a row's tokens are the ones it would get
+alone. A joining prompt is prefilled in a small cache of its own (joiners together, left-padded,
+`prefill`) and copied into its row, ending at column `length`; so it joins the next decode step
+without making the other rows wait for or compute its prompt. When the timeline is full (or a
+prompt is longer than `length`), `realign` moves every running row's live columns to end at one
+column, as one gather per layer.
+
+A free row keeps the ids of its last request: a new prompt that shares a prefix with them (the
+next turn of a chat) copies those keys instead of recomputing them (`reuse`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from glassformer.blocks.kv_cache import KVCache
+
+
+@dataclass
+class RowCache:
+    """Generation state of a server: the shared cache, which columns each row owns, its ids."""
+    cache: KVCache          # (B_max, K, T_max, D) per layer; `length` is the timeline's end
+    live: np.ndarray        # (B_max, T_max) bool: the columns holding each row's tokens
+    ids: list[list[int]]    # per row, the ids whose keys sit in its live columns, in order
+
+    @classmethod
+    def allocate(cls, model, rows: int, max_len: int) -> "RowCache":
+        cache = model.new_cache(rows, max_len)
+        return cls(cache, np.zeros((rows, max_len), dtype=bool), [[] for _ in range(rows)])
+
+    @property
+    def max_len(self) -> int:
+        return self.cache.max_len
+
+    def view(self, rows: int) -> KVCache:
+        """The first `rows` rows as a KVCache of views: what a forward writes lands here."""
+        return KVCache(k=[k[:rows] for k in self.cache.k], v=[v[:rows] for v in self.cache.v],
+                       length=self.cache.length)
+
+    def forget(self, row: int) -> None:
+        self.live[row] = False
+        self.ids[row] = []
+
+    def realign(self, end: int, keep: np.ndarray) -> None:
+        """Move the live columns of the rows in `keep` (B_max,) bool to end at column `end`
+        (same order, no gaps) and forget the other rows; the timeline's length becomes `end`."""
+        for row in np.flatnonzero(~keep):
+            self.forget(int(row))
+        counts = self.live.sum(axis=1)                                  # (B,)
+        # each row's live columns first, in order (a stable sort of "not live")
+        order = np.argsort(~self.live, axis=1, kind="stable")           # (B, T_max)
+        cols = np.arange(self.max_len)
+        start = end - counts[:, None]                                   # (B, 1)
+        slot = np.clip(cols[None, :] - start, 0, self.max_len - 1)      # (B, T_max)
+        source = np.take_along_axis(order, slot, axis=1)                # (B, T_max) old column
+        gather = source[:, None, :, None]                               # (B, 1, T_max, 1)
+        for layer in range(len(self.cache.k)):
+            self.cache.k[layer][...] = np.take_along_axis(self.cache.k[layer], gather, axis=2)
+            self.cache.v[layer][...] = np.take_along_axis(self.cache.v[layer], gather, axis=2)
+        self.live = (cols[None, :] >= start) & (cols[None, :] < end)   # (B, T_max)
+        self.cache.length = int(end)
+
+    def reuse(self, row: int, prompt: list[int]) -> int:
+        """How many leading prompt ids row `row` already holds (at least one id is left to
+        feed, since the last prompt id's logits give the first new token)."""
+        held = self.ids[row]
+        n = min(len(held), len(prompt) - 1)
+        differ = np.flatnonzero(np.asarray(held[:n]) != np.asarray(prompt[:n]))
+        return int(differ[0]) if differ.size else n
+
+    def decode(self, model, rows: int, tokens: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """One step for the first `rows` rows: feed tokens (rows,) to the active ones (rows,)
+        bool, each at its own next position; returns the last logits (rows, V)."""
+        if self.cache.length + 1 > self.max_len:
+            self.realign(int(self.live[:rows][active].sum(axis=1).max()),
+                         np.pad(active, (0, len(self.ids) - rows)))
+        length = self.cache.length
+        positions = np.array([len(ids) for ids in self.ids[:rows]], dtype=np.int64)
+        positions = np.where(active, positions, 0)[:, None]             # (rows, 1)
+        key_mask = self.live[:rows, :length + 1].copy()                 # (rows, S)
+        key_mask[:, length] = True      # idle rows too: a row with no key at all gives nothing
+        logits, _ = model.forward(tokens[:, None], attention_mask=key_mask, positions=positions,
+                                  kv_cache=self.view(rows), last_only=True)   # (rows, 1, V)
+        self.cache.length = length + 1
+        self.live[:rows, length] = active
+        for row in np.flatnonzero(active):
+            self.ids[int(row)].append(int(tokens[row]))
+        return logits[:, -1]
+
+    def prefill(self, model, rows: list[int], prompts: list[list[int]], reused: list[int],
+                running: np.ndarray) -> np.ndarray:
+        """Prefill prompts into free rows `rows`, the first reused[i] ids of prompt i already
+        held by its row; returns the logits (n, V) of each prompt's last id. The prompts end at
+        column `length`; the rows running (B_max,) bool are moved (realign) if one prompt is
+        longer than that.
+        """
+        lengths = np.array([len(p) for p in prompts])                   # (n,) P_i
+        kept = np.array(reused)                                         # (n,) k_i
+        fresh = lengths - kept                                          # (n,) ids to feed, >= 1
+        width = int(fresh.max())                                        # T_new: fed per row
+        total = width + int(kept.max())                                 # W: the small cache
+        small = model.new_cache(len(rows), total)
+        small_live = np.zeros((len(rows), total), dtype=bool)           # (n, W)
+        # the reused keys, right-aligned to end where the fed block starts (column W - T_new)
+        self.copy_prefix(small, small_live, rows, kept, total - width)
+        cols = np.arange(width)
+        fed = cols[None, :] >= (width - fresh)[:, None]                 # (n, T_new) left padding
+        small_live[:, total - width:] = fed
+        tokens = np.zeros((len(rows), width), dtype=np.int64)
+        positions = np.zeros((len(rows), width), dtype=np.int64)
+        for i, prompt in enumerate(prompts):                            # ragged lists -> arrays
+            tokens[i, width - fresh[i]:] = prompt[kept[i]:]
+            positions[i, width - fresh[i]:] = np.arange(kept[i], lengths[i])
+        small.length = total - width
+        logits, _ = model.forward(tokens, attention_mask=small_live, positions=positions,
+                                  kv_cache=small, last_only=True)       # (n, 1, V)
+        self.place(small, small_live, rows, lengths, running)
+        for row, prompt in zip(rows, prompts):
+            self.ids[row] = list(prompt)
+        return logits[:, -1]
+
+    def copy_prefix(self, small: KVCache, small_live: np.ndarray, rows: list[int],
+                    kept: np.ndarray, end: int) -> None:
+        """Copy the first kept[i] live columns of row rows[i] into the small cache's row i, at
+        columns [end - kept[i], end)."""
+        live = self.live[rows]                                          # (n, T_max)
+        rank = np.cumsum(live, axis=1) - 1                              # (n, T_max)
+        chosen = live & (rank < kept[:, None])
+        pick_i, pick_col = np.nonzero(chosen)                           # (N,) each, row-major
+        dest = end - kept[pick_i] + rank[pick_i, pick_col]              # (N,)
+        source_rows = np.asarray(rows)[pick_i]
+        for layer in range(len(small.k)):
+            small.k[layer][pick_i, :, dest] = self.cache.k[layer][source_rows, :, pick_col]
+            small.v[layer][pick_i, :, dest] = self.cache.v[layer][source_rows, :, pick_col]
+        small_live[pick_i, dest] = True
+
+    def place(self, small: KVCache, small_live: np.ndarray, rows: list[int],
+              lengths: np.ndarray, running: np.ndarray) -> None:
+        """Copy each small row's live columns into its row, ending at column `length`."""
+        if self.cache.length < int(lengths.max()):
+            # running rows move to end further right; free rows' old ids are forgotten
+            counts = self.live[running].sum(axis=1)
+            end = max(int(lengths.max()), int(counts.max()) if counts.size else 0)
+            self.realign(end, running)
+        for row in rows:
+            self.forget(row)
+        pick_i, pick_col = np.nonzero(small_live)                       # (N,) row-major
+        rank = np.cumsum(small_live, axis=1)[pick_i, pick_col] - 1      # (N,)
+        dest = self.cache.length - lengths[pick_i] + rank               # (N,)
+        dest_rows = np.asarray(rows)[pick_i]
+        for layer in range(len(small.k)):
+            self.cache.k[layer][dest_rows, :, dest] = small.k[layer][pick_i, :, pick_col]
+            self.cache.v[layer][dest_rows, :, dest] = small.v[layer][pick_i, :, pick_col]
+        self.live[dest_rows, dest] = True
