@@ -1,0 +1,54 @@
+"""`glassformer serve`: an OpenAI-compatible HTTP server for one model (glassformer/serve/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+                                    check_at_least_one, load_model_shown)
+from glassformer.errors import GlassformerError
+from glassformer.packaged import MODEL, resolve_path
+from glassformer.serve.run import serve
+from glassformer.tasks.embed import MAX_LENGTH, max_length_of
+
+NAME = "serve"
+HELP = ("serve a model over OpenAI's HTTP API (completions, chat, embeddings) with a chat page "
+        "at / (e.g. --model smollm2)")
+
+
+def add_arguments(parser) -> None:
+    add_model_argument(parser, "model to serve: a causal LM (completions, chat) or a sentence "
+                               "encoder such as minilm (embeddings)")
+    add_adapter_argument(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: 127.0.0.1, this machine only; "
+                             "0.0.0.0 opens it to the network)")
+    parser.add_argument("--port", type=int, default=8000,
+                        help="port (default: 8000; 0 lets the system pick a free one, which "
+                             "the first log line shows)")
+    parser.add_argument("--api-key", default=None,
+                        help="require 'Authorization: Bearer KEY' on /v1 requests")
+    parser.add_argument("--max-batch", type=int, default=8,
+                        help="replies decoded together, each in a KV cache row (default: 8)")
+    parser.add_argument("--max-queue", type=int, default=64,
+                        help="requests that may wait for a row; past it the server answers "
+                             "429 (default: 64)")
+    parser.add_argument("--context", type=int, default=None,
+                        help="longest prompt + reply served, in tokens (default: the model's "
+                             "context); the KV cache holds --max-batch rows of it")
+
+
+def served_name(model: str) -> str:
+    """The name clients use: a packaged name as given, a path's last part."""
+    return Path(model).name if Path(model).exists() else model
+
+
+def run(args) -> int:
+    check_at_least_one(max_batch=args.max_batch, max_queue=args.max_queue,
+                       context=args.context)
+    if not 0 <= args.port <= 65535:
+        raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
+    model = load_model_shown(args.model, adapter=args.adapter)
+    embed_max_length = max_length_of(resolve_path(args.model, MODEL), MAX_LENGTH)
+    return serve(model, served_name(args.model), host=args.host, port=args.port,
+                 api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
+                 context=args.context, embed_max_length=embed_max_length)

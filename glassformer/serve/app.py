@@ -1,0 +1,294 @@
+"""The Starlette app of `glassformer serve`: OpenAI's endpoints over one model.
+
+    GET  /                      the chat page (page.py)
+    GET  /health                {"status": "ok"}
+    GET  /v1/models             the one model served
+    POST /v1/completions        a causal model continues text          (engine.py)
+    POST /v1/chat/completions   its chat template, then the same       (tasks/chat.py's rules)
+    POST /v1/embeddings         a sentence encoder's vectors           (tasks/embed.py)
+
+A request is checked before it reaches the engine: its body (at most MAX_BODY_BYTES, JSON, an
+object), the key when the server has one (401), the model's name (404), its fields (400, naming
+the field), its prompt against the context (400), the waiting list (429 with Retry-After). Every
+error has OpenAI's shape; a server fault is a 500 whose body says only that (the traceback goes
+to stderr). `RequestLog` prints one line per request on stderr.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import sys
+import time
+import traceback
+from dataclasses import replace
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from glassformer.errors import GlassformerError
+from glassformer.models.family import CAUSAL, ENCODER
+from glassformer.serve import protocol, replies
+from glassformer.serve.engine import QueueFull
+from glassformer.serve.page import chat_page
+from glassformer.serve.prompts import check_embedding_input, chat_prompt, text_prompt
+from glassformer.serve.sequence import Sequence, Settings
+from glassformer.tasks.embed import embed
+
+MAX_BODY_BYTES = 4 * 1024 * 1024   # a request body past this is refused (413) unread
+RETRY_AFTER_S = 1                  # what a 429 asks the client to wait
+
+
+class Served:
+    """What the routes share: the model, its name, the engine (causal models), the key."""
+
+    def __init__(self, model, name: str, engine=None, api_key: str | None = None,
+                 embed_max_length: int = 256):
+        self.model, self.name, self.engine, self.api_key = model, name, engine, api_key
+        self.embed_max_length = embed_max_length
+
+
+def create_app(served: Served) -> Starlette:
+    """The app; its routes find `served` on app.state."""
+    routes = [Route("/", page), Route("/health", health), Route("/v1/models", models),
+              Route("/v1/completions", completions, methods=["POST"]),
+              Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+              Route("/v1/embeddings", embeddings, methods=["POST"])]
+    handlers = {HTTPException: http_error, protocol.ApiError: api_error, Exception: server_error}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    app.state.served = served
+    return app
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    engine = app.state.served.engine
+    if engine is not None:
+        engine.start()
+    yield
+    if engine is not None:   # uvicorn has drained the requests in flight
+        await run_in_threadpool(engine.stop)
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+async def api_error(request, err: protocol.ApiError):
+    request.scope.setdefault("glassformer", {})["error"] = err.message
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+
+
+async def http_error(request, err: HTTPException):
+    code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code)
+    message = (f"no route {request.method} {request.url.path}" if err.status_code in (404, 405)
+               else str(err.detail))
+    return await api_error(request, protocol.ApiError(err.status_code, message, code=code))
+
+
+async def server_error(request, err: Exception):
+    traceback.print_exception(err, file=sys.stderr)
+    return await api_error(request, protocol.ApiError(
+        500, "the server failed on this request (its log has the details)", kind="server_error"))
+
+
+def check_key(request, served: Served) -> None:
+    if served.api_key is None:
+        return
+    given = request.headers.get("authorization", "")
+    if not secrets.compare_digest(given.encode(), f"Bearer {served.api_key}".encode()):
+        raise protocol.ApiError(401, "missing or wrong API key: send the header "
+                                "'Authorization: Bearer KEY' with the server's --api-key",
+                                code="invalid_api_key")
+
+
+async def read_json(request) -> dict:
+    """The body as a JSON object: 413 past MAX_BODY_BYTES, 400 when it is not JSON."""
+    declared = request.headers.get("content-length", "")
+    too_big = protocol.ApiError(413, f"the request body is over {MAX_BODY_BYTES} bytes",
+                                code="request_too_large")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_big
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise protocol.ApiError(400, f"the request body is not valid JSON: {err}",
+                                code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise protocol.ApiError(400, "the request body must be a JSON object",
+                                code="invalid_json")
+    return body
+
+
+def check_model(body: dict, served: Served) -> None:
+    name = body.get("model")
+    if name is not None and name != served.name:
+        raise protocol.ApiError(404, f"the model '{name}' does not exist here; this server "
+                                f"runs '{served.name}' (GET /v1/models)", param="model",
+                                code="model_not_found")
+
+
+def check_kind(served: Served, kind: str, what: str) -> None:
+    if served.model.family.kind != kind:
+        use = ("/v1/embeddings" if served.model.family.kind == ENCODER
+               else "/v1/completions or /v1/chat/completions")
+        raise protocol.ApiError(400, f"{what} need a {kind} model; this server runs "
+                                f"'{served.name}' ({served.model.arch}): use {use}")
+
+
+# --- routes ---------------------------------------------------------------------------------
+
+async def page(request):
+    return HTMLResponse(chat_page(request.app.state.served.name))
+
+
+async def health(request):
+    return JSONResponse({"status": "ok"})
+
+
+async def models(request):
+    served = request.app.state.served
+    check_key(request, served)
+    return JSONResponse({"object": "list", "data": [
+        {"id": served.name, "object": "model", "created": 0, "owned_by": "glassformer"}]})
+
+
+async def embeddings(request):
+    served = request.app.state.served
+    check_key(request, served)
+    body = await read_json(request)
+    check_model(body, served)
+    check_kind(served, ENCODER, "embeddings")
+    texts = check_embedding_input(body.get("input"))
+    encoding = body.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        raise protocol.bad("encoding_format", "'float' or 'base64'", encoding)
+    tokenizer = served.model.tokenizer
+    vectors = await run_in_threadpool(embed, served.model, texts,
+                                      max_length=served.embed_max_length)
+    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(
+        texts, max_length=served.embed_max_length, truncation=True)]
+    note(request, prompt=int(sum(lengths)))
+    return JSONResponse(protocol.embedding_body(vectors, encoding, served.name, sum(lengths)))
+
+
+async def completions(request):
+    return await generate(request, chat=False)
+
+
+async def chat_completions(request):
+    return await generate(request, chat=True)
+
+
+async def generate(request, *, chat: bool):
+    served = request.app.state.served
+    check_key(request, served)
+    body = await read_json(request)
+    check_model(body, served)
+    check_kind(served, CAUSAL, "completions")
+    settings, n = protocol.settings(body, chat=chat)
+    prepare = chat_prompt if chat else text_prompt
+    try:
+        prompt, stop_ids = await run_in_threadpool(prepare, served.model, body)
+    except GlassformerError as err:
+        raise protocol.ApiError(400, str(err), code="invalid_prompt") from None
+    settings.max_tokens = check_length(len(prompt), settings.max_tokens, served.engine.max_len)
+    stream = protocol.flag(body, "stream")
+    queue: asyncio.Queue = asyncio.Queue()
+    sink = replies.event_sink(asyncio.get_running_loop(), queue)
+    sequences = [Sequence(i, prompt, seeded(settings, i), frozenset(stop_ids),
+                          served.model.tokenizer, sink) for i in range(n)]
+    prefix = "chatcmpl" if chat else "cmpl"
+    reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
+                            protocol.include_usage(body) if stream else False)
+    try:
+        served.engine.submit(sequences)
+    except QueueFull as err:
+        raise protocol.ApiError(429, str(err), code="queue_full", kind="rate_limit_error",
+                                headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+    record = request.scope.setdefault("glassformer", {})
+    record["id"] = reply.request_id
+    if stream:
+        return StreamingResponse(replies.stream(reply, record), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+    try:
+        answer, usage = await replies.collect(reply, request.is_disconnected)
+    except replies.Failed as err:
+        raise RuntimeError(f"the engine failed: {err}") from None
+    record["usage"] = usage
+    return JSONResponse(answer)
+
+
+def seeded(settings: Settings, index: int) -> Settings:
+    """Choice i of a seeded request samples from seed + i (all n would be alike otherwise)."""
+    return replace(settings, seed=None if settings.seed is None else settings.seed + index)
+
+
+def check_length(prompt_tokens: int, max_tokens: int, context: int) -> int:
+    """max_tokens checked against the context (0: all the context leaves)."""
+    room = context - prompt_tokens
+    if room < 1:
+        raise protocol.ApiError(400, f"the prompt is {prompt_tokens} tokens, past this "
+                                f"server's context of {context} tokens (prompt and reply "
+                                "together); send a shorter prompt", param="messages",
+                                code="context_length_exceeded")
+    if max_tokens > room:
+        raise protocol.ApiError(400, f"max_tokens={max_tokens} with a prompt of "
+                                f"{prompt_tokens} tokens is past the context of {context} "
+                                f"tokens: ask for at most {room}", param="max_tokens",
+                                code="context_length_exceeded")
+    return max_tokens or room
+
+
+def note(request, **fields) -> None:
+    request.scope.setdefault("glassformer", {}).update(fields)
+
+
+class RequestLog:
+    """ASGI middleware: one line per request on stderr (id, status, tokens in/out, time,
+    tokens/s), written when the response has been sent."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status = {"code": 0}
+
+        async def send_noting_status(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_noting_status)
+        finally:
+            seconds = time.perf_counter() - start
+            print(log_line(scope, status["code"], seconds), file=sys.stderr, flush=True)
+
+
+def log_line(scope, status: int, seconds: float) -> str:
+    record = scope.get("glassformer", {})
+    parts = [record.get("id", "-"), f"{scope['method']} {scope['path']}", str(status)]
+    usage = record.get("usage")
+    if usage is not None:
+        parts.append(f"in {usage.prompt_tokens} (cached {usage.cached_tokens}) "
+                     f"out {usage.completion_tokens}")
+    if "prompt" in record:
+        parts.append(f"in {record['prompt']}")
+    parts.append(f"{seconds:.2f} s")
+    if usage is not None and seconds > 0:
+        parts.append(f"{usage.completion_tokens / seconds:.1f} tokens/s")
+    if "error" in record:
+        parts.append(record["error"])
+    return "glassformer serve: " + "  ".join(parts)

@@ -1,0 +1,176 @@
+"""OpenAI's API shapes: a request's fields checked into Settings, and the response bodies.
+
+Requests (https://platform.openai.com/docs/api-reference): `/v1/completions` reads `prompt`, and
+`logprobs` as a count of alternatives; `/v1/chat/completions` reads `messages`, `logprobs` as a
+flag and `top_logprobs` as the count, and `max_completion_tokens` (its newer name of
+`max_tokens`). Both read `temperature`, `top_p`, `n`, `stop`, `seed`, `stream` and
+`stream_options.include_usage`. Fields this server does not know are ignored, as vLLM does; a
+known field with a wrong value is an ApiError (HTTP 400) naming the field and what it takes.
+
+Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
+"""
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+
+import numpy as np
+
+from glassformer.serve.sequence import Settings, TokenInfo, Usage
+
+MAX_N = 8               # choices per request
+MAX_STOP = 4            # stop strings per request (OpenAI's limit)
+MAX_TOP_LOGPROBS = 20   # alternatives per token (OpenAI's limit for chat)
+COMPLETION_MAX_TOKENS = 16   # /v1/completions' default max_tokens, as OpenAI's
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP status and OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, kind: str = "invalid_request_error",
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.kind = kind
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param,
+                          "code": self.code}}
+
+
+def bad(param: str, expected: str, value) -> ApiError:
+    shown = repr(value) if len(repr(value)) < 60 else repr(value)[:57] + "..."
+    return ApiError(400, f"'{param}' must be {expected}, got {shown}", param=param,
+                    code="invalid_value")
+
+
+def number(body: dict, name: str, default: float, low: float, high: float, *,
+           open_low: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise bad(name, f"a number in {'(' if open_low else '['}{low}, {high}]", value)
+    if not (low < value <= high if open_low else low <= value <= high):
+        raise bad(name, f"a number in {'(' if open_low else '['}{low}, {high}]", value)
+    return float(value)
+
+
+def integer(body: dict, name: str, default, low: int, high: int | None = None):
+    value = body.get(name)
+    if value is None:
+        return default
+    top = "" if high is None else f" and <= {high}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+            high is not None and value > high):
+        raise bad(name, f"an integer >= {low}{top}", value)
+    return value
+
+
+def stop_strings(body: dict) -> tuple[str, ...]:
+    value = body.get("stop")
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if (not isinstance(stops, list) or len(stops) > MAX_STOP
+            or not all(isinstance(s, str) and s for s in stops)):
+        raise bad("stop", f"a string or a list of at most {MAX_STOP} non-empty strings", value)
+    return tuple(stops)
+
+
+def flag(body: dict, name: str) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise bad(name, "true or false", value)
+    return value
+
+
+def include_usage(body: dict) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise bad("stream_options", "an object such as {\"include_usage\": true}", options)
+    return flag(options, "include_usage")
+
+
+def max_tokens(body: dict, default: int | None) -> int | None:
+    """max_completion_tokens, else max_tokens, else default (None: what the context allows)."""
+    name = "max_completion_tokens" if body.get("max_completion_tokens") is not None \
+        else "max_tokens"
+    return integer(body, name, default, 1)
+
+
+def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
+    """The sampling settings of a request (max_tokens still unchecked against the prompt,
+    0 when the request left it to the context) and n."""
+    if chat:
+        wanted = flag(body, "logprobs")
+        top = integer(body, "top_logprobs", 0, 0, MAX_TOP_LOGPROBS)
+        logprobs = top if wanted else None
+        if top and not wanted:
+            raise ApiError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+    else:
+        logprobs = integer(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise bad("seed", "an integer", seed)
+    limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS)
+    found = Settings(max_tokens=limit or 0,
+                     temperature=number(body, "temperature", 1.0, 0.0, 2.0),
+                     top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True),
+                     seed=seed, stop=stop_strings(body), logprobs=logprobs)
+    return found, integer(body, "n", 1, 1, MAX_N)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def usage_body(usage: Usage) -> dict:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+
+
+def utf8(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+def chat_logprobs(tokens: list[TokenInfo]) -> dict:
+    """Chat's logprobs: one entry per token, each with its top alternatives."""
+    return {"content": [
+        {"token": t.text, "logprob": t.logprob, "bytes": utf8(t.text),
+         "top_logprobs": [{"token": text, "logprob": lp, "bytes": utf8(text)}
+                          for text, lp in t.top]}
+        for t in tokens]}
+
+
+def completion_logprobs(tokens: list[TokenInfo], offset: int) -> dict:
+    """Legacy completions' logprobs: parallel lists; text_offset counts from `offset`."""
+    offsets = (offset + np.cumsum([0] + [len(t.text) for t in tokens[:-1]])).tolist()
+    return {"tokens": [t.text for t in tokens], "token_logprobs": [t.logprob for t in tokens],
+            "top_logprobs": [dict(t.top) for t in tokens],
+            "text_offset": offsets if tokens else []}
+
+
+def embedding_body(vectors: np.ndarray, encoding: str, model: str, tokens: int) -> dict:
+    """/v1/embeddings' answer; encoding "base64" packs float32 little-endian (what the openai
+    client asks for by default and unpacks)."""
+    data = []
+    for index, row in enumerate(vectors.astype("<f4")):
+        value = base64.b64encode(row.tobytes()).decode() if encoding == "base64" \
+            else row.tolist()
+        data.append({"object": "embedding", "index": index, "embedding": value})
+    return {"object": "list", "data": data, "model": model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+def envelope(kind: str, request_id: str, model: str) -> dict:
+    """The fields every response and chunk of one request shares."""
+    return {"id": request_id, "object": kind, "created": int(time.time()), "model": model}

@@ -1,0 +1,154 @@
+"""A request's replies, from the engine's events to OpenAI's bodies: whole, or streamed as
+server-sent events.
+
+    engine thread                          event loop (this file)
+    Sequence.on_event(event) --call_soon_threadsafe--> asyncio.Queue --> JSON body / SSE chunks
+
+A stream is `data: {chunk}` lines ending with `data: [DONE]`; with
+`stream_options.include_usage` the last chunk before it has no choices and the usage. When the
+client leaves (Starlette cancels the stream's task, or `is_disconnected` while a whole reply is
+being collected) every sequence of the request is marked cancelled, and the engine frees its row
+before its next step.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import partial
+from typing import AsyncIterator, NamedTuple
+
+from glassformer.serve.protocol import (chat_logprobs, completion_logprobs, envelope,
+                                        usage_body)
+from glassformer.serve.sequence import Delta, Finished, Usage
+
+POLL_S = 0.25   # how often a request collecting a whole reply checks that its client is there
+
+
+class Request(NamedTuple):
+    """What a reply needs of its request."""
+    request_id: str
+    model: str
+    chat: bool
+    sequences: list          # the n Sequences, choice i at index i
+    queue: asyncio.Queue     # their events
+    include_usage: bool = False
+
+
+def event_sink(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue):
+    """The on_event of a sequence: puts events on `queue` from the engine's thread."""
+    return partial(loop.call_soon_threadsafe, queue.put_nowait)
+
+
+def cancel(request: Request) -> None:
+    for seq in request.sequences:
+        seq.cancelled = True
+
+
+def total_usage(usages: list[Usage]) -> Usage:
+    """One request's usage: its prompt once, every choice's completion tokens."""
+    return Usage(usages[0].prompt_tokens, sum(u.completion_tokens for u in usages),
+                 usages[0].cached_tokens)
+
+
+class Failed(Exception):
+    """The engine could not finish a reply (a server fault, HTTP 500)."""
+
+
+async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
+    """The whole response body once every choice is finished."""
+    n = len(request.sequences)
+    texts, tokens = [[] for _ in range(n)], [[] for _ in range(n)]
+    finished: dict[int, Finished] = {}
+    try:
+        while len(finished) < n:
+            try:
+                event = await asyncio.wait_for(request.queue.get(), POLL_S)
+            except asyncio.TimeoutError:
+                if await disconnected():
+                    cancel(request)
+                    raise asyncio.CancelledError from None
+                continue
+            if isinstance(event, Delta):
+                texts[event.index].append(event.text)
+                tokens[event.index].extend(event.tokens)
+            else:
+                finished[event.index] = event
+    finally:
+        if len(finished) < n:
+            cancel(request)
+    errors = [f.message for f in finished.values() if f.reason == "error"]
+    if errors:
+        raise Failed(errors[0])
+    usage = total_usage([finished[i].usage for i in range(n)])
+    choices = [whole_choice(request, i, "".join(texts[i]), tokens[i], finished[i].reason)
+               for i in range(n)]
+    kind = "chat.completion" if request.chat else "text_completion"
+    return {**envelope(kind, request.request_id, request.model), "choices": choices,
+            "usage": usage_body(usage)}, usage
+
+
+def whole_choice(request: Request, index: int, text: str, tokens: list, reason: str) -> dict:
+    wants = request.sequences[index].settings.logprobs is not None
+    if request.chat:
+        return {"index": index, "message": {"role": "assistant", "content": text},
+                "logprobs": chat_logprobs(tokens) if wants else None, "finish_reason": reason}
+    return {"index": index, "text": text,
+            "logprobs": completion_logprobs(tokens, 0) if wants else None,
+            "finish_reason": reason}
+
+
+def sse(body) -> str:
+    data = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return f"data: {data}\n\n"
+
+
+async def stream(request: Request, record: dict) -> AsyncIterator[str]:
+    """Server-sent events of every choice as it grows; `record` gets the usage at the end."""
+    n = len(request.sequences)
+    kind = "chat.completion.chunk" if request.chat else "text_completion"
+    head = envelope(kind, request.request_id, request.model)
+    extra = {"usage": None} if request.include_usage else {}
+    offsets = [0] * n
+    usages: dict[int, Usage] = {}
+    try:
+        if request.chat:
+            for index in range(n):
+                opening = {"index": index, "delta": {"role": "assistant", "content": ""},
+                           "logprobs": None, "finish_reason": None}
+                yield sse({**head, "choices": [opening], **extra})
+        while len(usages) < n:
+            event = await request.queue.get()
+            if isinstance(event, Finished) and event.reason == "error":
+                yield sse({"error": {"message": event.message, "type": "server_error",
+                                     "param": None, "code": None}})
+                break
+            if isinstance(event, Finished):
+                usages[event.index] = event.usage
+            choice = chunk_choice(request, event, offsets)
+            yield sse({**head, "choices": [choice], **extra})
+        if request.include_usage and len(usages) == n:
+            usage = total_usage([usages[i] for i in range(n)])
+            yield sse({**head, "choices": [], "usage": usage_body(usage)})
+        yield sse("[DONE]")
+    finally:  # also when the client left and Starlette cancelled this stream
+        record["usage"] = total_usage([seq.usage() for seq in request.sequences])
+        if len(usages) < n:
+            record["error"] = "the client left: its rows were freed"
+        cancel(request)
+
+
+def chunk_choice(request: Request, event, offsets: list[int]) -> dict:
+    """One chunk's choice: a Delta's text (and logprobs), or the finish reason."""
+    index = event.index
+    if isinstance(event, Finished):
+        text, tokens, reason = "", [], event.reason
+    else:
+        text, tokens, reason = event.text, event.tokens, None
+    wants = request.sequences[index].settings.logprobs is not None and tokens
+    if request.chat:
+        delta = {"content": text} if reason is None else {}
+        return {"index": index, "delta": delta,
+                "logprobs": chat_logprobs(tokens) if wants else None, "finish_reason": reason}
+    logprobs = completion_logprobs(tokens, offsets[index]) if wants else None
+    offsets[index] += len(text)
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}

@@ -1,0 +1,83 @@
+"""serve(): build the engine and the app for a loaded model and run them under uvicorn.
+
+The KV cache of every row is allocated once, before the port opens, so its size is checked first
+(`cache_bytes`, refused past half the machine's memory with the flag that shrinks it). uvicorn
+handles Ctrl-C: it stops taking connections, lets the requests in flight finish (at most
+DRAIN_S), then the app's lifespan stops the engine, and the process exits with status 0.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+from glassformer.errors import GlassformerError
+from glassformer.models.family import CAUSAL, ENCODER
+from glassformer.serve.engine import Engine
+
+DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting them
+FLOAT32_BYTES = 4
+
+
+def cache_bytes(model, rows: int, context: int) -> int:
+    """Bytes of the keys and values of `rows` rows of `context` positions, every layer."""
+    kv_heads, head_dim = model.family.kv_layout(model.cfg)
+    return 2 * model.cfg.n_layer * rows * kv_heads * context * head_dim * FLOAT32_BYTES
+
+
+def memory_budget() -> int:
+    """Half the machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
+    """The engine of a causal model, its cache checked against memory_budget()."""
+    context = min(context or model.context_len, model.context_len)
+    need = cache_bytes(model, max_batch, context)
+    if need > memory_budget():
+        raise GlassformerError(
+            f"the KV cache of --max-batch {max_batch} rows x {context} positions needs "
+            f"{need / 2 ** 30:.1f} GiB, over half this machine's memory "
+            f"({memory_budget() / 2 ** 30:.1f} GiB): lower --max-batch or --context")
+    return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context)
+
+
+def open_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts: a port in use is one line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise GlassformerError(f"cannot listen on {host}:{port}: {err.strerror}; pick another "
+                               "--port or --host") from None
+    return sock
+
+
+def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
+          max_queue: int, context: int | None, embed_max_length: int) -> int:
+    import uvicorn
+
+    from glassformer.serve.app import RequestLog, Served, create_app
+
+    kind = model.family.kind
+    if kind not in (CAUSAL, ENCODER):
+        raise GlassformerError(f"{model.arch} is an encoder-decoder: serve runs causal models "
+                               "(completions, chat) and sentence encoders (embeddings)")
+    engine = make_engine(model, max_batch=max_batch, max_queue=max_queue,
+                         context=context) if kind == CAUSAL else None
+    served = Served(model, name, engine, api_key, embed_max_length)
+    sock = open_socket(host, port)
+    where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
+    print(f"glassformer serve: {name} at {where}/v1 (chat page: {where}/); Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(RequestLog(create_app(served)), log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=DRAIN_S)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:   # uvicorn raises Ctrl-C again once it has drained and stopped
+        pass
+    print("glassformer serve: stopped", file=sys.stderr, flush=True)
+    return 0
