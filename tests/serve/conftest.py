@@ -69,3 +69,19 @@ def serve_in(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's headless Chromium driven by Playwright (as tests/viewer/conftest.py)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium: run .ci/setup-system.sh (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=["--no-sandbox"])
+        yield chromium
+        chromium.close()

@@ -11,20 +11,14 @@ import numpy as np
 import openai
 import pytest
 from conftest import start_server
-from serve_models import tiny_chat_model, tiny_encoder
+from serve_models import save_chat_model, tiny_chat_model, tiny_encoder
 
 from glassformer.cli import main
 from glassformer.generate.templates import chat_template_of
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.tasks.chat import ChatSession
-from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
-# ChatML that refuses one message, so a template that raises can be tested
-TEMPLATE = ("{% for message in messages %}{% if message['content'] == 'boom' %}"
-            "{{ raise_exception('boom is not allowed') }}{% endif %}"
-            "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-            "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 LOGPROB_TOL = 1e-4   # float32 logits, batched vs a full forward
 EMBED_TOL = 1e-5     # the bound: the same float32 forward
 CLIENT_TIMEOUT_S = 60.0
@@ -32,11 +26,7 @@ CLIENT_TIMEOUT_S = 60.0
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    model = tiny_chat_model(max_seq_len=256)
-    model.tokenizer.config = TokenizerConfig(TEMPLATE, {"eos_token": "<|im_end|>"})
-    path = tmp_path_factory.mktemp("tiny") / "tinychat"
-    save_pretrained(model, path)
-    return path
+    return save_chat_model(tmp_path_factory.mktemp("tiny") / "tinychat")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,172 @@
+// The chat page of `glassformer serve`: streams /v1/chat/completions with logprobs and draws
+// each reply token as a <span class="token" data-p="..."> tinted by its probability; hovering
+// one shows its top-5 alternatives. Everything it fetches comes from the server that sent it.
+"use strict";
+(function () {
+  const TOP = 5;                       // alternatives per token (top_logprobs)
+  const log = document.getElementById("log");
+  const input = document.getElementById("input");
+  const keyField = document.getElementById("key");
+  const tip = document.getElementById("tip");
+  const model = document.getElementById("model").textContent;
+  let messages = [];                   // the conversation, as the API takes it
+  let busy = false;
+
+  keyField.value = new URLSearchParams(location.search).get("api_key") || "";
+
+  function bubble(role, text) {
+    const div = document.createElement("div");
+    div.className = "message " + role;
+    div.textContent = text;
+    log.appendChild(div);
+    log.scrollTop = log.scrollHeight;
+    return div;
+  }
+
+  // probability 0 -> red, 1 -> green; light enough to read the text on
+  function tint(p) {
+    return "hsla(" + Math.round(120 * p) + ", 75%, 55%, " + (0.18 + 0.35 * (1 - p)) + ")";
+  }
+
+  // One chunk's text, as one span: its probability is that of its tokens together (one token
+  // but for a character cut across several, such as some Chinese ones).
+  function addToken(reply, text, tokens) {
+    const span = document.createElement("span");
+    span.className = "token";
+    span.textContent = text;
+    const logprob = tokens.reduce((sum, t) => sum + t.logprob, 0);
+    const p = Math.exp(logprob);
+    span.dataset.p = p.toPrecision(4);
+    span.dataset.top = JSON.stringify(tokens[tokens.length - 1].top_logprobs.map(
+      (t) => [t.token, Math.exp(t.logprob)]));
+    span.style.background = tint(p);
+    reply.appendChild(span);
+  }
+
+  function showTip(span) {
+    const rows = JSON.parse(span.dataset.top);
+    const table = document.createElement("table");
+    for (const [token, p] of rows) {
+      const tr = table.insertRow();
+      tr.insertCell().textContent = JSON.stringify(token);
+      const cell = tr.insertCell();
+      cell.className = "p";
+      cell.textContent = (100 * p).toFixed(1) + "%";
+    }
+    tip.replaceChildren(table);
+    const box = span.getBoundingClientRect();
+    tip.style.left = box.left + "px";
+    tip.style.top = (box.bottom + 4) + "px";
+    tip.hidden = false;
+  }
+
+  log.addEventListener("mouseover", (event) => {
+    if (event.target.classList.contains("token")) showTip(event.target);
+  });
+  log.addEventListener("mouseout", (event) => {
+    if (event.target.classList.contains("token")) tip.hidden = true;
+  });
+
+  function headers() {
+    const h = { "Content-Type": "application/json" };
+    if (keyField.value) h.Authorization = "Bearer " + keyField.value;
+    return h;
+  }
+
+  function request() {
+    const temperature = parseFloat(document.getElementById("temperature").value);
+    return {
+      // no max_completion_tokens: a reply may take what the context leaves
+      model: model, messages: messages, stream: true, logprobs: true, top_logprobs: TOP,
+      temperature: isNaN(temperature) ? 0.7 : temperature,
+      stream_options: { include_usage: true },
+    };
+  }
+
+  // Feed one "data: ..." event; returns false at [DONE].
+  function onEvent(data, reply, state) {
+    if (data === "[DONE]") return false;
+    const chunk = JSON.parse(data);
+    if (chunk.error) throw new Error(chunk.error.message);
+    if (chunk.usage) {
+      const u = chunk.usage;
+      state.usage = u.prompt_tokens + " prompt tokens (" + u.prompt_tokens_details.cached_tokens +
+        " cached) · " + u.completion_tokens + " reply tokens";
+    }
+    for (const choice of chunk.choices) {
+      const text = choice.delta.content || "";
+      // a token that ends inside a character brings no text yet: it joins the next span
+      const tokens = state.carried.concat(choice.logprobs ? choice.logprobs.content : []);
+      state.carried = text ? [] : tokens;
+      if (text && tokens.length) addToken(reply, text, tokens);
+      state.text += text;
+    }
+    return true;
+  }
+
+  async function stream(response, reply) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    const state = { text: "", usage: "", carried: [] };
+    let pending = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, { stream: true });
+      const events = pending.split("\n\n");
+      pending = events.pop();
+      for (const event of events) {
+        if (event.startsWith("data: ") && !onEvent(event.slice(6), reply, state)) return state;
+      }
+    }
+    return state;
+  }
+
+  async function send(text) {
+    if (busy || !text.trim()) return;
+    busy = true;
+    bubble("user", text);
+    messages.push({ role: "user", content: text });
+    const reply = bubble("assistant", "");
+    try {
+      const response = await fetch("/v1/chat/completions", {
+        method: "POST", headers: headers(), body: JSON.stringify(request()),
+      });
+      if (!response.ok) {
+        const body = await response.json();
+        throw new Error(response.status + ": " + body.error.message);
+      }
+      const state = await stream(response, reply);
+      messages.push({ role: "assistant", content: state.text });
+      const usage = document.createElement("span");
+      usage.className = "usage";
+      usage.textContent = state.usage;
+      reply.appendChild(usage);
+      reply.classList.add("done");
+    } catch (err) {
+      messages.pop();
+      const line = document.createElement("span");
+      line.className = "error";
+      line.textContent = String(err.message || err);
+      reply.appendChild(line);
+      reply.classList.add("done", "failed");
+    } finally {
+      busy = false;
+    }
+  }
+
+  input.addEventListener("keydown", (event) => {
+    // note: while an input method composes (Chinese pinyin), Enter picks a word: not a send
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      const text = input.value;
+      input.value = "";
+      send(text);
+    }
+  });
+  document.getElementById("reset").addEventListener("click", () => {
+    messages = [];
+    log.replaceChildren();
+  });
+  window.glassformerChat = { send: send };
+})();
