@@ -168,7 +168,9 @@ class Engine:
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):
             seq.last = int(token_id)
             seq.accept(int(token_id), info)
-            if seq.finished or seq.cancelled:
+            if seq.cancelled:
+                seq.finish("cancelled")
+            if seq.finished:
                 self.running[row] = None
 
     def token_infos(self, logits: np.ndarray, ids: np.ndarray, seqs: list[Sequence]) -> list:

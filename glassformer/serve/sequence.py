@@ -15,9 +15,8 @@ another thread and read by the engine before every step).
 """
 from __future__ import annotations
 
-import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -93,8 +92,6 @@ class Sequence:
     cached_tokens: int = 0
     new_tokens: int = 0
     finished: bool = False
-    started: float = field(default_factory=time.perf_counter)
-    first_token_at: float | None = None
 
     def __post_init__(self):
         self.rng = np.random.default_rng(self.settings.seed)
@@ -105,8 +102,6 @@ class Sequence:
 
     def accept(self, token_id: int, info: TokenInfo | None) -> None:
         """Take the engine's next token: send the text it completes, finish when it ends."""
-        if self.first_token_at is None:
-            self.first_token_at = time.perf_counter()
         if token_id in self.stop_ids:
             self.finish("stop")
             return
