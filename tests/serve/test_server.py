@@ -121,6 +121,9 @@ def test_n_choices_with_a_seed_are_reproducible(client):
     (json.dumps({"prompt": "hi", "model": "gpt-4"}).encode(), 404, "does not exist"),
     (json.dumps({"prompt": "hi", "temperature": "hot"}).encode(), 400, "'temperature'"),
     (json.dumps(["a list"]).encode(), 400, "JSON object"),
+    (json.dumps({"prompt": "hi", "n": 9}).encode(), 400, "'n' must be"),
+    (json.dumps({"prompt": "hi", "stop": list("abcde")}).encode(), 400, "'stop' must be"),
+    (json.dumps({"prompt": ""}).encode(), 400, "'prompt' must be"),
 ])
 def test_bad_requests_are_clear_errors(server, client, body, status, words):
     answer = httpx.post(server.url + "/v1/completions", content=body, timeout=CLIENT_TIMEOUT_S)
