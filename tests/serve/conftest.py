@@ -1,6 +1,6 @@
 """A real `glassformer serve` process for the tests: started on a free port (the OS picks it:
 --port 0, read back from its first log line), stopped in teardown with Ctrl-C (SIGINT), killed
-only if it does not stop."""
+only if it does not stop. `browser` is the viewer tests' Chromium (Debian's, via Playwright)."""
 import os
 import re
 import signal
@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.viewer.conftest import browser  # noqa: F401  the viewer's headless Chromium fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 START_S = 60.0   # generous: the 2-core test machine is shared
@@ -70,18 +72,3 @@ def serve_in(tmp_path):
     for server in servers:
         server.stop()
 
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """Debian's headless Chromium driven by Playwright (as tests/viewer/conftest.py)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's chromium: run .ci/setup-system.sh (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                              args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
