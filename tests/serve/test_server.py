@@ -4,6 +4,7 @@ model saved to a folder: models, completions and chat (whole and streamed), repl
 log-softmax, embeddings equal to `glassformer embed`, and every fault a clear error after which
 the server keeps serving."""
 import json
+import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -214,3 +215,21 @@ def test_embeddings_equal_glassformer_embed(tmp_path, capsys):
             client.completions.create(model="enc", prompt="hi")
     finally:
         assert server.stop() == 0
+
+
+def test_ctrl_c_lets_a_reply_in_flight_finish(folder, tmp_path):
+    server = start_server(folder, tmp_path)
+    body = {"prompt": "long", "max_tokens": 200, "temperature": 0, "stream": True}
+    try:
+        with httpx.stream("POST", server.url + "/v1/completions", json=body,
+                          timeout=CLIENT_TIMEOUT_S) as answer:
+            lines = answer.iter_lines()
+            assert next(line for line in lines if line.startswith("data: {"))
+            server.process.send_signal(signal.SIGINT)          # Ctrl-C while it streams
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert rest[-1] == "data: [DONE]"
+        finish = json.loads(rest[-2][len("data: "):])["choices"][0]["finish_reason"]
+        assert finish in ("length", "stop")
+    finally:
+        assert server.stop() == 0
+    assert "glassformer serve: stopped" in server.log_text()
