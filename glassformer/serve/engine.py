@@ -44,6 +44,7 @@ class Engine:
         self.max_queue = max_queue
         self.rows = RowCache.allocate(model, max_batch, max_len)
         self.running: list[Sequence | None] = [None] * max_batch
+        self.next_tokens = np.zeros(max_batch, dtype=np.int64)   # (B,) each row's newest token
         self.waiting: deque[Sequence] = deque()
         self.wake = threading.Condition()
         self.stopping = False
@@ -150,8 +151,7 @@ class Engine:
         """One forward for rows [0, last running row]: each running row feeds its last token."""
         rows = max(row for row, seq in enumerate(self.running) if seq is not None) + 1
         active = np.array([seq is not None for seq in self.running[:rows]])      # (rows,)
-        tokens = np.array([seq.last if seq is not None else 0
-                           for seq in self.running[:rows]], dtype=np.int64)      # (rows,)
+        tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
         logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)
         picked = np.flatnonzero(active)
         self.choose(logits[picked], [self.running[row] for row in picked], list(picked))
@@ -165,8 +165,8 @@ class Engine:
         top_p = np.array([seq.settings.top_p for seq in seqs])
         ids = sample_rows(logits, temperature, top_p, [seq.rng for seq in seqs])  # (n,)
         infos = self.token_infos(logits, ids, seqs)
+        self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):
-            seq.last = int(token_id)
             seq.accept(int(token_id), info)
             if seq.cancelled:
                 seq.finish("cancelled")

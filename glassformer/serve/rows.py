@@ -34,12 +34,13 @@ class RowCache:
     """Generation state of a server: the shared cache, which columns each row owns, its ids."""
     cache: KVCache          # (B_max, K, T_max, D) per layer; `length` is the timeline's end
     live: np.ndarray        # (B_max, T_max) bool: the columns holding each row's tokens
-    ids: list[list[int]]    # per row, the ids whose keys sit in its live columns, in order
+    ids: np.ndarray         # (B_max, T_max) int64: the id whose keys sit in each live column
 
     @classmethod
     def allocate(cls, model, rows: int, max_len: int) -> "RowCache":
         cache = model.new_cache(rows, max_len)
-        return cls(cache, np.zeros((rows, max_len), dtype=bool), [[] for _ in range(rows)])
+        return cls(cache, np.zeros((rows, max_len), dtype=bool),
+                   np.zeros((rows, max_len), dtype=np.int64))
 
     @property
     def max_len(self) -> int:
@@ -52,7 +53,10 @@ class RowCache:
 
     def forget(self, row: int) -> None:
         self.live[row] = False
-        self.ids[row] = []
+
+    def held(self, row: int) -> np.ndarray:
+        """The ids row `row` holds, in order."""
+        return self.ids[row, self.live[row]]
 
     def realign(self, end: int, keep: np.ndarray) -> None:
         """Move the live columns of the rows in `keep` (B_max,) bool to end at column `end`
@@ -67,6 +71,7 @@ class RowCache:
         slot = np.clip(cols[None, :] - start, 0, self.max_len - 1)      # (B, T_max)
         source = np.take_along_axis(order, slot, axis=1)                # (B, T_max) old column
         gather = source[:, None, :, None]                               # (B, 1, T_max, 1)
+        self.ids = np.take_along_axis(self.ids, source, axis=1)         # (B, T_max)
         for layer in range(len(self.cache.k)):
             self.cache.k[layer][...] = np.take_along_axis(self.cache.k[layer], gather, axis=2)
             self.cache.v[layer][...] = np.take_along_axis(self.cache.v[layer], gather, axis=2)
@@ -76,9 +81,9 @@ class RowCache:
     def reuse(self, row: int, prompt: list[int]) -> int:
         """How many leading prompt ids row `row` already holds (at least one id is left to
         feed, since the last prompt id's logits give the first new token)."""
-        held = self.ids[row]
+        held = self.held(row)
         n = min(len(held), len(prompt) - 1)
-        differ = np.flatnonzero(np.asarray(held[:n]) != np.asarray(prompt[:n]))
+        differ = np.flatnonzero(held[:n] != np.asarray(prompt[:n]))
         return int(differ[0]) if differ.size else n
 
     def decode(self, model, rows: int, tokens: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -86,18 +91,17 @@ class RowCache:
         bool, each at its own next position; returns the last logits (rows, V)."""
         if self.cache.length + 1 > self.max_len:
             self.realign(int(self.live[:rows][active].sum(axis=1).max()),
-                         np.pad(active, (0, len(self.ids) - rows)))
+                         np.pad(active, (0, len(self.live) - rows)))
         length = self.cache.length
-        positions = np.array([len(ids) for ids in self.ids[:rows]], dtype=np.int64)
-        positions = np.where(active, positions, 0)[:, None]             # (rows, 1)
+        held = self.live[:rows].sum(axis=1)                             # (rows,) tokens so far
+        positions = np.where(active, held, 0)[:, None]                  # (rows, 1) the next one
         key_mask = self.live[:rows, :length + 1].copy()                 # (rows, S)
         key_mask[:, length] = True      # idle rows too: a row with no key at all gives nothing
         logits, _ = model.forward(tokens[:, None], attention_mask=key_mask, positions=positions,
                                   kv_cache=self.view(rows), last_only=True)   # (rows, 1, V)
         self.cache.length = length + 1
         self.live[:rows, length] = active
-        for row in np.flatnonzero(active):
-            self.ids[int(row)].append(int(tokens[row]))
+        self.ids[:rows, length] = tokens
         return logits[:, -1]
 
     def prefill(self, model, rows: list[int], prompts: list[list[int]], reused: list[int],
@@ -127,9 +131,7 @@ class RowCache:
         small.length = total - width
         logits, _ = model.forward(tokens, attention_mask=small_live, positions=positions,
                                   kv_cache=small, last_only=True)       # (n, 1, V)
-        self.place(small, small_live, rows, lengths, running)
-        for row, prompt in zip(rows, prompts):
-            self.ids[row] = list(prompt)
+        self.place(small, small_live, rows, np.concatenate(prompts), lengths, running)
         return logits[:, -1]
 
     def copy_prefix(self, small: KVCache, small_live: np.ndarray, rows: list[int],
@@ -147,9 +149,10 @@ class RowCache:
             small.v[layer][pick_i, :, dest] = self.cache.v[layer][source_rows, :, pick_col]
         small_live[pick_i, dest] = True
 
-    def place(self, small: KVCache, small_live: np.ndarray, rows: list[int],
+    def place(self, small: KVCache, small_live: np.ndarray, rows: list[int], ids: np.ndarray,
               lengths: np.ndarray, running: np.ndarray) -> None:
-        """Copy each small row's live columns into its row, ending at column `length`."""
+        """Copy each small row's live columns into its row, ending at column `length`; ids (N,)
+        are the prompts one after the other, the ids of those columns in the same order."""
         if self.cache.length < int(lengths.max()):
             # running rows move to end further right; free rows' old ids are forgotten
             counts = self.live[running].sum(axis=1)
@@ -165,3 +168,4 @@ class RowCache:
             self.cache.k[layer][dest_rows, :, dest] = small.k[layer][pick_i, :, pick_col]
             self.cache.v[layer][dest_rows, :, dest] = small.v[layer][pick_i, :, pick_col]
         self.live[dest_rows, dest] = True
+        self.ids[dest_rows, dest] = ids

@@ -88,7 +88,6 @@ class Sequence:
     on_event: Callable[[object], None]
     rng: np.random.Generator = None
     cancelled: bool = False              # set by the server when the client leaves
-    last: int = 0                        # the newest token, fed at the next step
     cached_tokens: int = 0
     new_tokens: int = 0
     finished: bool = False
