@@ -58,10 +58,13 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int) -> int:
-    import uvicorn
+    try:
+        import uvicorn
 
-    from glassformer.serve.app import RequestLog, Served, create_app
-
+        from glassformer.serve.app import RequestLog, Served, create_app
+    except ImportError as err:
+        raise GlassformerError(f"glassformer serve needs Starlette and uvicorn ({err.name} is "
+                               "missing): pip install 'glassformer[serve]'") from None
     kind = model.family.kind
     if kind not in (CAUSAL, ENCODER):
         raise GlassformerError(f"{model.arch} is an encoder-decoder: serve runs causal models "

@@ -1,5 +1,6 @@
 """`glassformer serve`'s refusals, in process and before any port opens: one line, exit 2."""
 import socket
+import sys
 
 import pytest
 
@@ -38,3 +39,9 @@ def test_a_port_in_use_is_one_line(folder, capsys):
         port = taken.getsockname()[1]
         assert main(["serve", "--model", str(folder), "--port", str(port)]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_without_the_serve_extra_it_says_what_to_install(folder, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)      # import uvicorn raises ImportError
+    assert main(["serve", "--model", str(folder)]) == 2
+    assert "pip install 'glassformer[serve]'" in capsys.readouterr().err
