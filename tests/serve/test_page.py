@@ -3,7 +3,7 @@ streams in as token elements carrying their probabilities, hovering one shows it
 comes from ?api_key=, nothing is fetched from anywhere but the server, no console error."""
 import openai
 import pytest
-from conftest import start_server
+from serve_process import start_server
 from serve_models import save_chat_model
 
 WAIT_MS = 60_000   # generous: the 2-core test machine is shared

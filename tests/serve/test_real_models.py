@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import openai
 import pytest
-from conftest import start_server
+from serve_process import start_server
 
 from glassformer.cli import main
 from glassformer.errors import GlassformerError

@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from conftest import start_server
+from serve_process import start_server
 from serve_models import save_chat_model, tiny_chat_model, tiny_encoder
 
 from glassformer.cli import main
