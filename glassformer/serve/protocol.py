@@ -23,6 +23,7 @@ MAX_N = 8               # choices per request
 MAX_STOP = 4            # stop strings per request (OpenAI's limit)
 MAX_TOP_LOGPROBS = 20   # alternatives per token (OpenAI's limit for chat)
 COMPLETION_MAX_TOKENS = 16   # /v1/completions' default max_tokens, as OpenAI's
+MAX_SEED = 2 ** 63 - 1       # seeds are np.random.default_rng's: integers >= 0
 
 
 class ApiError(Exception):
@@ -117,9 +118,7 @@ def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
             raise ApiError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs")
     else:
         logprobs = integer(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
-    seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise bad("seed", "an integer", seed)
+    seed = integer(body, "seed", None, 0, MAX_SEED)
     limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS)
     found = Settings(max_tokens=limit or 0,
                      temperature=number(body, "temperature", 1.0, 0.0, 2.0),

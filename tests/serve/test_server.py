@@ -125,6 +125,8 @@ def test_n_choices_with_a_seed_are_reproducible(client):
     (json.dumps({"prompt": "hi", "n": 9}).encode(), 400, "'n' must be"),
     (json.dumps({"prompt": "hi", "stop": list("abcde")}).encode(), 400, "'stop' must be"),
     (json.dumps({"prompt": ""}).encode(), 400, "'prompt' must be"),
+    (json.dumps({"prompt": "hi", "seed": -1}).encode(), 400, "'seed' must be"),
+    (json.dumps({"prompt": "hi", "top_p": float("nan")}).encode(), 400, "'top_p' must be"),
 ])
 def test_bad_requests_are_clear_errors(server, client, body, status, words):
     answer = httpx.post(server.url + "/v1/completions", content=body, timeout=CLIENT_TIMEOUT_S)
