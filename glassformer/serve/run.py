@@ -69,6 +69,9 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
     if kind not in (CAUSAL, ENCODER):
         raise GlassformerError(f"{model.arch} is an encoder-decoder: serve runs causal models "
                                "(completions, chat) and sentence encoders (embeddings)")
+    if model.tokenizer is None:
+        raise GlassformerError("this model has no tokenizer, so it cannot read requests' text; "
+                               "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue,
                          context=context) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length)
