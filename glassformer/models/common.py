@@ -84,7 +84,7 @@ def layers_shapes(bcfg: BlockConfig, n_layer: int) -> dict[str, tuple[int, ...]]
     """Param names and shapes of n_layer blocks under "blocks.{i}.", in init_layers' order."""
     shapes = {}
     for i in range(n_layer):
-        shapes.update(prefixed(block_shapes(bcfg), f"blocks.{i}."))
+        shapes.update(prefixed(block_shapes(bcfg, layer=i), f"blocks.{i}."))
     return shapes
 
 
@@ -93,7 +93,8 @@ def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, st
     """Fresh params for n_layer blocks under "blocks.{i}.", drawn layer by layer."""
     params = {}
     for i in range(n_layer):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std, layer=i),
+                               f"blocks.{i}."))
     return params
 
 
