@@ -160,15 +160,18 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 
 
-def block_backward(dout: np.ndarray, ctx: BlockCtx
+def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarray | None = None
                    ) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """Returns (grads with block-local names, dx, dmemory or None): the forward's steps in
-    reverse, MLP, then cross-attention, then self-attention."""
+    reverse, MLP, then cross-attention, then self-attention.
+
+    drouter_logits (N, E): in a sparse layer, a loss's gradient on its router logits (the
+    balance losses), passed to moe_backward."""
     pos = ctx.norm_position
     # MLP sub-block
     out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
     if isinstance(ctx.mlp.body, MoECtx):
-        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body)
+        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
     else:
         mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
     in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)

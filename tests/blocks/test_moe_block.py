@@ -84,6 +84,21 @@ def test_readers_and_output_rebuild():
     np.testing.assert_array_equal(moe_output(ctx), y)
 
 
+def test_a_router_logit_gradient_adds_to_the_routing_path():
+    """drouter_logits G (a balance loss's dL/dlogits) adds x^T G to the router's gradient and
+    G R^T to dx, on top of the block's own."""
+    cfg, params, x = _setup(PARITY["qwen3_moe"], np.float64)
+    y, ctx = moe_forward(params, x, cfg)
+    dy = np.random.default_rng(4).standard_normal(y.shape)
+    g = np.random.default_rng(5).standard_normal(router_logits(ctx).shape)   # (N, E)
+    plain, dx_plain = moe_backward(dy, ctx)
+    extra, dx_extra = moe_backward(dy, ctx, drouter_logits=g)
+    rows = x.reshape(-1, x.shape[-1])
+    np.testing.assert_allclose(extra["router"] - plain["router"], rows.T @ g, atol=1e-12)
+    np.testing.assert_allclose((dx_extra - dx_plain).reshape(rows.shape),
+                               g @ params["router"].T, atol=1e-12)
+
+
 def test_dispatch_groups_slots_by_expert_in_token_order():
     indices = np.array([[2, 0], [0, 1], [2, 1]])
     plan = dispatch_plan(indices, 4)
