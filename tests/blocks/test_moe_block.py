@@ -174,7 +174,7 @@ def test_a_layer_with_moe_gradchecks_and_its_readers_work():
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-import torch_moe  # noqa: E402  (needs torch and transformers)
+from torchref import moe as torch_moe  # noqa: E402  (needs torch and transformers)
 
 
 @pytest.mark.parametrize("name", PARITY)
