@@ -17,6 +17,9 @@ fused c_attn has one adapter over all three ("wqkv.lora_A" (C, r), "wqkv.lora_B"
 which only the joined product can apply: the block refuses it on the other paths (merge it first
 for decoding: io/peft.py).
 
+QK-norm (cfg.qk_norm: blocks/qk_norm.py) normalises q and k before RoPE, per head or over the
+whole projection (then before the heads are split).
+
 Self-attention over several tokens (training, eval, a prompt, with or without a KV cache)
 projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one
 (C, (H + 2K) D) product runs faster than three narrow ones (fewer, larger BLAS calls, which split
@@ -34,6 +37,8 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
 from glassformer.blocks.projection import projection_backward, projection_forward
+from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
+                                        qk_norm_shapes)
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
@@ -56,6 +61,7 @@ class AttentionBlockCtx(NamedTuple):
     cross: bool        # keys/values came from `memory`
     cached: bool       # keys/values came from a KV cache: no backward
     qkv_adapters: dict | None = None   # joined product: {"q"/"k"/"v": LoraCtx} of its adapters
+    qk_norm: QKNormCtx | None = None   # QK-norm's, when cfg.qk_norm is set
 
 
 def split_heads(x: np.ndarray, n: int) -> np.ndarray:
@@ -186,21 +192,37 @@ def _check_inputs(x: np.ndarray, memory: np.ndarray | None, cfg: BlockConfig) ->
 
 def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cfg: BlockConfig,
            *, frozen: bool, train: bool, rng):
-    """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v) and the joined
-    product's adapters. Keys and values come from memory_kv as given (decoding with
-    cross-attention: projected once by `cross_kv`), else from memory or x."""
+    """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v), the joined
+    product's adapters and QK-norm's ctx (None without it). Keys and values come
+    from memory_kv as given (decoding with cross-attention: projected once by `cross_kv`), else
+    from memory or x."""
     if memory_kv is not None:
         q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
         k, v = memory_kv                                                    # (B, K, S, D) each
-        return split_heads(q_lin, cfg.n_head), k, v, (None, q_proj, None, None), None
+        projections = (None, q_proj, None, None)
+        return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
     source = x if memory is None else memory
     joined = memory is None and x.shape[1] > 1  # see the module docstring
     (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
         params, x, source, joined, frozen=frozen, train=train, rng=rng)
+    qk = None
+    if cfg.qk_norm == "proj":  # OLMoE: over the whole projection, before the heads are split
+        q_lin, k_lin, qk = qk_norm_forward(params, q_lin, k_lin, cfg)      # (B, T, H*D) ...
     q = split_heads(q_lin, cfg.n_head)                                      # (B, H, T, D)
     k = split_heads(k_lin, cfg.kv_heads)                                    # (B, K, S, D)
     v = split_heads(v_lin, cfg.kv_heads)                                    # (B, K, S, D)
-    return q, k, v, projections, qkv_adapters
+    if cfg.qk_norm == "head":  # Qwen3: over each head's D, one scale shared by the heads
+        q, k, qk = qk_norm_forward(params, q, k, cfg)                       # (B, H, T, D) ...
+    return q, k, v, projections, qkv_adapters, qk
+
+
+def _qk_norm_backward(dq: np.ndarray, dk: np.ndarray, ctx: AttentionBlockCtx):
+    """dq (B, H, T, D), dk (B, K, S, D) back through QK-norm: (dq, dk, the scales' grads). The
+    "proj" form normalised merged heads, so the heads are merged and split around it."""
+    if ctx.qk_norm.kind == "head":
+        return qk_norm_backward(dq, dk, ctx.qk_norm)
+    dq, dk, grads = qk_norm_backward(merge_heads(dq), merge_heads(dk), ctx.qk_norm)
+    return split_heads(dq, ctx.n_head), split_heads(dk, ctx.attn.k.shape[1]), grads
 
 
 def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cfg: BlockConfig):
@@ -250,8 +272,8 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     """
     _check_inputs(x, memory, cfg)
     b, t = x.shape[:2]
-    q, k, v, projections, qkv_adapters = _heads(params, x, memory, memory_kv, cfg,
-                                                frozen=frozen, train=train, rng=rng)
+    q, k, v, projections, qkv_adapters, qk_norm = _heads(params, x, memory, memory_kv, cfg,
+                                                         frozen=frozen, train=train, rng=rng)
     q_rope = k_rope = None
     if cfg.position == "rope":
         if positions is None:
@@ -271,7 +293,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                                      rng=rng)                               # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, cfg.n_head,
                             cross=memory is not None or memory_kv is not None, cached=cached,
-                            qkv_adapters=qkv_adapters)
+                            qkv_adapters=qkv_adapters, qk_norm=qk_norm)
     return y, ctx
 
 
@@ -301,6 +323,9 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if ctx.q_rope is not None:
         dq = rope_backward(dq, ctx.q_rope)
         dk = rope_backward(dk, ctx.k_rope)
+    if ctx.qk_norm is not None:
+        dq, dk, norm_grads = _qk_norm_backward(dq, dk, ctx)
+        grads.update(norm_grads)
     proj_grads, dx, dsource = _project_backward(dq, dk, dv, ctx)
     grads.update(proj_grads)
     if dbo is not None:
@@ -349,17 +374,21 @@ def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
         shapes.update(bq=(hd,), bk=(kd,), bv=(kd,))
     if cfg.out_bias:
         shapes["bo"] = (c,)
+    shapes.update(qk_norm_shapes(cfg))                                    # q_norm, k_norm
     return shapes
 
 
 def init_attention(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std: float,
                    dtype=np.float32) -> dict:
     """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual;
-    zero biases. Draws wq, wk, wv, wo in that order (attention_shapes' order)."""
+    zero biases, QK-norm scales of 1. Draws wq, wk, wv, wo in that order (attention_shapes'
+    order)."""
     params = {}
     for name, shape in attention_shapes(cfg).items():
         if name.startswith("b"):                                          # bq, bk, bv, bo
             params[name] = np.zeros(shape, dtype)
+        elif name.endswith("_norm"):                                      # q_norm, k_norm
+            params[name] = np.ones(shape, dtype)
         else:
             scale = out_std if name == "wo" else std
             params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
