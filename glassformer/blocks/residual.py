@@ -1,4 +1,6 @@
 """A Transformer layer: attention and MLP sub-blocks, each wrapped in a residual connection.
+The attention sub-block is blocks/attention.py's, or DeepSeek's latent attention (blocks/mla.py)
+when the config has `mla`.
 
     pre-norm  (GPT-2, LLaMA):                post-norm (BERT, original Transformer):
         h   = x + Attn(Norm1(x))                 h   = Norm1(x + Attn(x))
@@ -24,6 +26,8 @@ from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_bac
                                           head_weights, init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.mla import (MLACtx, init_mla, mla_block_backward, mla_block_forward,
+                                    mla_shapes)
 from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward, mlp_shapes
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
@@ -35,7 +39,7 @@ from glassformer.ops.linear import linear_forward
 class SubCtx(NamedTuple):
     """One residual sub-block: its norm, its body (attention or MLP) and its dropout."""
     norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
-    body: AttentionBlockCtx | MLPCtx
+    body: AttentionBlockCtx | MLACtx | MLPCtx
     drop: DropoutCtx
 
 
@@ -112,10 +116,16 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     # self-attention sub-block
     norm1 = sub_params(params, "norm1.")
     a, norm_ctx = _residual_in(norm1, x, cfg)                                 # (B, T, C)
-    a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
-                                          key_mask=key_mask, positions=positions,
-                                          rope_tables=rope_tables, kv_cache=kv_cache,
-                                          layer=layer, frozen=frozen, train=train, rng=rng)
+    if cfg.mla is not None:  # DeepSeek's latent attention (no LoRA adapters)
+        a, body_ctx = mla_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
+                                        key_mask=key_mask, positions=positions,
+                                        rope_tables=rope_tables, kv_cache=kv_cache, layer=layer)
+    else:
+        a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg,
+                                              causal=causal, key_mask=key_mask,
+                                              positions=positions, rope_tables=rope_tables,
+                                              kv_cache=kv_cache, layer=layer, frozen=frozen,
+                                              train=train, rng=rng)
     h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
     cross_ctx = None
@@ -158,7 +168,10 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx
         grads.update(prefixed({**out_norm, **in_norm}, "norm_cross."))
     # self-attention sub-block
     out_norm, dbody, dskip = _residual_out_backward(dh, ctx.attn, pos)
-    attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
+    if isinstance(ctx.attn.body, MLACtx):
+        attn_grads, dbody_in = mla_block_backward(dbody, ctx.attn.body)
+    else:
+        attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
     in_norm, dx = _residual_in_backward(dbody_in, dskip, ctx.attn, pos)
     grads.update(prefixed(attn_grads, "attn."))
     grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
@@ -212,7 +225,8 @@ def residual_after(ctx: BlockCtx, x: np.ndarray, params: dict) -> np.ndarray:
 
 def block_shapes(cfg: BlockConfig, *, cross: bool = False) -> dict[str, tuple[int, ...]]:
     """Param names (block-local) and shapes of one layer, in the order init_block makes them."""
-    shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attention_shapes(cfg), "attn.")}
+    attn_shapes = attention_shapes(cfg) if cfg.mla is None else mla_shapes(cfg)
+    shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attn_shapes, "attn.")}
     if cross:
         shapes.update(prefixed(norm_shapes(cfg), "norm_cross."))
         shapes.update(prefixed(attention_shapes(cfg), "cross."))
@@ -227,8 +241,8 @@ def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
     sub-blocks draw in that order (attention, cross-attention, MLP)."""
     params = {}
     params.update(prefixed(init_norm(cfg, dtype), "norm1."))
-    params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
-                           "attn."))
+    init_attn = init_attention if cfg.mla is None else init_mla
+    params.update(prefixed(init_attn(cfg, rng, std=std, out_std=out_std, dtype=dtype), "attn."))
     if cross:
         params.update(prefixed(init_norm(cfg, dtype), "norm_cross."))
         params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),

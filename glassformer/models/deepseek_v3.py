@@ -1,0 +1,105 @@
+"""DeepSeek-V3 (DeepSeek-AI 2024, arXiv 2412.19437): LLaMA's decoder with multi-head latent
+attention.
+
+    ids (B, T) -> tok_emb[ids]                                              (B, T, C)
+               -> L x pre-norm block (RMSNorm, MLA with decoupled RoPE: blocks/mla.py,
+                                      RMSNorm, SwiGLU MLP)
+               -> norm_f (RMSNorm) -> x @ lm_head  (or x @ tok_emb^T when tied)   (B, T, V)
+
+Only the block differs from LLaMA (models/llama.py), by a flag on BlockConfig (`mla`), so the
+model's functions are llama's: the same embedding, layer stack, head and backward, composed in
+models/common.py. Its generation cache is the latent one: per token and layer the normalised
+latent (R) and the rotated RoPE key (Dr), not H keys and values (`kv_layout` returns
+(1, R, Dr); blocks/kv_cache.py).
+
+Matches HF `DeepseekV3ForCausalLM` on configs whose every layer is dense
+(first_k_dense_replace >= num_hidden_layers): the MLA of transformers' DeepseekV3Attention
+(rope_interleave, YaRN with DeepSeek's softmax mscale), RMSNorm with eps inside the square root,
+SiLU-gated MLP. The sparse MoE layers after the first first_k_dense_replace are not built here
+yet; io/hf/deepseek_v3.py refuses a config.json that has them.
+Init: llama's (Normal(0, 0.02); attn.wo and mlp.w_down at 0.02 / sqrt(2 L); norm scales 1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from glassformer.blocks.config import BlockConfig, MLAConfig
+from glassformer.models import llama
+from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
+                                       check_sizes)
+from glassformer.ops.rope_scaling import RopeScaling
+
+
+@dataclass(frozen=True)
+class DeepseekV3Config(FamilyConfig):
+    ARCH: ClassVar[str] = "deepseek_v3"
+    vocab_size: int = 65            # V
+    max_seq_len: int = 64           # T_max, the longest sequence RoPE was trained for
+    n_layer: int = 4                # L
+    n_head: int = 4                 # H, query heads (each with its own key and value head)
+    d_model: int = 128              # C
+    d_ff: int = 344                 # F, the dense SwiGLU MLP's width (intermediate_size)
+    norm_eps: float = 1e-6          # the layers' RMSNorm eps (the latent norms keep 1e-6)
+    rope_theta: float = 10000.0     # RoPE base
+    tie_embeddings: bool = False    # lm_head is tok_emb^T
+    dropout: float = 0.0            # on sub-block outputs, training only
+    # multi-head latent attention (blocks/mla.py):
+    q_lora_rank: int | None = None  # Rq, the queries' low rank (None: a plain q projection)
+    kv_lora_rank: int = 32          # R, the latent cached per token and layer
+    qk_nope_head_dim: int = 32      # Dn, query/key width without RoPE, per head
+    qk_rope_head_dim: int = 16      # Dr, the RoPE part (one key shared by all heads)
+    v_head_dim: int = 32            # Dv, value width per head
+    rope_interleave: bool = True    # RoPE pairs dims (2i, 2i+1), as DeepSeek's checkpoints
+    # RoPE scaling (ops/rope_scaling.py), the same fields as LlamaConfig's:
+    rope_type: str = "default"      # "default" (plain), "linear", "dynamic", "llama3", "yarn"
+    rope_factor: float = 1.0        # how many times longer than the original context
+    rope_original_max_seq_len: int | None = None  # the pretraining context (dynamic/llama3/yarn)
+    rope_low_freq_factor: float = 1.0    # llama3: wavelengths past N / this are divided
+    rope_high_freq_factor: float = 4.0   # llama3: wavelengths under N / this are kept
+    rope_beta_fast: float = 32.0    # yarn: pairs turning more often over N are kept
+    rope_beta_slow: float = 1.0     # yarn: pairs turning less often are divided
+    rope_attention_factor: float | None = None  # yarn: cos/sin scale (None: 0.1 ln(factor) + 1)
+    rope_truncate: bool = True      # yarn: ramp ends rounded to whole pairs
+    rope_mscale_all_dim: float = 0.0  # yarn: softmax scale times mscale(factor, this)^2 (0: no)
+
+    def __post_init__(self):
+        check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
+        check_sizes(self, ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model", "d_ff"))
+        self.block_config()  # validates the MLA widths, the even RoPE width, dropout
+
+    @property
+    def hidden(self) -> int:
+        """F, the dense MLP's width."""
+        return self.d_ff
+
+    def mla(self) -> MLAConfig:
+        return MLAConfig(kv_lora_rank=self.kv_lora_rank, qk_nope_head_dim=self.qk_nope_head_dim,
+                         qk_rope_head_dim=self.qk_rope_head_dim, v_head_dim=self.v_head_dim,
+                         q_lora_rank=self.q_lora_rank, rope_interleave=self.rope_interleave,
+                         mscale_all_dim=self.rope_mscale_all_dim)
+
+    def block_config(self) -> BlockConfig:
+        # head_dim is the RoPE width Dr, as in HF's DeepseekV3Config: the model's shared RoPE
+        # tables (models/common.py: layers_forward) are made for it
+        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
+                           head_dim=self.qk_rope_head_dim, norm="rms", norm_eps=self.norm_eps,
+                           norm_bias=False, norm_position="pre", mlp="swiglu", qkv_bias=False,
+                           out_bias=False, mlp_bias=False, position="rope",
+                           rope_theta=self.rope_theta, rope_scaling=self.rope_scaling(),
+                           dropout=self.dropout, mla=self.mla())
+
+    def rope_scaling(self) -> RopeScaling | None:
+        """The rope_* fields as one record, read as LlamaConfig reads its own."""
+        return llama.LlamaConfig.rope_scaling(self)
+
+
+def kv_layout(cfg: DeepseekV3Config) -> tuple[int, int, int]:
+    """(1, R, Dr): the latent cache keeps one latent and one RoPE key per token and layer."""
+    return 1, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+
+
+# RoPE positions are not learned: generation stops at the context, as LLaMA's.
+FAMILY = Family(name="deepseek_v3", kind=CAUSAL, config=DeepseekV3Config,
+                init_params=llama.init_params, forward=llama.forward, backward=llama.backward,
+                param_shapes=llama.param_shapes, kv_layout=kv_layout, sliding_context=False)
