@@ -18,6 +18,7 @@ from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import lora
 from glassformer.gradcheck.cases import mla
 from glassformer.gradcheck.cases import mlp_block
+from glassformer.gradcheck.cases import moe
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
@@ -42,6 +43,7 @@ _MODULES = [
     attention_block,
     mla,
     mlp_block,
+    moe,
     residual_block,
     seq2seq,
     bert_mlm,
