@@ -24,8 +24,9 @@ Dr qk_rope_head_dim, Dv v_head_dim. Matches transformers' DeepseekV3Attention (e
 latent norms use eps 1e-6 whatever rms_norm_eps says (DeepseekV3RMSNorm's default, as HF builds
 them); `rope_interleave` pairs dims (2i, 2i+1) as DeepSeek's checkpoints (ops/rope.py:
 deinterleave). No biases (attention_bias=False), no LoRA adapters. The cached forward rebuilds
-every key and value from the latent at each step, as transformers does; folding wkv_b into wq
-and wo ("weight absorption") would skip that work and is not done here.
+every key and value from the latent for a prompt, as transformers does, but decodes one token
+at a time in the latent space (`_absorbed_attention`): wkv_b folded into the query and the
+output, the cache read as one shared key/value head, no per-head keys made.
 
 Backward: every op's own backward in reverse. Three fan-outs, each on a commented line: the one
 RoPE key feeds all H heads (its gradient is the sum over heads), x feeds the query and the latent
@@ -60,7 +61,8 @@ class MLACtx(NamedTuple):
 
     q_a, q_norm: the low-rank query path (None when the block has one plain wq: q_b is then wq).
     kv_a: x -> [latent | k_pe]; kv_norm: the latent's RMSNorm; kv_b: c -> [k_nope | v] per head,
-    whose ctx keeps c (B, S, R), the normalised latent (the cache's content).
+    whose ctx keeps c (B, S, R), the normalised latent (the cache's content); None when one
+    token was decoded against the cache (_absorbed_attention: no keys and values are made).
     q_rope, k_rope: RoPE on q_pe (B, H, T, Dr) and k_pe (B, 1, T, Dr).
     attn: the attention op's ctx (q, k, v and the weights); out_proj: wo.
     """
@@ -69,7 +71,7 @@ class MLACtx(NamedTuple):
     q_b: LinearCtx
     kv_a: LinearCtx
     kv_norm: RMSNormCtx
-    kv_b: LinearCtx
+    kv_b: LinearCtx | None
     q_rope: RopeCtx
     k_rope: RopeCtx
     attn: AttentionCtx
@@ -134,7 +136,7 @@ def mla_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: 
     """
     mla = cfg.mla
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
-    b, t = x.shape[:2]
+    t = x.shape[1]
     dn, dr = mla.qk_nope_head_dim, mla.qk_rope_head_dim
     q, q_ctxs = _queries(params, x, mla)                             # (B, T, H*(Dn+Dr))
     q = split_heads(q, cfg.n_head)                                   # -> (B, H, T, Dn+Dr)
@@ -150,21 +152,51 @@ def mla_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: 
     c = c[:, None]                                                   # (B, T, R) -> (B, 1, T, R)
     if kv_cache is not None:
         c, k_pe = kv_cache.write(layer, c, k_pe)      # (B, 1, S, R), (B, 1, S, Dr): all so far
-    s = c.shape[2]
-    kv_heads, kv_b = linear_forward(c[:, 0], params["wkv_b"])        # (B, S, R) -> (B, S, H*(Dn+Dv))
-    kv_heads = split_heads(kv_heads, cfg.n_head)                     # -> (B, H, S, Dn+Dv)
-    k = np.empty((b, cfg.n_head, s, dn + dr), x.dtype)               # (B, H, S, Dn+Dr)
-    k[..., :dn] = kv_heads[..., :dn]
-    k[..., dn:] = k_pe                               # (B, 1, S, Dr) broadcast over the H heads
-    q = np.concatenate([q[..., :dn], q_pe], axis=-1)                 # (B, H, T, Dn+Dr)
     mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+    options = dict(mask=mask, causal=causal, scale=mla_softmax_scale(cfg))
     cached = kv_cache is not None
-    out, attn = attention_forward(q, k, kv_heads[..., dn:], mask=mask, causal=causal,
-                                  scale=mla_softmax_scale(cfg),
-                                  keep_weights=not cached)           # (B, H, T, Dv)
+    if cached and t == 1:   # one new token against the cache: attend in the latent space
+        out, attn = _absorbed_attention(q[..., :dn], q_pe, c, k_pe, params["wkv_b"], cfg,
+                                        **options)
+        kv_b = None
+    else:
+        kv_heads, kv_b = linear_forward(c[:, 0], params["wkv_b"])    # (B, S, R) -> (B, S, H*(Dn+Dv))
+        kv_heads = split_heads(kv_heads, cfg.n_head)                 # -> (B, H, S, Dn+Dv)
+        k = np.empty(kv_heads.shape[:-1] + (dn + dr,), x.dtype)      # (B, H, S, Dn+Dr)
+        k[..., :dn] = kv_heads[..., :dn]
+        k[..., dn:] = k_pe                           # (B, 1, S, Dr) broadcast over the H heads
+        q = np.concatenate([q[..., :dn], q_pe], axis=-1)             # (B, H, T, Dn+Dr)
+        out, attn = attention_forward(q, k, kv_heads[..., dn:], keep_weights=not cached,
+                                      **options)                     # (B, H, T, Dv)
     y, out_proj = linear_forward(merge_heads(out), params["wo"])     # (B, T, H*Dv) -> (B, T, C)
     ctx = MLACtx(*q_ctxs, kv_a, kv_norm, kv_b, q_rope, k_rope, attn, out_proj, mla, cached)
     return y, ctx
+
+
+def _absorbed_attention(q_nope: np.ndarray, q_pe: np.ndarray, c: np.ndarray, k_pe: np.ndarray,
+                        wkv_b: np.ndarray, cfg: BlockConfig, **options
+                        ) -> tuple[np.ndarray, AttentionCtx]:
+    """Attention read straight off the latent cache, for decoding (inference only).
+
+    q_nope (B, H, T, Dn), q_pe (B, H, T, Dr), c (B, 1, S, R), k_pe (B, 1, S, Dr) -> (B, H, T, Dv).
+    wkv_b's two halves per head, W_k (R, Dn) and W_v (R, Dv), move to the query and the output:
+
+        q_nope . (c W_k) = (q_nope W_k^T) . c        weights @ (c W_v) = (weights @ c) W_v
+
+    so the S cached latents are never expanded to H keys and values: the attention op runs as
+    multi-query attention whose one key head is [c | k_pe] (R + Dr) and whose value head is c,
+    broadcast over the H query heads. The same scores and output; per step it reads the cache
+    once instead of multiplying all S latents by wkv_b ("weight absorption", DeepSeek-V2 sec. 2.1.2).
+    """
+    mla = cfg.mla
+    per_head = wkv_b.reshape(mla.kv_lora_rank, cfg.n_head, -1)      # (R, H*(Dn+Dv)) -> (R, H, Dn+Dv)
+    w_k = per_head[..., :mla.qk_nope_head_dim].transpose(1, 2, 0)   # (H, Dn, R)
+    w_v = per_head[..., mla.qk_nope_head_dim:].transpose(1, 0, 2)   # (H, R, Dv)
+    q_latent = q_nope @ w_k                         # (B, H, T, Dn) @ (H, Dn, R) -> (B, H, T, R)
+    q = np.concatenate([q_latent, q_pe], axis=-1)                   # (B, H, T, R+Dr)
+    k = np.concatenate([c, k_pe], axis=-1)                          # (B, 1, S, R+Dr)
+    out_latent, attn = attention_forward(q, k, c, keep_weights=False, **options)  # (B, H, T, R)
+    return out_latent @ w_v, attn                   # (B, H, T, R) @ (H, R, Dv) -> (B, H, T, Dv)
 
 
 def mla_block_backward(dy: np.ndarray, ctx: MLACtx) -> tuple[dict, np.ndarray]:

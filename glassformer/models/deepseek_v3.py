@@ -12,11 +12,16 @@ models/common.py. Its generation cache is the latent one: per token and layer th
 latent (R) and the rotated RoPE key (Dr), not H keys and values (`kv_layout` returns
 (1, R, Dr); blocks/kv_cache.py).
 
-Matches HF `DeepseekV3ForCausalLM` on configs whose every layer is dense
-(first_k_dense_replace >= num_hidden_layers): the MLA of transformers' DeepseekV3Attention
-(rope_interleave, YaRN with DeepSeek's softmax mscale), RMSNorm with eps inside the square root,
-SiLU-gated MLP. The sparse MoE layers after the first first_k_dense_replace are not built here
-yet; io/hf/deepseek_v3.py refuses a config.json that has them.
+Layers from first_k_dense_replace on replace the dense MLP by DeepSeek-V3's mixture of experts
+(blocks/moe.py, a flag on BlockConfig too: `moe`): E routed SwiGLU experts chosen k per token
+by sigmoid scores, group-limited (n_group, topk_group), the choice shifted by the selection-only
+bias e_score_correction_bias ("router_bias"), the k weights renormalised and scaled by
+routed_scaling_factor, plus the always-on shared experts.
+
+Matches HF `DeepseekV3ForCausalLM`: the MLA of transformers' DeepseekV3Attention
+(rope_interleave, YaRN with DeepSeek's softmax mscale), DeepseekV3MoE, RMSNorm with eps inside
+the square root, SiLU-gated MLPs. Multi-token prediction modules are not built (transformers
+neither). The balance losses and the bias update are training's (train --arch moe).
 Init: llama's (Normal(0, 0.02); attn.wo and mlp.w_down at 0.02 / sqrt(2 L); norm scales 1).
 """
 from __future__ import annotations
@@ -24,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from glassformer.blocks.config import BlockConfig, MLAConfig
+from glassformer.blocks.config import BlockConfig, MLAConfig, MoEConfig
+from glassformer.errors import GlassformerError
 from glassformer.models import llama
 from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
                                        check_sizes)
@@ -62,11 +68,25 @@ class DeepseekV3Config(FamilyConfig):
     rope_attention_factor: float | None = None  # yarn: cos/sin scale (None: 0.1 ln(factor) + 1)
     rope_truncate: bool = True      # yarn: ramp ends rounded to whole pairs
     rope_mscale_all_dim: float = 0.0  # yarn: softmax scale times mscale(factor, this)^2 (0: no)
+    # the sparse mixture of experts (blocks/moe.py) of every layer from first_k_dense_replace on:
+    n_experts: int = 0              # E, routed experts (0: every layer keeps the dense MLP)
+    experts_per_token: int = 1      # k, experts each token is sent to
+    expert_d_ff: int = 1            # F_e, an expert's SwiGLU width (moe_intermediate_size)
+    n_shared_experts: int = 1       # always-on shared experts, one SwiGLU of width n F_e
+    first_k_dense_replace: int = 0  # the first layers keep the dense MLP
+    n_group: int = 1                # expert groups; a token's experts come from topk_group of
+    topk_group: int = 1             # them, ranked by each group's two best scores
+    norm_topk_prob: bool = True     # the k chosen sigmoid scores divided by their sum
+    routed_scaling_factor: float = 1.0  # then multiplied by this
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
         check_sizes(self, ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model", "d_ff"))
-        self.block_config()  # validates the MLA widths, the even RoPE width, dropout
+        if self.n_experts < 0 or self.n_shared_experts < 0 or self.first_k_dense_replace < 0:
+            raise GlassformerError("n_experts, n_shared_experts and first_k_dense_replace must "
+                                   f"be at least 0, got {self.n_experts}, "
+                                   f"{self.n_shared_experts} and {self.first_k_dense_replace}")
+        self.block_config()  # validates the MLA and MoE settings, the even RoPE width, dropout
 
     @property
     def hidden(self) -> int:
@@ -87,7 +107,20 @@ class DeepseekV3Config(FamilyConfig):
                            norm_bias=False, norm_position="pre", mlp="swiglu", qkv_bias=False,
                            out_bias=False, mlp_bias=False, position="rope",
                            rope_theta=self.rope_theta, rope_scaling=self.rope_scaling(),
-                           dropout=self.dropout, mla=self.mla())
+                           dropout=self.dropout, mla=self.mla(), moe=self.moe())
+
+    def moe(self) -> MoEConfig | None:
+        """DeepSeek-V3's router (sigmoid scores, group-limited choice, the selection-only bias
+        e_score_correction_bias) and shared experts; None when no layer is sparse."""
+        if self.n_experts == 0 or self.first_k_dense_replace >= self.n_layer:
+            return None
+        return MoEConfig(n_experts=self.n_experts, experts_per_token=self.experts_per_token,
+                         expert_d_ff=self.expert_d_ff, scoring="sigmoid",
+                         norm_topk_prob=self.norm_topk_prob,
+                         routed_scaling_factor=self.routed_scaling_factor, n_group=self.n_group,
+                         topk_group=self.topk_group, router_bias=True,
+                         shared_d_ff=self.n_shared_experts * self.expert_d_ff,
+                         dense_layers=tuple(range(self.first_k_dense_replace)))
 
     def rope_scaling(self) -> RopeScaling | None:
         """The rope_* fields as one record, read as LlamaConfig reads its own."""

@@ -14,7 +14,7 @@ from glassformer.blocks.mla import (init_mla, latent_cache, mla_block_backward,
                                     mla_block_forward, mla_latent, mla_shapes)
 from glassformer.errors import GlassformerError
 from glassformer.gradcheck import run_case
-from glassformer.gradcheck.cases._block_params import exercised, key_mask
+from glassformer.gradcheck.cases._block_params import exercised
 from glassformer.gradcheck.cases.mla import CASES, mla_config
 
 # Finite differences in float64 agree to ~1e-9 when the backward is right.

@@ -1,6 +1,6 @@
-"""DeepSeek-V3 family: shapes and dtypes, float64 spot gradcheck of every parameter, decoding with
-the latent cache equal to decoding without it, the cache's bytes per token, config round trips,
-bad input (transformers parity: tests/models/test_deepseek_v3_parity.py)."""
+"""DeepSeek-V3 family: shapes and dtypes, float64 spot gradcheck of every parameter (dense and MoE
+layers), decoding with the latent cache equal to decoding without it, the cache's bytes per
+token, config round trips, bad input (transformers parity: tests/models/test_deepseek_v3_parity.py)."""
 import numpy as np
 import pytest
 
@@ -50,7 +50,9 @@ def test_forward_shapes_dtypes_and_param_names():
     dict(),                                                          # q_lora, interleaved pairs
     dict(q_lora_rank=None, rope_interleave=False, tie_embeddings=True, rope_type="yarn",
          rope_factor=4.0, rope_original_max_seq_len=4, rope_mscale_all_dim=1.0),
-], ids=["q-lora", "plain-q-yarn-tied"])
+    dict(n_layer=3, n_experts=4, experts_per_token=2, expert_d_ff=3, n_shared_experts=1,
+         first_k_dense_replace=1, n_group=2, topk_group=1, routed_scaling_factor=2.5),
+], ids=["q-lora", "plain-q-yarn-tied", "moe"])
 def test_float64_spot_gradcheck_of_every_parameter(overrides):
     cfg = tiny(**overrides)
     rng = np.random.default_rng(1)
