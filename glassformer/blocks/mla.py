@@ -157,7 +157,7 @@ def mla_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: 
     cached = kv_cache is not None
     if cached and t == 1:   # one new token against the cache: attend in the latent space
         out, attn = _absorbed_attention(q[..., :dn], q_pe, c, k_pe, params["wkv_b"], cfg,
-                                        **options)
+                                        mask=mask, scale=options["scale"])
         kv_b = None
     else:
         kv_heads, kv_b = linear_forward(c[:, 0], params["wkv_b"])    # (B, S, R) -> (B, S, H*(Dn+Dv))
@@ -174,11 +174,12 @@ def mla_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: 
 
 
 def _absorbed_attention(q_nope: np.ndarray, q_pe: np.ndarray, c: np.ndarray, k_pe: np.ndarray,
-                        wkv_b: np.ndarray, cfg: BlockConfig, **options
-                        ) -> tuple[np.ndarray, AttentionCtx]:
-    """Attention read straight off the latent cache, for decoding (inference only).
+                        wkv_b: np.ndarray, cfg: BlockConfig, *, mask: np.ndarray | None,
+                        scale: float) -> tuple[np.ndarray, AttentionCtx]:
+    """Attention of one new token read straight off the latent cache (decoding, inference only).
 
-    q_nope (B, H, T, Dn), q_pe (B, H, T, Dr), c (B, 1, S, R), k_pe (B, 1, S, Dr) -> (B, H, T, Dv).
+    q_nope (B, H, 1, Dn), q_pe (B, H, 1, Dr), c (B, 1, S, R), k_pe (B, 1, S, Dr) -> (B, H, 1, Dv);
+    mask (B, 1, 1, S) or None.
     wkv_b's two halves per head, W_k (R, Dn) and W_v (R, Dv), move to the query and the output:
 
         q_nope . (c W_k) = (q_nope W_k^T) . c        weights @ (c W_v) = (weights @ c) W_v
@@ -192,11 +193,19 @@ def _absorbed_attention(q_nope: np.ndarray, q_pe: np.ndarray, c: np.ndarray, k_p
     per_head = wkv_b.reshape(mla.kv_lora_rank, cfg.n_head, -1)      # (R, H*(Dn+Dv)) -> (R, H, Dn+Dv)
     w_k = per_head[..., :mla.qk_nope_head_dim].transpose(1, 2, 0)   # (H, Dn, R)
     w_v = per_head[..., mla.qk_nope_head_dim:].transpose(1, 0, 2)   # (H, R, Dv)
-    q_latent = q_nope @ w_k                         # (B, H, T, Dn) @ (H, Dn, R) -> (B, H, T, R)
-    q = np.concatenate([q_latent, q_pe], axis=-1)                   # (B, H, T, R+Dr)
+    b, h, t, _ = q_nope.shape                                        # t = 1
+    q_latent = q_nope @ w_k                         # (B, H, 1, Dn) @ (H, Dn, R) -> (B, H, 1, R)
+    q = np.concatenate([q_latent, q_pe], axis=-1)                   # (B, H, 1, R+Dr)
+    # one key head for all: the H queries become H rows of one product, which reads the cache
+    # once (a batch of H products would read it H times)
+    q = q.reshape(b, 1, h * t, -1)                  # (B, H, 1, R+Dr) -> (B, 1, H, R+Dr)
     k = np.concatenate([c, k_pe], axis=-1)                          # (B, 1, S, R+Dr)
-    out_latent, attn = attention_forward(q, k, c, keep_weights=False, **options)  # (B, H, T, R)
-    return out_latent @ w_v, attn                   # (B, H, T, R) @ (H, R, Dv) -> (B, H, T, Dv)
+    # note: the one new token sees every cached key, so no causal rule (it would misread the H
+    # rows as H positions)
+    out_latent, attn = attention_forward(q, k, c, mask=mask, scale=scale,
+                                         keep_weights=False)       # (B, 1, H, R)
+    out_latent = out_latent.reshape(b, h, t, -1)    # (B, 1, H, R) -> (B, H, 1, R)
+    return out_latent @ w_v, attn                   # (B, H, 1, R) @ (H, R, Dv) -> (B, H, 1, Dv)
 
 
 def mla_block_backward(dy: np.ndarray, ctx: MLACtx) -> tuple[dict, np.ndarray]:
