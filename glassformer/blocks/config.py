@@ -22,6 +22,7 @@ NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
 MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 POSITIONS = ("none", "rope", "alibi")
+QK_NORMS = ("none", "head", "proj")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class MLAConfig:
 
 @dataclass(frozen=True)
 class MoEConfig:
-    """The sparse mixture-of-experts MLP of blocks/moe.py (the router's options: ops/moe_router.py)."""
+    """The sparse mixture-of-experts MLP of blocks/moe.py (router options: ops/moe_router.py)."""
     n_experts: int                  # E, routed experts (SwiGLU MLPs)
     experts_per_token: int          # k, experts each token is sent to
     expert_d_ff: int                # F_e, one expert's hidden width
@@ -109,11 +110,15 @@ class BlockConfig:
     mla: MLAConfig | None = None    # multi-head latent attention instead of q/k/v heads;
                                     # head_dim is then its RoPE width Dr (as HF's DeepSeek-V3)
     moe: MoEConfig | None = None    # sparse mixture-of-experts MLP (None: the dense one)
+    qk_norm: str = "none"           # RMSNorm on q and k before RoPE: "head" (each head's D,
+                                    # Qwen3) or "proj" (the whole projection, OLMoE)
 
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),
                                      ("norm_position", self.norm_position, NORM_POSITIONS),
-                                     ("mlp", self.mlp, MLPS), ("position", self.position, POSITIONS)):
+                                     ("mlp", self.mlp, MLPS),
+                                     ("position", self.position, POSITIONS),
+                                     ("qk_norm", self.qk_norm, QK_NORMS)):
             if value not in allowed:
                 raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")
         if self.head_dim is None and self.d_model % self.n_head:
