@@ -3,17 +3,24 @@
 The attention is multi-head latent attention (blocks/mla.py): q_a_proj, q_a_layernorm and
 q_b_proj (or q_proj without q_lora_rank), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj and
 o_proj. RoPE scaling reads as LLaMA's (io/hf/rope.py), plus mscale_all_dim, the YaRN factor of
-DeepSeek's softmax scale. Layers at or past first_k_dense_replace hold a sparse MoE MLP, which
-this loader does not build yet: such a config.json is refused in one line.
+DeepSeek's softmax scale. Layers at or past first_k_dense_replace hold DeepSeek-V3's mixture of
+experts: the router mlp.gate (weight and e_score_correction_bias), one tensor per expert under
+mlp.experts.{e} (stacked into (E, in, out) arrays: io/hf_names.py's Stack rows) and the shared
+experts mlp.shared_experts. Only sigmoid scoring with the bias-corrected top-k is implemented
+(scoring_func, topk_method).
 """
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
-from glassformer.io.hf.records import LM_HEAD, FamilyNames, HFFamily, ModelType, Rename, norm
+from glassformer.io.hf.records import (LM_HEAD, FamilyNames, HFFamily, ModelType, Rename, Stack,
+                                       norm)
 from glassformer.io.hf.rope import rope_fields_from_hf, rope_parameters_to_hf
 from glassformer.models.deepseek_v3 import DeepseekV3Config
 
 _ATTN = "layers.{i}.self_attn."
+_MLP = "layers.{i}.mlp."
+# our SwiGLU weight -> the name of its nn.Linear (dense MLP, each expert, the shared experts)
+_LINEARS = {"w_gate": "gate_proj", "w_up": "up_proj", "w_down": "down_proj"}
 
 NAMES = FamilyNames(
     prefix="model.",
@@ -31,13 +38,19 @@ NAMES = FamilyNames(
            Rename("attn.wkv_b", _ATTN + "kv_b_proj.weight", True),
            Rename("attn.wo", _ATTN + "o_proj.weight", True),
            *norm("norm2", "layers.{i}.post_attention_layernorm", bias=False),
-           Rename("mlp.w_gate", "layers.{i}.mlp.gate_proj.weight", True),
-           Rename("mlp.w_up", "layers.{i}.mlp.up_proj.weight", True),
-           Rename("mlp.w_down", "layers.{i}.mlp.down_proj.weight", True)),
+           # dense layers (the first first_k_dense_replace)
+           *(Rename(f"mlp.{ours}", f"{_MLP}{theirs}.weight", True)
+             for ours, theirs in _LINEARS.items()),
+           # sparse layers; io/hf_names.py skips the rows a layer's params lack
+           Rename("mlp.router", _MLP + "gate.weight", True),                       # (C, E)
+           Rename("mlp.router_bias", _MLP + "gate.e_score_correction_bias", False),  # (E,)
+           *(Stack(f"mlp.experts.{ours}", f"{_MLP}experts.{{e}}.{theirs}.weight", True)
+             for ours, theirs in _LINEARS.items()),                                # (E, in, out)
+           *(Rename(f"mlp.shared.{ours}", f"{_MLP}shared_experts.{theirs}.weight", True)
+             for ours, theirs in _LINEARS.items())),
     tied={"lm_head.weight": "embed_tokens.weight"},
     ignored=(r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq",))
 
-# The MoE keys: read, and refused while a layer would use them (see the module docstring).
 MOE_KEYS = frozenset({
     "n_routed_experts", "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok",
     "routed_scaling_factor", "n_group", "topk_group", "norm_topk_prob", "first_k_dense_replace",
@@ -57,13 +70,9 @@ READS = MOE_KEYS | frozenset({
 
 
 def from_hf(hf: dict) -> DeepseekV3Config:
-    """A config.json of model_type deepseek_v3 -> DeepseekV3Config (dense layers only)."""
+    """A config.json of model_type deepseek_v3 -> DeepseekV3Config (transformers' defaults for
+    the keys it leaves out)."""
     n_layer = hf["num_hidden_layers"]
-    dense = hf.get("first_k_dense_replace", 3)   # transformers' default
-    if dense < n_layer:
-        raise GlassformerError(f"config.json has first_k_dense_replace={dense} < "
-                               f"num_hidden_layers={n_layer}: its sparse MoE layers are not "
-                               "implemented by glassformer's deepseek_v3 yet")
     n_head = hf["num_attention_heads"]
     if hf.get("num_key_value_heads") not in (None, n_head):
         raise GlassformerError(f"config.json has num_key_value_heads="
@@ -80,7 +89,26 @@ def from_hf(hf: dict) -> DeepseekV3Config:
         q_lora_rank=hf.get("q_lora_rank"), kv_lora_rank=hf["kv_lora_rank"],
         qk_nope_head_dim=hf["qk_nope_head_dim"], qk_rope_head_dim=hf["qk_rope_head_dim"],
         v_head_dim=hf["v_head_dim"], rope_interleave=bool(hf.get("rope_interleave", True)),
-        rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0), **rope_fields)
+        rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0), **rope_fields,
+        **_moe_fields(hf, n_layer))
+
+
+def _moe_fields(hf: dict, n_layer: int) -> dict:
+    """The MoE fields; none (every layer dense) when first_k_dense_replace covers all layers.
+    Defaults are transformers' DeepseekV3Config's."""
+    dense = hf.get("first_k_dense_replace", 3)
+    if dense >= n_layer:
+        return {}
+    n_experts, k = hf.get("n_routed_experts", 256), hf.get("num_experts_per_tok", 8)
+    if not 1 <= k <= n_experts:
+        raise GlassformerError(f"num_experts_per_tok={k} must be between 1 and "
+                               f"n_routed_experts={n_experts} (each token picks that many experts)")
+    return dict(n_experts=n_experts, experts_per_token=k,
+                expert_d_ff=hf.get("moe_intermediate_size", 2048),
+                n_shared_experts=hf.get("n_shared_experts", 1), first_k_dense_replace=dense,
+                n_group=hf.get("n_group", 8), topk_group=hf.get("topk_group", 4),
+                norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+                routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)))
 
 
 def _check_derived(hf: dict) -> None:
@@ -110,7 +138,7 @@ def to_hf(cfg: DeepseekV3Config) -> dict:
             "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
             "intermediate_size": cfg.d_ff, "num_hidden_layers": cfg.n_layer,
             "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.n_head,
-            "first_k_dense_replace": cfg.n_layer,   # every layer dense
+            **_moe_to_hf(cfg),
             "q_lora_rank": cfg.q_lora_rank, "kv_lora_rank": cfg.kv_lora_rank,
             "qk_nope_head_dim": cfg.qk_nope_head_dim, "qk_rope_head_dim": cfg.qk_rope_head_dim,
             "v_head_dim": cfg.v_head_dim, "rope_interleave": cfg.rope_interleave,
@@ -118,6 +146,18 @@ def to_hf(cfg: DeepseekV3Config) -> dict:
             "hidden_act": "silu", "rope_theta": cfg.rope_theta, "rope_parameters": rope,
             "tie_word_embeddings": cfg.tie_embeddings, "attention_bias": False,
             "attention_dropout": 0.0, "num_nextn_predict_layers": 0, "dtype": "float32"}
+
+
+def _moe_to_hf(cfg: DeepseekV3Config) -> dict:
+    """The MoE keys: every one, so transformers' defaults (256 experts...) never apply."""
+    if cfg.moe() is None:
+        return {"first_k_dense_replace": cfg.n_layer}   # every layer dense
+    return {"first_k_dense_replace": cfg.first_k_dense_replace,
+            "n_routed_experts": cfg.n_experts, "num_experts_per_tok": cfg.experts_per_token,
+            "moe_intermediate_size": cfg.expert_d_ff, "n_shared_experts": cfg.n_shared_experts,
+            "n_group": cfg.n_group, "topk_group": cfg.topk_group,
+            "norm_topk_prob": cfg.norm_topk_prob,
+            "routed_scaling_factor": cfg.routed_scaling_factor}
 
 
 FAMILY = HFFamily("deepseek_v3", (DEEPSEEK_V3,), to_hf, NAMES)
