@@ -224,8 +224,12 @@ def moe_block_ctx(ctx: BlockCtx) -> MoECtx | None:
 
 def attention_weights(ctx: BlockCtx, *, cross: bool = False) -> np.ndarray:
     """The layer's self-attention (or cross-attention) weights, (B, H, T, S): a view of the
-    float32 weights the forward used (blocks/attention.py: head_weights)."""
-    return head_weights(attention_block_ctx(ctx, cross=cross))
+    float32 weights the forward used (blocks/attention.py: head_weights; an MLA layer's are
+    (B, H, T, S) as they are)."""
+    body = attention_block_ctx(ctx, cross=cross)
+    if isinstance(body, MLACtx):
+        return body.attn.softmax.probs                                      # (B, H, T, S)
+    return head_weights(body)
 
 
 def layer_input(ctx: BlockCtx) -> np.ndarray | None:

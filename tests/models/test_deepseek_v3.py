@@ -109,6 +109,22 @@ def test_the_cache_keeps_the_latent_and_the_rope_key_only():
     assert cache.nbytes_per_token() == 2 * 4 * (6 + 4)
 
 
+def test_the_viewer_reads_mla_and_moe_layers():
+    """inspect() (the viewer's and explain's reader) gets each layer's (B, H, T, S) weights and a
+    residual stream that ends where the final norm began."""
+    from glassformer.ops.rms_norm import rms_norm_forward
+    from glassformer.viewer.inspection import inspect
+    cfg = tiny(n_layer=3, n_experts=4, experts_per_token=2, expert_d_ff=3,
+               first_k_dense_replace=1, n_group=2, topk_group=1)
+    rng = np.random.default_rng(4)
+    model = Model(cfg, perturbed(FAMILY.init_params(cfg, rng), rng, np.float32))
+    seen = inspect(model, np.array([1, 2, 3, 4, 5]))
+    assert [a.shape for a in seen.attentions] == [(1, 3, 5, 5)] * 3
+    np.testing.assert_allclose(seen.attentions[0].sum(-1), 1.0, rtol=1e-6)
+    final, _ = rms_norm_forward(seen.residual[-1], model.params["norm_f.w"], eps=cfg.norm_eps)
+    np.testing.assert_allclose(final, seen.hidden_states[-1], atol=1e-5)
+
+
 def test_config_round_trips():
     cfg = tiny(rope_type="yarn", rope_factor=2.0, rope_original_max_seq_len=8,
                rope_mscale_all_dim=0.5)
