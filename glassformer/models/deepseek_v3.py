@@ -32,24 +32,14 @@ from typing import ClassVar
 from glassformer.blocks.config import BlockConfig, MLAConfig, MoEConfig
 from glassformer.errors import GlassformerError
 from glassformer.models import llama
-from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
-                                       check_sizes)
-from glassformer.ops.rope_scaling import RopeScaling
+from glassformer.models.family import CAUSAL, Family, check_config_values, check_sizes
 
 
 @dataclass(frozen=True)
-class DeepseekV3Config(FamilyConfig):
+class DeepseekV3Config(llama.LlamaConfig):
+    """LlamaConfig's fields (n_kv_head, head_dim and the biases stay unset: MLA has its own
+    widths), and the MLA and MoE ones."""
     ARCH: ClassVar[str] = "deepseek_v3"
-    vocab_size: int = 65            # V
-    max_seq_len: int = 64           # T_max, the longest sequence RoPE was trained for
-    n_layer: int = 4                # L
-    n_head: int = 4                 # H, query heads (each with its own key and value head)
-    d_model: int = 128              # C
-    d_ff: int = 344                 # F, the dense SwiGLU MLP's width (intermediate_size)
-    norm_eps: float = 1e-6          # the layers' RMSNorm eps (the latent norms keep 1e-6)
-    rope_theta: float = 10000.0     # RoPE base
-    tie_embeddings: bool = False    # lm_head is tok_emb^T
-    dropout: float = 0.0            # on sub-block outputs, training only
     # multi-head latent attention (blocks/mla.py):
     q_lora_rank: int | None = None  # Rq, the queries' low rank (None: a plain q projection)
     kv_lora_rank: int = 32          # R, the latent cached per token and layer
@@ -57,16 +47,6 @@ class DeepseekV3Config(FamilyConfig):
     qk_rope_head_dim: int = 16      # Dr, the RoPE part (one key shared by all heads)
     v_head_dim: int = 32            # Dv, value width per head
     rope_interleave: bool = True    # RoPE pairs dims (2i, 2i+1), as DeepSeek's checkpoints
-    # RoPE scaling (ops/rope_scaling.py), the same fields as LlamaConfig's:
-    rope_type: str = "default"      # "default" (plain), "linear", "dynamic", "llama3", "yarn"
-    rope_factor: float = 1.0        # how many times longer than the original context
-    rope_original_max_seq_len: int | None = None  # the pretraining context (dynamic/llama3/yarn)
-    rope_low_freq_factor: float = 1.0    # llama3: wavelengths past N / this are divided
-    rope_high_freq_factor: float = 4.0   # llama3: wavelengths under N / this are kept
-    rope_beta_fast: float = 32.0    # yarn: pairs turning more often over N are kept
-    rope_beta_slow: float = 1.0     # yarn: pairs turning less often are divided
-    rope_attention_factor: float | None = None  # yarn: cos/sin scale (None: 0.1 ln(factor) + 1)
-    rope_truncate: bool = True      # yarn: ramp ends rounded to whole pairs
     rope_mscale_all_dim: float = 0.0  # yarn: softmax scale times mscale(factor, this)^2 (0: no)
     # the sparse mixture of experts (blocks/moe.py) of every layer from first_k_dense_replace on:
     n_experts: int = 0              # E, routed experts (0: every layer keeps the dense MLP)
@@ -81,17 +61,19 @@ class DeepseekV3Config(FamilyConfig):
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
-        check_sizes(self, ("vocab_size", "max_seq_len", "n_layer", "n_head", "d_model", "d_ff"))
+        check_sizes(self)
+        # n_kv_head may say n_head: MLA makes one key and value per head
+        for name, unset in (("n_kv_head", (None, self.n_head)), ("head_dim", (None,)),
+                            ("qkv_bias", (False,)), ("out_bias", (False,))):
+            if getattr(self, name) not in unset:
+                raise GlassformerError(f"{name} does not apply to DeepSeek-V3's latent attention "
+                                       f"(its widths: kv_lora_rank, qk_nope_head_dim, "
+                                       f"qk_rope_head_dim, v_head_dim), got {getattr(self, name)!r}")
         if self.n_experts < 0 or self.n_shared_experts < 0 or self.first_k_dense_replace < 0:
             raise GlassformerError("n_experts, n_shared_experts and first_k_dense_replace must "
                                    f"be at least 0, got {self.n_experts}, "
                                    f"{self.n_shared_experts} and {self.first_k_dense_replace}")
         self.block_config()  # validates the MLA and MoE settings, the even RoPE width, dropout
-
-    @property
-    def hidden(self) -> int:
-        """F, the dense MLP's width."""
-        return self.d_ff
 
     def mla(self) -> MLAConfig:
         return MLAConfig(kv_lora_rank=self.kv_lora_rank, qk_nope_head_dim=self.qk_nope_head_dim,
@@ -102,7 +84,7 @@ class DeepseekV3Config(FamilyConfig):
     def block_config(self) -> BlockConfig:
         # head_dim is the RoPE width Dr, as in HF's DeepseekV3Config: the model's shared RoPE
         # tables (models/common.py: layers_forward) are made for it
-        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
+        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.hidden,
                            head_dim=self.qk_rope_head_dim, norm="rms", norm_eps=self.norm_eps,
                            norm_bias=False, norm_position="pre", mlp="swiglu", qkv_bias=False,
                            out_bias=False, mlp_bias=False, position="rope",
@@ -121,11 +103,6 @@ class DeepseekV3Config(FamilyConfig):
                          topk_group=self.topk_group, router_bias=True,
                          shared_d_ff=self.n_shared_experts * self.expert_d_ff,
                          dense_layers=tuple(range(self.first_k_dense_replace)))
-
-    def rope_scaling(self) -> RopeScaling | None:
-        """The rope_* fields as one record, read as LlamaConfig reads its own."""
-        return llama.LlamaConfig.rope_scaling(self)
-
 
 def kv_layout(cfg: DeepseekV3Config) -> tuple[int, int, int]:
     """(1, R, Dr): the latent cache keeps one latent and one RoPE key per token and layer."""

@@ -138,7 +138,10 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(GlassformerError, match="kv_lora_rank must be an integer >= 1"):
         tiny(kv_lora_rank=0)
     with pytest.raises(GlassformerError, match="unknown DeepseekV3Config keys"):
-        DeepseekV3Config.from_dict({"arch": "deepseek_v3", "n_kv_head": 2})
+        DeepseekV3Config.from_dict({"arch": "deepseek_v3", "n_kv_heads": 2})
+    with pytest.raises(GlassformerError, match="n_kv_head does not apply to DeepSeek-V3's latent"):
+        tiny(n_kv_head=1)
+    assert tiny(n_kv_head=3).block_config().mla is not None      # = n_head: the same model
     cfg = tiny()
     params = FAMILY.init_params(cfg, np.random.default_rng(0))
     with pytest.raises(GlassformerError, match="past the context of max_seq_len=16"):

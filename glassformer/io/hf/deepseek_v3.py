@@ -12,8 +12,8 @@ experts mlp.shared_experts. Only sigmoid scoring with the bias-corrected top-k i
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
-from glassformer.io.hf.records import (LM_HEAD, FamilyNames, HFFamily, ModelType, Rename, Stack,
-                                       norm)
+from glassformer.io.hf import llama
+from glassformer.io.hf.records import HFFamily, ModelType, Rename, Stack, norm
 from glassformer.io.hf.rope import rope_fields_from_hf, rope_parameters_to_hf
 from glassformer.models.deepseek_v3 import DeepseekV3Config
 
@@ -22,12 +22,8 @@ _MLP = "layers.{i}.mlp."
 # our SwiGLU weight -> the name of its nn.Linear (dense MLP, each expert, the shared experts)
 _LINEARS = {"w_gate": "gate_proj", "w_up": "up_proj", "w_down": "down_proj"}
 
-NAMES = FamilyNames(
-    prefix="model.",
-    outside=("lm_head.",),
-    top=(Rename("tok_emb", "embed_tokens.weight", False),
-         *norm("norm_f", "norm", bias=False),
-         LM_HEAD),
+# Outside the layers a DeepSeek-V3 file is named as a LLaMA one (embeddings, final norm, head)
+NAMES = llama.NAMES._replace(
     layer=(*norm("norm1", "layers.{i}.input_layernorm", bias=False),
            Rename("attn.wq", _ATTN + "q_proj.weight", True),            # without q_lora_rank
            Rename("attn.wq_a", _ATTN + "q_a_proj.weight", True),        # with q_lora_rank
@@ -47,9 +43,7 @@ NAMES = FamilyNames(
            *(Stack(f"mlp.experts.{ours}", f"{_MLP}experts.{{e}}.{theirs}.weight", True)
              for ours, theirs in _LINEARS.items()),                                # (E, in, out)
            *(Rename(f"mlp.shared.{ours}", f"{_MLP}shared_experts.{theirs}.weight", True)
-             for ours, theirs in _LINEARS.items())),
-    tied={"lm_head.weight": "embed_tokens.weight"},
-    ignored=(r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq",))
+             for ours, theirs in _LINEARS.items())))
 
 MOE_KEYS = frozenset({
     "n_routed_experts", "n_shared_experts", "moe_intermediate_size", "num_experts_per_tok",
