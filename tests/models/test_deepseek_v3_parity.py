@@ -157,3 +157,54 @@ def test_bad_folders_get_one_line(tmp_path):
                   metadata={"format": "pt"})
         with pytest.raises(CheckpointError, match=f"missing tensor '{key[len('model.'):]}'"):
             load_pretrained(tmp_path)
+
+
+TORCH_RTOL = 1e-5     # float32 gradients, relative to max(|ref|, GRAD_FLOOR)
+GRAD_FLOOR = 1e-6
+
+
+def _torch_grads(reference, cfg, x, y) -> tuple[float, dict]:
+    """transformers' loss and every gradient, under glassformer's names and layouts. The experts
+    live fused in memory (gate_up_proj (E, 2 F_e, C), down_proj (E, C, F_e)): split here."""
+    from glassformer.io import hf_names
+    reference.zero_grad()
+    logits = reference(torch.from_numpy(x)).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), torch.from_numpy(y).ravel())
+    loss.backward()
+    grads = {k: p.grad.numpy() for k, p in reference.named_parameters()}
+    fused = {k: g for k, g in grads.items() if ".experts." in k}
+    table = hf_names.hf_keys_by_table_name("deepseek_v3", {k: 0 for k in grads if k not in fused})
+    ours = hf_names.to_glassformer("deepseek_v3", cfg, {n: grads[k] for n, k in table.items()})
+    for key, grad in fused.items():            # model.layers.{i}.mlp.experts.{gate_up,down}_proj
+        layer = key.split(".")[2]
+        prefix = f"blocks.{layer}.mlp.experts."
+        if key.endswith("gate_up_proj"):
+            gate, up = np.split(grad, 2, axis=1)                  # (E, 2 F_e, C) -> 2 x (E, F_e, C)
+            ours[prefix + "w_gate"] = gate.transpose(0, 2, 1)     # -> (E, C, F_e)
+            ours[prefix + "w_up"] = up.transpose(0, 2, 1)
+        else:
+            ours[prefix + "w_down"] = grad.transpose(0, 2, 1)     # (E, C, F_e) -> (E, F_e, C)
+    return loss.item(), ours
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["q-lora-yarn", "moe-grouped"])
+def test_every_gradient_matches_torch_autograd(name, tmp_path):
+    """MLA (low-rank queries, interleaved YaRN RoPE) and DeepSeek-V3's MoE under the LM loss:
+    glassformer's hand-written backward against torch autograd on transformers' model."""
+    from glassformer.train.step import loss_and_grads
+    reference = hf_model(name).train()
+    reference.save_pretrained(tmp_path)
+    model = load_pretrained(tmp_path)
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, V, (2, 9)), rng.integers(0, V, (2, 9))
+    loss, grads = loss_and_grads(model.family, model.params, model.cfg, x, y, rng=None)
+    torch_loss, theirs = _torch_grads(reference, model.cfg, x, y)
+    assert loss == pytest.approx(torch_loss, rel=TORCH_RTOL)
+    # the correction bias only chooses: a zero gradient here, a buffer (no gradient) in torch
+    bias = {k for k in grads if k.endswith("router_bias")}
+    assert set(grads) - bias == set(theirs)
+    assert all(not np.any(grads[k]) for k in bias)
+    for key, ref in theirs.items():
+        err = np.abs(grads[key] - ref).max() / max(np.abs(ref).max(), GRAD_FLOOR)
+        assert err < TORCH_RTOL, (key, err)
