@@ -123,6 +123,10 @@ def test_the_viewer_reads_mla_and_moe_layers():
     np.testing.assert_allclose(seen.attentions[0].sum(-1), 1.0, rtol=1e-6)
     final, _ = rms_norm_forward(seen.residual[-1], model.params["norm_f.w"], eps=cfg.norm_eps)
     np.testing.assert_allclose(final, seen.hidden_states[-1], atol=1e-5)
+    # the page's per-head steps (glassformer show) read the MLA layer's (B, H, T, S) layout
+    from glassformer.viewer.page_data import head_steps
+    steps = head_steps(seen, 2, 1)
+    np.testing.assert_allclose(steps["weights"], seen.attentions[2][0, 1], atol=1e-4)
 
 
 def test_config_round_trips():
