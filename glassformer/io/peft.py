@@ -93,13 +93,27 @@ class LoraConfig:
 def init_adapters(model: Model, lora_cfg: LoraConfig, rng: np.random.Generator) -> dict:
     """Fresh trainable adapters (A uniform ±1/sqrt(C_in), B zeros) on every targeted module, in
     the model's layer order: {"blocks.{i}.attn.wq.lora_A": (C_in, r), ".lora_B": (r, C_out)}."""
+    chosen = select_modules(model, lora_cfg.targets)
+    check_rank(model, chosen, lora_cfg.r)
     adapters = {}
-    for module in select_modules(model, lora_cfg.targets):
+    for module in chosen:
         c_in, c_out = sizes(model.params, module)
         a, b = init_lora(c_in, c_out, lora_cfg.r, rng)
         adapters[adapter_name(module.weight, LORA_A)] = a
         adapters[adapter_name(module.weight, LORA_B)] = b
     return adapters
+
+
+def check_rank(model: Model, chosen: list, r: int) -> None:
+    """Issue 32: r at most min(C_in, C_out) of every target, checked before anything is
+    allocated (a rank past it adds no expressive power, only memory: A B has rank <= min).
+    The refusal names the narrowest target, so the value it advises fits them all."""
+    narrowest = min(chosen, key=lambda module: min(sizes(model.params, module)))
+    c_in, c_out = sizes(model.params, narrowest)
+    if r > min(c_in, c_out):
+        raise GlassformerError(f"--lora-r {r} is larger than {narrowest.hf_module} allows "
+                               f"({c_in} in, {c_out} out): LoRA's rank is at most the smaller, "
+                               f"so choose --lora-r {min(c_in, c_out)} or less")
 
 
 def adapter_constants(adapters: dict, lora_cfg: LoraConfig) -> dict:
