@@ -200,7 +200,8 @@ def check_context(model_cfg, train_cfg: TrainConfig) -> None:
     run folder is written, and again by the loop)."""
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
-                               f"context max_seq_len={model_cfg.max_seq_len}")
+                               f"context max_seq_len={model_cfg.max_seq_len}: give --block-size "
+                               f"{model_cfg.max_seq_len} or less")
 
 
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,
