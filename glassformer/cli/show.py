@@ -19,7 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="glassformer_show.html",
                         help="the HTML file to write (default: glassformer_show.html)")
     parser.add_argument("--png", default=None, metavar="DIR",
-                        help="also write the views as PNG figures into DIR, made if missing (needs matplotlib)")
+                        help="also write the views as PNG figures into DIR, made if missing "
+                             "(needs matplotlib)")
     parser.add_argument("--layers", default=None,
                         help="layers to include, e.g. 0,2,5-7 (default: all)")
     parser.add_argument("--heads", default=None,
