@@ -63,19 +63,21 @@ def attention_bytes(n_layers: int, n_heads: int, t: int, s: int, causal: bool) -
     return 4 * math.ceil(raw / 3)
 
 
-def check_page_budget(layers: list[int], heads: list[int], t: int, s: int, causal: bool) -> None:
-    """Refuse, in one line, a page whose attention would pass ATTENTION_BUDGET_BYTES, naming
-    --layers and --heads values that fit, or the text length that does."""
+def check_page_budget(layers: list[int], heads: list[int], t: int, s: int, causal: bool,
+                      budget: int | None = None) -> None:
+    """Refuse, in one line, a page whose attention would pass `budget` bytes (default
+    ATTENTION_BUDGET_BYTES; `show --max-page-mb`), naming --layers and --heads values that fit,
+    or the text length that does."""
+    budget = ATTENTION_BUDGET_BYTES if budget is None else budget
     size = attention_bytes(len(layers), len(heads), t, s, causal)
-    if size <= ATTENTION_BUDGET_BYTES:
+    if size <= budget:
         return
-    fit = ATTENTION_BUDGET_BYTES // attention_bytes(1, 1, t, s, causal)   # layer x head pairs
+    fit = budget // attention_bytes(1, 1, t, s, causal)   # layer x head pairs
     head = f"the attention of {len(layers)} layers x {len(heads)} heads over {t} tokens takes " \
-           f"{size / 1e6:.1f} MB, past the page budget of {ATTENTION_BUDGET_BYTES / 1e6:.0f} MB"
+           f"{size / 1e6:.1f} MB, past the page budget of {budget / 1e6:.0f} MB (--max-page-mb)"
     if fit == 0:
         tokens = t
-        while tokens > 1 and attention_bytes(1, 1, tokens, tokens, causal) > \
-                ATTENTION_BUDGET_BYTES:
+        while tokens > 1 and attention_bytes(1, 1, tokens, tokens, causal) > budget:
             tokens = tokens * 9 // 10
         raise GlassformerError(f"{head}; even one head of one layer does not fit: shorten the "
                                f"text to about {tokens} tokens")
@@ -93,12 +95,12 @@ def _span(chosen: list[int]) -> str:
 
 
 def model_page_data(inspection: Inspection, *, name: str, text: str | None, layers: list[int],
-                    heads: list[int], k: int = 5) -> dict:
+                    heads: list[int], k: int = 5, budget: int | None = None) -> dict:
     """Everything the model page shows, for batch row 0."""
     model = inspection.model
     _, n_head, t, s = next(a for a in inspection.attentions if a is not None).shape
     causal = inspection.causal
-    check_page_budget(layers, heads, t, s, causal)
+    check_page_budget(layers, heads, t, s, causal, budget)
     ids = inspection.ids[0].tolist()
     tokens = describe_tokens(model.tokenizer, ids)
     pad = ~inspection.key_mask[0]

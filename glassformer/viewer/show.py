@@ -74,12 +74,13 @@ def padded(model, text: str, pad_to: int) -> tuple[list[int], list[int]]:
 def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
          layers: str | None = None, heads: str | None = None, top_k: int = 5,
          png_dir: str | Path | None = None, pad_to: int | None = None,
-         target: str | None = None) -> Path:
+         target: str | None = None, max_page_mb: float | None = None) -> Path:
     """Write the page for `model` on `text` to `out`; with png_dir, the PNG figures too.
 
     layers, heads: selections such as "0,2,5-7" (default: all). pad_to: encoders only, append
     padding up to that many tokens (the page greys it out). An encoder-decoder reads `text` as
-    its source and `target` as its output (default: its own greedy translation).
+    its source and `target` as its output (default: its own greedy translation). max_page_mb:
+    a decoder's or encoder's page budget for its attention (default page_data's 12 MB).
     """
     out = check_request(text, out, png_dir)
     if model.family.kind == ENCODER_DECODER:
@@ -88,6 +89,9 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     if target is not None:
         raise GlassformerError(f"--target is for encoder-decoders; {model.arch} reads one text")
     cfg = model.cfg.block_config()
+    if max_page_mb is not None and not max_page_mb > 0.0:   # (NaN too)
+        raise GlassformerError(f"--max-page-mb must be more than 0, got {max_page_mb}")
+    budget = None if max_page_mb is None else int(max_page_mb * 1e6)
     chosen_layers = parse_selection(layers, model.cfg.n_layer, "layers")
     chosen_heads = parse_selection(heads, cfg.n_head, "heads")
     if pad_to is not None:
@@ -100,13 +104,13 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     if not isinstance(ids, str):
         check_context(model, len(ids))
         check_page_budget(chosen_layers, chosen_heads, len(ids), len(ids),
-                          model.family.kind == CAUSAL)
+                          model.family.kind == CAUSAL, budget)
         if png_dir is not None:
             check_png_budget(len(ids))
     inspection = inspect(model, ids, attention_mask=None if mask is None else [mask],
                          layers=chosen_layers)
     data = model_page_data(inspection, name=name, text=text, layers=chosen_layers,
-                           heads=chosen_heads, k=top_k)
+                           heads=chosen_heads, k=top_k, budget=budget)
     if png_dir is not None:
         from glassformer.viewer.figures import write_figures  # matplotlib: the `plot` extra
         write_figures(inspection, data, png_dir)

@@ -65,6 +65,18 @@ def test_past_the_page_budget_the_advice_fits(tmp_path, monkeypatch):
     assert (tmp_path / "page.html").stat().st_size > 0
 
 
+def test_the_page_budget_is_a_flag(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(page_data, "ATTENTION_BUDGET_BYTES", 300_000)
+    with pytest.raises(GlassformerError, match=r"\(--max-page-mb\)"):
+        show(byte_llama(), text_of(500), tmp_path / "page.html", name="tiny")
+    show(byte_llama(), text_of(500), tmp_path / "page.html", name="tiny", max_page_mb=1.0)
+    assert (tmp_path / "page.html").is_file()
+    save_pretrained(byte_llama(), tmp_path / "model")
+    assert main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "p.html"),
+                 "--max-page-mb", "0", "hi"]) == 2
+    assert "--max-page-mb must be more than 0, got 0.0" in capsys.readouterr().err
+
+
 def test_a_text_too_long_for_one_head_says_how_long_fits(tmp_path):
     with pytest.raises(GlassformerError, match=r"even one head of one layer does not fit: "
                                                r"shorten the text to about \d+ tokens"):
