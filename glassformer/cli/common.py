@@ -188,7 +188,7 @@ TRAIN_FLAGS = {
                                         "block; docs/bert.md)"),
 }
 # Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 
 
 def given_train_flags(args, skip: tuple[str, ...] = ()) -> dict:

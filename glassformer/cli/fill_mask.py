@@ -30,8 +30,16 @@ def format_candidates(text: str, candidates: list[list[tuple[str, float]]]) -> s
     for k, options in enumerate(candidates, start=1):
         lines.append(f"[MASK] {k} of {len(candidates)}:")
         for rank, (token, prob) in enumerate(options, start=1):
-            lines.append(f"  {rank}. {token}  {prob:.4f}")
+            lines.append(f"  {rank}. {shown(token)}  {prob:.4f}")
     return "\n".join(lines)
+
+
+def shown(token: str) -> str:
+    """A candidate as its own line can show it: a newline, tab or blank one written escaped, in
+    quotes (JSON's escapes), so it neither breaks the list nor looks empty."""
+    if token.strip() and token.isprintable():
+        return token
+    return json.dumps(token, ensure_ascii=False)
 
 
 def run(args) -> int:

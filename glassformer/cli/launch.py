@@ -14,12 +14,21 @@ would otherwise leave the others waiting in a collective forever); when a rank i
 ends the others. Open MPI explains either in a framed block of a dozen lines; the launcher keeps
 those blocks back and prints one line instead: what happened, and the last checkpoint to resume.
 
+Owning the job (issue 32): mpiexec runs in a session of its own (so a terminal's Ctrl-C reaches
+only the launcher, which passes on exactly one), so nothing would end it with the launcher. Three
+things do: the launcher passes SIGINT, SIGTERM and SIGHUP on to rank 0, which checkpoints the
+iteration all ranks agree on and says how to resume (`_stop`); mpiexec gets SIGTERM from the
+kernel when the launcher dies, even by SIGKILL (`die_with_parent`), and ends every rank on every
+machine; and each rank ends itself when its own parent (mpiexec, or Open MPI's daemon on another
+machine) dies (`watch_parent` in `as_rank`). The run's lock dies with rank 0.
+
 Root: Open MPI refuses to start as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are set; the launcher sets them for its own mpiexec only (users'
 own launches set them themselves: docs/distributed.md).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,10 +37,12 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import resolve_checkpoint
+from glassformer.train.runs.signals import REPEAT_S, STOP_SIGNALS, die_with_parent, watch_parent
 
 ROOT_VARIABLES = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 ERROR_PREFIX = "glassformer train: error: "
@@ -44,7 +55,7 @@ ABORTED = re.compile(r"MPI_ABORT was invoked on rank (\d+)|calling\s+\"abort\"|e
 ABORTING = "Abort is in progress"  # mpiexec's answer to the Ctrl-C we pass on
 # the runtime's complaint when ranks end while it tears the job down: "[host:pid] PMIX ERROR: ..."
 RUNTIME_NOISE = re.compile(r"^\[[^\]]*:\d+\] PMIX ERROR")
-STOP_GRACE_S = 30.0     # how long ranks may take to checkpoint after Ctrl-C
+STOP_GRACE_S = 30.0     # how long ranks may take to checkpoint after Ctrl-C, SIGTERM, SIGHUP
 PEER_ERROR_WAIT_S = 1.0  # see as_rank
 # note: mpiexec forwards a rank's output a moment later; an abort right after a print can lose it
 FORWARD_WAIT_S = 0.5
@@ -111,14 +122,18 @@ class _Relay:
             self.errors.append(text[len(ERROR_PREFIX):])
         else:
             self.stopped = self.stopped or text.startswith(STOPPED_PREFIX)
-            sys.stderr.write(text + end)
-            sys.stderr.flush()
+            try:
+                sys.stderr.write(text + end)
+                sys.stderr.flush()
+            except OSError:
+                pass  # a closed terminal (SIGHUP): the ranks' checkpoint matters, not the line
 
     def feed(self, pipe) -> None:
         """Read until mpiexec closes stderr; a line ends at \\n or \\r (progress bars)."""
         pending = ""
         for chunk in iter(lambda: os.read(pipe.fileno(), 65536), b""):
-            pending += chunk.decode("utf-8", errors="replace")
+            # note: mpiexec ends its framed blocks with a NUL byte; text holds none
+            pending += chunk.decode("utf-8", errors="replace").replace("\0", "")
             pieces = re.split(r"(\r|\n)", pending)
             pending = pieces.pop()
             for text, end in zip(pieces[0::2], pieces[1::2]):
@@ -149,6 +164,9 @@ def _failure(relay: _Relay, returncode: int, workers: int, out: str) -> str:
     unexplained = relay.unexplained()
     if unexplained:
         return f"mpiexec failed: {unexplained[0][:300]}"
+    if returncode < 0:   # mpiexec itself was killed (Popen's negative status)
+        return (f"mpiexec was killed by {signal.Signals(-returncode).name}; all {workers} ranks "
+                f"stopped; {resume}")
     return f"mpiexec exited with status {returncode}; all {workers} ranks stopped; {resume}"
 
 
@@ -164,16 +182,48 @@ def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
     command += [sys.executable, "-m", "glassformer", "train", *rank_argv(args, workers)]
     env = {**os.environ, **ROOT_VARIABLES}  # for this mpiexec only
     relay = _Relay()
-    # its own session: a Ctrl-C in the terminal reaches only us, and we pass on exactly one
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        relay.feed(process.stderr)
-        returncode = process.wait()
-    except KeyboardInterrupt:
-        return _stop(process, relay, workers, args.out)
+    with _signals_to_job():
+        # its own session: a Ctrl-C in the terminal reaches only us, and we pass on exactly one;
+        # SIGTERM from the kernel when we die, however we die
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, env=env,
+                                   start_new_session=True,
+                                   preexec_fn=partial(die_with_parent, signal.SIGTERM, os.getpid()))
+        try:
+            relay.feed(process.stderr)
+            returncode = process.wait()
+        except JobSignal as stop:
+            return _stop(process, relay, workers, args.out, stop.signum)
     if returncode != 0:
         print(ERROR_PREFIX + _failure(relay, returncode, workers, args.out), file=sys.stderr)
     return returncode
+
+
+class JobSignal(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP reached the launcher: the job is to stop (see `_stop`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_to_job():
+    """While the block runs, a stop signal raises JobSignal (an echo of the same signal within
+    REPEAT_S, as `timeout` sends, is dropped); the handlers are restored after."""
+    first: dict[int, float] = {}
+
+    def on_signal(signum: int, frame) -> None:
+        if signum in first and time.monotonic() - first[signum] < REPEAT_S:
+            return
+        first.setdefault(signum, time.monotonic())
+        raise JobSignal(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _rank_zero(mpiexec_pid: int) -> int | None:
@@ -189,18 +239,18 @@ def _rank_zero(mpiexec_pid: int) -> int | None:
     return None
 
 
-def _stop(process, relay: _Relay, workers: int, out: str) -> int:
-    """Ctrl-C: rank 0 gets it, asks every rank to stop at the same iteration
-    (distributed.agreed_stop) and checkpoints it. A second Ctrl-C, or no end within
+def _stop(process, relay: _Relay, workers: int, out: str, signum: int) -> int:
+    """Ctrl-C, SIGTERM or SIGHUP: rank 0 gets it, asks every rank to stop at the same
+    iteration (distributed.agreed_stop) and checkpoints it. A second signal, or no end within
     STOP_GRACE_S, ends every rank at once.
 
-    note: not through mpiexec, which answers a Ctrl-C by killing the ranks within half a
-    second, too soon for a checkpoint."""
+    note: not through mpiexec, which answers a Ctrl-C or SIGTERM by killing the ranks within
+    half a second, too soon for a checkpoint."""
     rank_zero = _rank_zero(process.pid)
     try:
         if rank_zero is None:
             raise KeyboardInterrupt
-        os.kill(rank_zero, signal.SIGINT)
+        os.kill(rank_zero, signum)
         relay.feed(process.stderr)
         process.wait(timeout=STOP_GRACE_S)
     except (KeyboardInterrupt, subprocess.TimeoutExpired, OSError):
@@ -210,20 +260,27 @@ def _stop(process, relay: _Relay, workers: int, out: str) -> int:
         except (KeyboardInterrupt, subprocess.TimeoutExpired):
             process.kill()
             process.wait()
+    status = 128 + signum   # what a shell shows for a command a signal ended: 130 for SIGINT
     if relay.stopped:
-        return 130
-    print(f"glassformer train: stopped by Ctrl-C; all {workers} ranks ended; "
-          f"{last_checkpoint(out)}; continue with: glassformer train --out {out} --resume",
-          file=sys.stderr)
-    return 130
+        return status
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    try:
+        print(f"glassformer train: stopped by {name}; all {workers} ranks ended; "
+              f"{last_checkpoint(out)}; continue with: glassformer train --out {out} --resume",
+              file=sys.stderr)
+    except OSError:
+        pass  # a closed terminal
+    return status
 
 
 def as_rank(comm, work) -> int:
     """work() on one rank; an error becomes one line and ends every rank (MPI_Abort).
 
+    Every rank also watches its parent (`watch_parent`), so it ends when its mpiexec does.
     A rank other than 0 waits PEER_ERROR_WAIT_S before reporting: an error that every rank meets
     (a diverged loss) is then reported once, by rank 0, whose abort ends the others first.
     """
+    watch_parent()
     try:
         return work()
     except BaseException as err:  # noqa: BLE001 - any failure must end all ranks, not hang them

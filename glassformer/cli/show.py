@@ -19,11 +19,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="glassformer_show.html",
                         help="the HTML file to write (default: glassformer_show.html)")
     parser.add_argument("--png", default=None, metavar="DIR",
-                        help="also write the views as PNG figures into DIR (needs matplotlib)")
+                        help="also write the views as PNG figures into DIR, made if missing "
+                             "(needs matplotlib)")
     parser.add_argument("--layers", default=None,
                         help="layers to include, e.g. 0,2,5-7 (default: all)")
     parser.add_argument("--heads", default=None,
                         help="heads to include, e.g. 0-3 (default: all)")
+    parser.add_argument("--max-page-mb", type=float, default=None, metavar="MB",
+                        help="the page's budget for attention, in MB (default: 12); past it "
+                             "show refuses before computing, naming --layers and --heads that "
+                             "fit (decoders and encoders)")
     parser.add_argument("--top-k", type=int, default=5,
                         help="guesses per cell in the logit lens, or per position of a "
                              "masked-LM BERT (default: 5)")
@@ -44,6 +49,7 @@ def run(args) -> int:
     model = load_model_shown(args.model)
     path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
                 lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
-                png_dir=args.png, pad_to=args.pad_to, target=args.target)
+                png_dir=args.png, pad_to=args.pad_to, target=args.target,
+                max_page_mb=args.max_page_mb)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0

@@ -35,8 +35,10 @@ class StreamStep(NamedTuple):
 def stream_text(tokenizer, token_ids: Iterable[int]) -> Iterator[StreamStep]:
     """Yield a StreamStep per id; concatenating their text gives tokenizer.decode(all ids).
 
-    At the end, any bytes still held back (a cut character at the very end) are flushed with
-    token_id None, as U+FFFD, exactly as a one-shot decode would show them.
+    At the end (the stop, or a --max-new-tokens cut) the text still held back is flushed with
+    token_id None, less a character cut in half at the very end: its bytes never completed, and
+    a trailing U+FFFD would only be noise (issue 32). So the texts join to tokenizer.decode(all
+    ids) without a trailing U+FFFD.
     """
     ids: list[int] = []
     prefix = read = 0
@@ -51,7 +53,7 @@ def stream_text(tokenizer, token_ids: Iterable[int]) -> Iterator[StreamStep]:
             yield StreamStep(int(token_id), "")
     if read < len(ids):
         old_text = tokenizer.decode(ids[prefix:read])
-        yield StreamStep(None, tokenizer.decode(ids[prefix:])[len(old_text):])
+        yield StreamStep(None, tokenizer.decode(ids[prefix:])[len(old_text):].rstrip(REPLACEMENT))
 
 
 def generated_ids(model, prompt_ids: list[int], *, stop_ids: Iterable[int] = (),

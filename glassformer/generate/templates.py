@@ -31,16 +31,26 @@ A template that builds a control token from message text (`'<|' + role + '|>'`) 
 rule; the roles come from the chat itself, never from what the user types. A model without a
 template gets ChatML (`CHATML_TEMPLATE`) when its tokenizer has ChatML's tokens, and the chat says
 so; otherwise it cannot chat.
+
+Budgets (issue 32): a template is a program, and a hostile or broken one could run for minutes or
+fill the memory. Rendering stops with one line when its text passes RENDER_MAX_CHARS or its time
+RENDER_MAX_S (checked at every piece of output and every RANGE_CHECK_EVERY steps of a `range`);
+before that, a repetition (`'x' * n`, `list * n`), a power (`10 ** n`) or any call given a number
+past RENDER_MAX_CHARS is refused before it allocates, and `range` keeps Jinja's sandbox bound
+(MAX_RANGE) with a line instead of an OverflowError.
 """
 from __future__ import annotations
 
 import json
+import math
+import time
 from datetime import datetime
+from functools import partial
 from typing import NamedTuple
 
 import jinja2
 import regex
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
 
 from glassformer.errors import GlassformerError
 
@@ -54,6 +64,10 @@ CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+RENDER_MAX_CHARS = 4_000_000  # a prompt past this (~1M tokens) is past every model's context
+RENDER_MAX_S = 10.0           # real templates render in milliseconds
+RANGE_CHECK_EVERY = 1024      # a range looks at the clock every this many steps
+POWER_MAX_BITS = 1 << 16      # `a ** b` with a result past this many bits is refused
 
 
 class ChatTemplate(NamedTuple):
@@ -115,6 +129,86 @@ class TemplateNamespace(jinja2.utils.Namespace):
                 f"a chat template may not store the underscore name {name!r} on a namespace")
 
 
+class RenderLimit(Exception):
+    """A template passed a budget (see the module docstring); the message says which."""
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """transformers' sandbox, with repetitions, powers and calls bounded before they allocate."""
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator: str, left, right):
+        if operator == "*":
+            _check_repeat(left, right)
+            _check_repeat(right, left)
+        elif _is_int(left) and _is_int(right) and abs(left) > 1 and right > 0 and \
+                right * math.log2(abs(left)) > POWER_MAX_BITS:
+            raise RenderLimit(f"it computes {left} ** {right}, a number of more than "
+                              f"{POWER_MAX_BITS:,} bits")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
+        for value in (*args, *kwargs.values()):
+            # (range has its own bound, with its own line)
+            if _is_int(value) and abs(value) > RENDER_MAX_CHARS and \
+                    getattr(__obj, "func", None) is not _timed_range:
+                raise RenderLimit(f"it calls {getattr(__obj, '__name__', 'a function')} with "
+                                  f"{value:,}, past the {RENDER_MAX_CHARS:,} characters a "
+                                  "prompt may have")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_repeat(sequence, times) -> None:
+    """Refuse `sequence * times` whose result would be past RENDER_MAX_CHARS items."""
+    if isinstance(sequence, (str, list, tuple)) and _is_int(times) and \
+            len(sequence) * times > RENDER_MAX_CHARS:
+        raise RenderLimit(f"it repeats {len(sequence):,} items {times:,} times, past the "
+                          f"{RENDER_MAX_CHARS:,} characters a prompt may have")
+
+
+class TimedRange:
+    """`range` in a template: Jinja's sandbox bound, and the render's deadline."""
+
+    def __init__(self, numbers: range, deadline: float) -> None:
+        self.numbers, self.deadline = numbers, deadline
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __iter__(self):
+        for step, number in enumerate(self.numbers):
+            if step % RANGE_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
+                raise RenderLimit(f"it was still rendering after {RENDER_MAX_S:.0f} s")
+            yield number
+
+
+def _timed_range(deadline: float, *args) -> TimedRange:
+    numbers = range(*args)
+    if len(numbers) > MAX_RANGE:
+        raise RenderLimit(f"it asks for a range of {len(numbers):,} numbers; templates may use "
+                          f"at most {MAX_RANGE:,}")
+    return TimedRange(numbers, deadline)
+
+
+def render_within_budget(compiled: jinja2.Template, **context) -> str:
+    """compiled.render(**context), piece by piece, stopped at RENDER_MAX_CHARS or
+    RENDER_MAX_S (RenderLimit)."""
+    deadline = time.monotonic() + RENDER_MAX_S
+    pieces, size = [], 0
+    for piece in compiled.generate(range=partial(_timed_range, deadline), **context):
+        size += len(piece)
+        if size > RENDER_MAX_CHARS:
+            raise RenderLimit(f"its text passed {RENDER_MAX_CHARS:,} characters")
+        if time.monotonic() > deadline:
+            raise RenderLimit(f"it was still rendering after {RENDER_MAX_S:.0f} s")
+        pieces.append(piece)
+    return "".join(pieces)
+
+
 def template_dict(*args, **kwargs) -> dict:
     """dict() for templates: builds a dict, nothing else reachable."""
     return dict(*args, **kwargs)
@@ -122,8 +216,8 @@ def template_dict(*args, **kwargs) -> dict:
 
 def environment() -> ImmutableSandboxedEnvironment:
     """The sandbox transformers renders chat templates in (a fresh one per render: no state)."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
+                         extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now,
                        namespace=TemplateNamespace, dict=template_dict)
@@ -176,8 +270,10 @@ def render_chat(template: str | jinja2.Template, messages: list[dict],
     try:
         compiled = compile_template(template) if isinstance(template, str) else template
         context = {"tools": None, "documents": None, **variables}
-        return compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               **context)
+        return render_within_budget(compiled, messages=messages,
+                                    add_generation_prompt=add_generation_prompt, **context)
+    except RenderLimit as err:
+        raise GlassformerError(f"the chat template was stopped: {err}") from None
     except jinja2.exceptions.SecurityError as err:
         raise GlassformerError(f"the chat template was refused by the sandbox: {err}") from None
     except jinja2.exceptions.TemplateSyntaxError as err:
@@ -185,7 +281,8 @@ def render_chat(template: str | jinja2.Template, messages: list[dict],
                                f"{err.message}") from None
     except jinja2.exceptions.TemplateError as err:
         raise GlassformerError(f"the chat template refuses this conversation: {err}") from None
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError,
+            RecursionError) as err:
         raise GlassformerError(f"the chat template failed on this conversation: "
                                f"{type(err).__name__}: {err}") from None
 

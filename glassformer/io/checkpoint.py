@@ -26,6 +26,11 @@ recorded size (else "truncated"), parses (JSON, safetensors), and has the record
 "edited after saving"); the optimizer has exactly m.<key> and v.<key> for each parameter, with
 the parameter's shape. Each error names the file and the problem. No pickle anywhere.
 
+A save that cannot write (a full disk, a read-only folder; issue 32) removes its partial folder
+and raises one line naming the run folder, the system's reason and the free space left there;
+`latest` still names the last good checkpoint. Partial folders left by a killed process are
+removed by the next save, or at once by `remove_partial_checkpoints` (a resume calls it).
+
 The optimizer's state travels as plain data, {"m": {key: array}, "v": {key: array}, "t": int}
 (AdamW's moments and step count), so this module needs nothing from train/: train/ turns its
 AdamWState into that dict and back.
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from safetensors import SafetensorError
 
 from glassformer.errors import CheckpointError
 from glassformer.io.safetensors import (fsync_dir, load_safetensors, read_safetensors_header,
@@ -84,11 +90,28 @@ def save_checkpoint(run_dir: str | os.PathLike, *, config: dict, params: dict[st
         problem = _moment_problem(params, optimizer["m"], optimizer["v"])
         if problem:
             raise CheckpointError(f"cannot save a checkpoint: the optimizer state {problem}")
-    run_dir.mkdir(parents=True, exist_ok=True)
     step = optimizer["t"] if optimizer is not None else 0
     name = f"ckpt-{step:08d}-{secrets.token_hex(3)}"
     folder = run_dir / name
-    folder.mkdir()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir()
+        _write_folder(folder, config=config, params=params, optimizer=optimizer, state=state,
+                      tokenizer=tokenizer)
+        write_atomically(run_dir / LATEST, lambda f: f.write(f"{name}\n".encode("ascii")))  # commit
+    except (OSError, SafetensorError) as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        arrays = [params] + ([optimizer["m"], optimizer["v"]] if optimizer is not None else [])
+        size = sum(a.nbytes for group in arrays for a in group.values())
+        raise CheckpointError(cannot_write(run_dir, f"a checkpoint of {size / 1e6:,.1f} MB",
+                                           err)) from None
+    _remove_stale(run_dir, keep=name)
+    return folder
+
+
+def _write_folder(folder: Path, *, config: dict, params: dict[str, np.ndarray],
+                  optimizer: dict | None, state: dict, tokenizer: dict) -> None:
+    """Every file of one checkpoint into the new `folder`, the manifest last, all fsynced."""
     _write_json(folder / "config.json", config)
     _write_json(folder / "state.json", state)
     _write_json(folder / "tokenizer.json", tokenizer)
@@ -103,9 +126,33 @@ def save_checkpoint(run_dir: str | os.PathLike, *, config: dict, params: dict[st
         for file in files}}
     _write_json(folder / MANIFEST, manifest)
     fsync_dir(folder)
-    write_atomically(run_dir / LATEST, lambda f: f.write(f"{name}\n".encode("ascii")))  # commit
-    _remove_stale(run_dir, keep=name)
-    return folder
+
+
+def cannot_write(run_dir: Path, what: str, err: Exception) -> str:
+    """One line for a write that failed: where, the system's reason, the space left there and
+    what `latest` still names."""
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+    # the safetensors package reports "Error while serializing: I/O error: <reason> (os error N)"
+    reason = re.sub(r"^.*I/O error: (.*?)(?: \(os error \d+\))?$", r"\1", reason)
+    where = run_dir
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = f"{shutil.disk_usage(where).free / 1e6:,.1f} MB free there"
+    except OSError:
+        free = "free space unknown"
+    try:
+        kept = f"{LATEST} still names {resolve_checkpoint(run_dir).name}"
+    except CheckpointError:
+        kept = "no checkpoint was saved before"
+    return f"cannot write {what} in {run_dir}: {reason} ({free}); {kept}"
+
+
+def remove_partial_checkpoints(run_dir: str | os.PathLike) -> None:
+    """Delete the ckpt-* folders `latest` does not name (saves a killed process left half done)
+    and stray temp files of atomic writes."""
+    run_dir = Path(run_dir)
+    _remove_stale(run_dir, keep=resolve_checkpoint(run_dir).name)
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
@@ -177,12 +224,15 @@ def append_train_log(run_dir: str | os.PathLike, record: dict) -> None:
     path = Path(run_dir) / LOG_NAME
     line = json.dumps(record, default=_json_scalar, ensure_ascii=False) + "\n"
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    _cut_torn_tail(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+        _cut_torn_tail(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError as err:
+        raise CheckpointError(cannot_write(Path(run_dir), f"to {LOG_NAME}", err)) from None
 
 
 def read_train_log(run_dir: str | os.PathLike) -> list[dict]:

@@ -48,6 +48,13 @@ def _named(entry: str, module: str) -> bool:
     return module == entry or module.endswith("." + entry)
 
 
+def is_targeted(targets, module: str) -> bool:
+    """Whether PEFT's target_modules (a list of names, or one regex) name this HF module."""
+    if isinstance(targets, str):
+        return re.fullmatch(targets, module) is not None
+    return any(_named(entry, module) for entry in targets)
+
+
 def select_modules(model: Model, targets) -> list[Module]:
     """The modules the targets name (a list of names, or one regex for the whole name); a target
     that names no module is an error."""

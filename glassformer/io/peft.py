@@ -47,7 +47,7 @@ from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_con
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.hf.registry import hf_family
 from glassformer.json_object import read_json_object
-from glassformer.io.lora_modules import module_list, modules, select_modules, sizes
+from glassformer.io.lora_modules import is_targeted, module_list, modules, select_modules, sizes
 from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
 from glassformer.models.family import CAUSAL, ENCODER
@@ -93,13 +93,27 @@ class LoraConfig:
 def init_adapters(model: Model, lora_cfg: LoraConfig, rng: np.random.Generator) -> dict:
     """Fresh trainable adapters (A uniform ±1/sqrt(C_in), B zeros) on every targeted module, in
     the model's layer order: {"blocks.{i}.attn.wq.lora_A": (C_in, r), ".lora_B": (r, C_out)}."""
+    chosen = select_modules(model, lora_cfg.targets)
+    check_rank(model, chosen, lora_cfg.r)
     adapters = {}
-    for module in select_modules(model, lora_cfg.targets):
+    for module in chosen:
         c_in, c_out = sizes(model.params, module)
         a, b = init_lora(c_in, c_out, lora_cfg.r, rng)
         adapters[adapter_name(module.weight, LORA_A)] = a
         adapters[adapter_name(module.weight, LORA_B)] = b
     return adapters
+
+
+def check_rank(model: Model, chosen: list, r: int) -> None:
+    """Issue 32: r at most min(C_in, C_out) of every target, checked before anything is
+    allocated (a rank past it adds no expressive power, only memory: A B has rank <= min).
+    The refusal names the narrowest target, so the value it advises fits them all."""
+    narrowest = min(chosen, key=lambda module: min(sizes(model.params, module)))
+    c_in, c_out = sizes(model.params, narrowest)
+    if r > min(c_in, c_out):
+        raise GlassformerError(f"--lora-r {r} is larger than {narrowest.hf_module} allows "
+                               f"({c_in} in, {c_out} out): LoRA's rank is at most the smaller, "
+                               f"so choose --lora-r {min(c_in, c_out)} or less")
 
 
 def adapter_constants(adapters: dict, lora_cfg: LoraConfig) -> dict:
@@ -216,6 +230,7 @@ def load_adapter(directory, model: Model) -> tuple[dict, LoraConfig]:
     header = read_safetensors_header(path)
     shapes = {key: info.shape for key, info in header.tensors.items()}
     placed = _place(path, model, shapes)
+    _check_config_agrees(folder, config, placed, shapes)
     _check_probe(folder, model, header.metadata or {}, config)
     tensors = load_safetensors(path)
     lora_cfg = _lora_config(config)
@@ -321,6 +336,27 @@ def _place(path: Path, model: Model, shapes: dict) -> dict:
     if not placed:
         raise CheckpointError(f"{path} holds no LoRA tensors")
     return placed
+
+
+def _check_config_agrees(folder: Path, config: dict, placed: dict, shapes: dict) -> None:
+    """Issue 32: adapter_config.json's r (or rank_pattern) and target_modules must describe the
+    tensors; a config that disagrees is refused naming both values."""
+    targets = config.get("target_modules") or ()
+    adapted = {module.hf_module: shapes[key][0]
+               for key, (module, part) in placed.items() if part == LORA_A}
+    for module, rank in adapted.items():
+        said = int(_pattern_value(config.get("rank_pattern") or {}, module, config.get("r", 8)))
+        if said != rank:
+            raise CheckpointError(f"{folder / ADAPTER_CONFIG} says r {said}, but the tensors of "
+                                  f"{module} have rank {rank}")
+        if targets and not is_targeted(targets, module):
+            raise CheckpointError(f"{folder / ADAPTER_CONFIG} has target_modules {targets}, but "
+                                  f"the tensors adapt {module}, which they do not name")
+    if isinstance(targets, list) and not config.get("layers_to_transform"):
+        unused = [entry for entry in targets if not any(is_targeted([entry], m) for m in adapted)]
+        if unused:
+            raise CheckpointError(f"{folder / ADAPTER_CONFIG} has target_modules {targets}, but "
+                                  f"no tensor adapts {unused[0]}")
 
 
 def _strip(module: str, prefix: str) -> str:

@@ -99,13 +99,18 @@ def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, st
 
 
 def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
-                   causal: bool, **block_kwargs) -> tuple[np.ndarray, list[BlockCtx] | None]:
+                   causal: bool, on_layer=None,
+                   **block_kwargs) -> tuple[np.ndarray, list[BlockCtx] | None]:
     """The stack of n_layer blocks. x (B, T, C) -> (B, T, C). block_kwargs: key_mask,
     positions, kv_cache, train, rng (see blocks/residual.py: block_forward).
 
     With a KV cache (generation) no backward follows, so no block's ctx is kept (None): each
     layer's activations are freed as the next layer runs, instead of L layers' worth staying
     alive until the forward ends (gigabytes for a long prompt).
+
+    on_layer(i, ctx, x_in, x_out), when given, is called after each layer with its ctx and the
+    stream entering and leaving it; the ctx is then not kept either (None): the viewer reads a
+    long text layer by layer and keeps only the layers it shows.
 
     Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
     (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
@@ -116,12 +121,16 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
                                                      scaling=bcfg.rope_scaling, dtype=x.dtype)
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
-    keep = block_kwargs.get("kv_cache") is None
+    keep = block_kwargs.get("kv_cache") is None and on_layer is None
     ctxs = []
     for i in range(n_layer):
+        x_in = x
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
+        if on_layer is not None:
+            on_layer(i, ctx, x_in, x)
         if keep:
             ctxs.append(ctx)
+        del ctx, x_in  # note: a ctx not kept is freed here, before the next layer makes its own
     return x, ctxs if keep else None
 
 

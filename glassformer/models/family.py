@@ -69,15 +69,17 @@ def _value_problem(value, hint) -> str | None:
     return f"must be {'an ' if names.startswith('int') else 'a '}{names}, got {value!r}"
 
 
-def check_field_values(cls: type, values: dict) -> None:
+def check_field_values(cls: type, values: dict, name_of=None) -> None:
     """Raise a GlassformerError naming the first of `values` that does not fit its field's type
-    in the dataclass `cls` (keys that are not fields are left to the caller)."""
+    in the dataclass `cls` (keys that are not fields are left to the caller). name_of(field): how
+    the error names a field (default "Class field"; a command's flag, e.g. "--lr")."""
     hints = typing.get_type_hints(cls)
     for field in fields(cls):
         if field.name in values:
             problem = _value_problem(values[field.name], hints[field.name])
             if problem:
-                raise GlassformerError(f"{cls.__name__} {field.name} {problem}")
+                name = f"{cls.__name__} {field.name}" if name_of is None else name_of(field.name)
+                raise GlassformerError(f"{name} {problem}")
 
 
 def check_config_values(cfg) -> None:

@@ -96,7 +96,7 @@ def init_params(cfg: GPT2Config, rng: np.random.Generator) -> dict:
 def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
-            last_only: bool = False) -> tuple[np.ndarray, GPT2Ctx]:
+            last_only: bool = False, on_layer=None) -> tuple[np.ndarray, GPT2Ctx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
@@ -112,7 +112,8 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     frozen = has_adapters(params)
     logits, block_ctxs, head_ctx = decoder_forward(
         params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, key_mask=key_mask,
-        positions=positions, kv_cache=kv_cache, train=train, rng=rng)   # (B, T, C) -> (B, T, V)
+        positions=positions, kv_cache=kv_cache, train=train, rng=rng,
+        on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
     return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx, frozen)
 
 

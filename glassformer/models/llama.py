@@ -140,7 +140,7 @@ def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
 def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
-            last_only: bool = False) -> tuple[np.ndarray, LlamaCtx]:
+            last_only: bool = False, on_layer=None) -> tuple[np.ndarray, LlamaCtx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
@@ -154,7 +154,8 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
     logits, block_ctxs, head_ctx = decoder_forward(
         params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, key_mask=key_mask,
-        positions=positions, kv_cache=kv_cache, train=train, rng=rng)   # (B, T, C) -> (B, T, V)
+        positions=positions, kv_cache=kv_cache, train=train, rng=rng,
+        on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 

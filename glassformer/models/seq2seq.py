@@ -90,6 +90,8 @@ class Seq2SeqConfig(FamilyConfig):
     pad_id: int = 0                 # source padding (masked); target padding is never a key
     eos_id: int = 1                 # ends a target
     decoder_start_id: int = 0       # the first decoder input (Marian: pad; BART: eos)
+    n_dec_head: int | None = None   # decoder heads, self- and cross-attention (None: n_head)
+    d_dec_ff: int | None = None     # decoder F (None: d_ff); distilled BARTs differ (issue 32)
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
@@ -111,13 +113,18 @@ class Seq2SeqConfig(FamilyConfig):
             if not 0 <= value < self.vocab_size:
                 raise GlassformerError(f"{field}={value} is outside [0, V={self.vocab_size})")
         self.block_config()  # validates n_head vs d_model, norm_position, dropout range
+        self.block_config("dec")
 
     @property
     def decoder_layers(self) -> int:
         return self.n_layer if self.n_dec_layer is None else self.n_dec_layer
 
-    def block_config(self) -> BlockConfig:
-        return BlockConfig(d_model=self.d_model, n_head=self.n_head, d_ff=self.d_ff,
+    def block_config(self, side: str = "enc") -> BlockConfig:
+        """The blocks of one stack: "enc" (n_head, d_ff) or "dec" (n_dec_head, d_dec_ff, each
+        defaulting to the encoder's); norms read only d_model and norm_eps, the same in both."""
+        n_head = self.n_head if side == "enc" or self.n_dec_head is None else self.n_dec_head
+        d_ff = self.d_ff if side == "enc" or self.d_dec_ff is None else self.d_dec_ff
+        return BlockConfig(d_model=self.d_model, n_head=n_head, d_ff=d_ff,
                            norm="layer", norm_eps=self.norm_eps,
                            norm_position=self.norm_position, mlp=self.activation,
                            qkv_bias=True, out_bias=True, mlp_bias=True, position="none",
@@ -143,7 +150,7 @@ class Seq2SeqCtx(NamedTuple):
 
 def param_shapes(cfg: Seq2SeqConfig) -> dict[str, tuple[int, ...]]:
     """The name and shape of every param, in init_params' order."""
-    bcfg = cfg.block_config()
+    bcfg, dec_bcfg = cfg.block_config(), cfg.block_config("dec")
     shapes = {"tok_emb": (cfg.vocab_size, cfg.d_model)}                          # (V, C)
     for side in ("enc", "dec"):
         shapes.update(embed_shapes(cfg, side))
@@ -151,7 +158,7 @@ def param_shapes(cfg: Seq2SeqConfig) -> dict[str, tuple[int, ...]]:
             shapes.update(prefixed(layers_shapes(bcfg, cfg.n_layer), "enc."))
         else:
             for i in range(cfg.decoder_layers):
-                shapes.update(prefixed(block_shapes(bcfg, cross=True), f"dec.blocks.{i}."))
+                shapes.update(prefixed(block_shapes(dec_bcfg, cross=True), f"dec.blocks.{i}."))
         if cfg.norm_position == "pre":
             shapes.update(prefixed(norm_shapes(bcfg), f"{side}.norm_f."))
     if not cfg.tie_embeddings:
@@ -182,8 +189,8 @@ def init_params(cfg: Seq2SeqConfig, rng: np.random.Generator) -> dict:
     for i in range(cfg.n_layer):
         params.update(prefixed(init_block(bcfg, rng, std=std, out_std=std), f"enc.blocks.{i}."))
     for i in range(cfg.decoder_layers):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=std, cross=True),
-                               f"dec.blocks.{i}."))
+        params.update(prefixed(init_block(cfg.block_config("dec"), rng, std=std, out_std=std,
+                                          cross=True), f"dec.blocks.{i}."))
     return {name: params[name] for name in param_shapes(cfg)}
 
 
@@ -233,7 +240,7 @@ def _decoder_layers(params: dict, x: np.ndarray, cfg: Seq2SeqConfig, memory: np.
                     src_mask: np.ndarray, train: bool, rng) -> tuple[np.ndarray, list[BlockCtx]]:
     """The decoder's layers: causal self-attention, cross-attention over memory, MLP.
     (Decoding runs them through its KV cache instead: models/seq2seq_decode.py.)"""
-    bcfg = cfg.block_config()
+    bcfg = cfg.block_config("dec")
     ctxs = []
     for layer in split_layers(sub_params(params, "dec."), cfg.decoder_layers):
         x, ctx = block_forward(layer, x, bcfg, causal=True, memory=memory, memory_mask=src_mask,

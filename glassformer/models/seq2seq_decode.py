@@ -63,7 +63,7 @@ def decode_start(params: dict, memory: np.ndarray, src_mask: np.ndarray, cfg: Se
     if src_mask.shape != memory.shape[:2]:
         raise GlassformerError(f"source mask has shape {src_mask.shape} but memory has "
                                f"(B, S) = {memory.shape[:2]}")
-    bcfg = cfg.block_config()
+    bcfg = cfg.block_config("dec")
     layers = split_layers(sub_params(params, "dec."), cfg.decoder_layers)
     cross = [cross_kv(sub_params(layer, "cross."), memory, bcfg) for layer in layers]
     cache = KVCache.allocate(n_layer=cfg.decoder_layers, batch=memory.shape[0],
@@ -79,7 +79,7 @@ def decode_step(params: dict, tgt_ids: np.ndarray, state: DecodeState, cfg: Seq2
     advances it (state.kv_cache.advance(t))."""
     x, _ = embed_forward(params, np.asarray(tgt_ids), cfg, "dec", state.kv_cache.length,
                          False, None)                                          # (B, t, C)
-    bcfg = cfg.block_config()
+    bcfg = cfg.block_config("dec")
     for i, layer in enumerate(split_layers(sub_params(params, "dec."), cfg.decoder_layers)):
         # each layer writes its new keys and values into the cache and reads the cross k, v
         x, _ = block_forward(layer, x, bcfg, causal=True, kv_cache=state.kv_cache, layer=i,

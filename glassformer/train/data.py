@@ -43,18 +43,22 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """The UTF-8 text of a data file; clear errors for missing, empty or non-UTF-8 files."""
+    """The UTF-8 text of a data file; clear errors for missing, empty or non-UTF-8 files.
+
+    Files as editors write them (issue 32): a leading byte-order mark is dropped and Windows
+    line ends (CRLF) become LF, silently, so a file saved by Notepad reads as the same text.
+    """
     path = Path(path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise GlassformerError(f"data file {path} {what}")
-    raw = path.read_bytes()
-    if not raw:
-        raise GlassformerError(f"data file {path} is empty")
     try:
-        return raw.decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as err:
         raise GlassformerError(f"data file {path} is not UTF-8 text: {err}") from None
+    if not text:
+        raise GlassformerError(f"data file {path} is empty")
+    return text
 
 
 def file_fingerprint(path: str | os.PathLike) -> dict:

@@ -62,22 +62,31 @@ class TrainConfig:
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
 
     def __post_init__(self):
+        # note: errors name the command-line flag of each field (flag_of), what users typed
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
             if getattr(self, name) < 1:
-                raise GlassformerError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise GlassformerError(f"{flag_of(name)} must be at least 1, got "
+                                       f"{getattr(self, name)}")
         for name in ("max_iters", "hold_iters"):
             if getattr(self, name) < 0:
-                raise GlassformerError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise GlassformerError(f"{flag_of(name)} must be >= 0, got {getattr(self, name)}")
         if self.workers < 0:  # 0: "one per core" in runs saved before MPI
-            raise GlassformerError(f"workers must be >= 1, got {self.workers}")
+            raise GlassformerError(f"--workers must be >= 1, got {self.workers}")
         if self.schedule not in SCHEDULES:
-            raise GlassformerError(f"schedule must be one of {', '.join(SCHEDULES)}, got "
+            raise GlassformerError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
                                    f"{self.schedule!r}")
         if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
-            raise GlassformerError("the inverse-sqrt schedule needs warmup_iters >= 1")
+            raise GlassformerError("--schedule inverse-sqrt needs --warmup-iters 1 or more")
         for name in ("label_smoothing", "mask_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise GlassformerError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+                raise GlassformerError(f"{flag_of(name)} must be in [0, 1), got "
+                                       f"{getattr(self, name)}")
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a TrainConfig field: lr_decay_iters -> --lr-decay-iters (cli/
+    common.py's TRAIN_FLAGS spell every flag so)."""
+    return "--" + field.replace("_", "-")
 
 
 @dataclass
@@ -191,7 +200,8 @@ def check_context(model_cfg, train_cfg: TrainConfig) -> None:
     run folder is written, and again by the loop)."""
     if model_cfg.max_seq_len < train_cfg.block_size:
         raise GlassformerError(f"block size {train_cfg.block_size} is longer than the model's "
-                               f"context max_seq_len={model_cfg.max_seq_len}")
+                               f"context max_seq_len={model_cfg.max_seq_len}: give --block-size "
+                               f"{model_cfg.max_seq_len} or less")
 
 
 def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.ndarray,

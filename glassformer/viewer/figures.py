@@ -33,10 +33,11 @@ def _labels(data: dict) -> list[str]:
 
 
 def write_figures(inspection: Inspection, data: dict, folder: str | Path) -> list[Path]:
-    """Write the PNG figures into `folder` (which must exist); returns their paths."""
+    """Write the PNG figures into `folder` (made if missing); returns their paths."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise GlassformerError(f"--png {folder}: the folder does not exist")
+    if folder.exists() and not folder.is_dir():
+        raise GlassformerError(f"--png {folder}: that is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
     installed = {font.name for font in font_manager.fontManager.ttflist}
     fonts = [name for name in CJK_FONTS if name in installed] or ["sans-serif"]
     labels = _labels(data)
@@ -89,7 +90,7 @@ def _model_view(inspection: Inspection, data: dict, path: Path) -> Path:
 
 
 def _lens(data: dict, labels: list[str], path: Path) -> Path:
-    layers = data["lens"]["layers"]
+    layers = [row for row in data["lens"]["layers"] if row is not None]   # the chosen layers
     top_p = np.array([[p[0] for p in row["p"]] for row in layers])          # (L, T)
     fig = Figure(figsize=(max(5.0, 0.45 * len(labels) + 2), 0.3 * len(layers) + 2))
     ax = fig.add_subplot()

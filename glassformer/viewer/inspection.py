@@ -18,6 +18,12 @@ ctx.)
     hidden_states     as transformers' output_hidden_states: L + 1 arrays (B, T, C), the last
                       one after the final norm for decoders (the LM head's saved input)
 
+Long texts (issue 32): `inspect(..., layers=[...])` on a causal LM keeps only those layers'
+ctxs (the forward hands each layer to `on_layer` and forgets it: models/common.py), holds the
+residual stream as it passes, and asks the LM head for the last position only; the logit lens
+then runs CHUNK_T positions at a time, for the chosen layers only. The other layers' entries in
+`attentions` and `ctx.blocks` are None. Peak memory is then about one layer's attention, not L.
+
 The logit lens (nostalgebraist 2020) applies the final norm and the unembedding to the residual
 stream after each layer: what the model would predict if it stopped there. The final norm is
 applied once: after the last layer the lens is the model's own logits.
@@ -40,6 +46,9 @@ from glassformer.viewer.seq2seq_inspection import inspect_seq2seq
 from glassformer.viewer.tokens import batch_ids, check_text, describe_tokens
 
 
+CHUNK_T = 128   # positions whose (B, chunk, V) distributions the logit lens holds at once
+
+
 class LogitLens(NamedTuple):
     """Per layer l (after block l), batch row b and position t; k guesses, best first."""
     ids: np.ndarray        # (L, B, T, k) token ids
@@ -47,6 +56,7 @@ class LogitLens(NamedTuple):
     rank: np.ndarray       # (L, B, T): rank of the model's final prediction (0 = top-1)
     entropy: np.ndarray    # (L, B, T): entropy of the whole distribution, in bits
     final: np.ndarray      # (B, T): the model's own prediction (argmax of its logits)
+    layers: tuple = ()     # the layers of the rows above (all L when the lens ran on every one)
 
 
 class Inspection(NamedTuple):
@@ -69,9 +79,10 @@ class Inspection(NamedTuple):
         """One `Token(id, text, hex)` per position of row 0 (viewer/tokens.py)."""
         return describe_tokens(self.model.tokenizer, self.ids[0].tolist())
 
-    def logit_lens(self, k: int = 5) -> LogitLens:
-        """The top-k next tokens after every layer; decoders only (an encoder has no LM head)."""
-        return logit_lens(self, k)
+    def logit_lens(self, k: int = 5, layers: list[int] | None = None) -> LogitLens:
+        """The top-k next tokens after every layer (or those listed); decoders only (an encoder
+        has no LM head)."""
+        return logit_lens(self, k, layers)
 
     def residual_norms(self) -> np.ndarray:
         """(L + 1, B, T): the L2 norm of the residual stream at each position, per layer."""
@@ -92,7 +103,8 @@ def _ids_of(model, text_or_ids) -> np.ndarray:
     return batch_ids(text_or_ids, what="a text", length="T")
 
 
-def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_input_ids=None):
+def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_input_ids=None,
+            layers: list[int] | None = None):
     """Run `model` once on a text (or ids (T,) or (B, T)) and collect what it computed.
 
     attention_mask: (B, T), 1 for real tokens and 0 for padding (encoders: padding keys get
@@ -100,6 +112,7 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     An encoder-decoder (arch "transformer") reads `text_or_ids` as its source and returns a
     Seq2SeqInspection (viewer/seq2seq_inspection.py): target (text or ids; default: the model's
     greedy translation) or decoder_input_ids, as transformers takes them.
+    layers: a causal LM keeps only these layers (see the module docstring); others ignore it.
     """
     if model.family.kind == ENCODER_DECODER or target is not None or decoder_input_ids is not None:
         return inspect_seq2seq(model, text_or_ids, target=target,
@@ -107,6 +120,8 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     ids = _ids_of(model, text_or_ids)
     key_mask = np.ones(ids.shape, bool) if attention_mask is None else \
         np.asarray(attention_mask).astype(bool)
+    if layers is not None and model.family.kind == CAUSAL:
+        return _inspect_layers(model, ids, key_mask, attention_mask is not None, set(layers))
     out, ctx = model.forward(ids, attention_mask=None if attention_mask is None else key_mask)
     attentions = [attention_weights(block) for block in ctx.blocks]
     # a BERT with a masked-LM head returned logits: the stream ends at the head's saved input
@@ -116,6 +131,35 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     if model.family.kind == CAUSAL:
         hidden[-1] = head_input(ctx.head)       # norm_f(x_L), the LM head's saved input
     return Inspection(model, ids, key_mask, out, attentions, residual, hidden, ctx)
+
+
+def _inspect_layers(model, ids: np.ndarray, key_mask: np.ndarray, masked: bool,
+                    layers: set[int]) -> Inspection:
+    """A causal LM's Inspection keeping the ctx of `layers` only, the stream read as it passes
+    (x_0, then each layer's output), and the logits of the last position only."""
+    kept: dict[int, object] = {}
+    residual: list[np.ndarray] = []
+
+    def on_layer(i: int, ctx, x_in: np.ndarray, x_out: np.ndarray) -> None:
+        if i == 0:
+            residual.append(x_in)
+        residual.append(x_out)
+        if i in layers:
+            kept[i] = ctx
+
+    out, ctx = model.forward(ids, attention_mask=key_mask if masked else None, last_only=True,
+                             on_layer=on_layer)                              # out (B, 1, V)
+    blocks = [kept.get(i) for i in range(model.cfg.n_layer)]
+    attentions = [None if block is None else attention_weights(block) for block in blocks]
+    hidden = list(residual)
+    hidden[-1] = _final_norm(model, residual[-1])     # norm_f(x_L), as the LM head reads it
+    return Inspection(model, ids, key_mask, out, attentions, residual, hidden,
+                      ctx._replace(blocks=blocks))
+
+
+def _final_norm(model, x: np.ndarray) -> np.ndarray:
+    normed, _ = norm_forward(sub_params(model.params, "norm_f."), x, model.cfg.block_config())
+    return normed
 
 
 def residual_stream(model, ctx, out: np.ndarray) -> list[np.ndarray]:
@@ -139,27 +183,40 @@ def _embeddings(params: dict, ctx) -> np.ndarray:
     return x
 
 
-def logit_lens(inspection: Inspection, k: int) -> LogitLens:
-    """See LogitLens. One layer at a time: a (B, T, V) distribution per layer, never L of them."""
+def logit_lens(inspection: Inspection, k: int, layers: list[int] | None = None) -> LogitLens:
+    """See LogitLens. One layer at a time and CHUNK_T positions at a time: a (B, CHUNK_T, V)
+    distribution at once, never (B, T, V) of several layers. layers: default every layer."""
     model = inspection.model
     if not inspection.causal:
         raise GlassformerError(f"{model.arch} is an encoder: it has no LM head, so no logit lens")
     if k < 1:
         raise GlassformerError(f"k must be at least 1, got {k}")
-    bcfg = model.cfg.block_config()
-    final = inspection.out.argmax(axis=-1)                                   # (B, T)
-    rows = []
     n_layer = len(inspection.attentions)
-    for layer in range(1, n_layer + 1):
-        if layer == n_layer:
-            logits = inspection.out          # the final norm is already in: the model's logits
-        else:
-            normed, _ = norm_forward(sub_params(model.params, "norm_f."),
-                                     inspection.residual[layer], bcfg)
-            logits, _ = lm_head_forward(model.params, normed)                # (B, T, V)
-        rows.append(_lens_row(logits, final, k))
-    ids, probs, rank, entropy = (np.stack(column) for column in zip(*rows))
-    return LogitLens(ids, probs, rank, entropy, final)
+    layers = list(range(n_layer)) if layers is None else sorted(layers)
+    t = inspection.ids.shape[1]
+    chunks = [slice(start, min(start + CHUNK_T, t)) for start in range(0, t, CHUNK_T)]
+    final = np.concatenate([_lens_logits(inspection, n_layer, rows).argmax(axis=-1)
+                            for rows in chunks], axis=1)                     # (B, T)
+    table = []
+    for layer in layers:
+        pieces = [_lens_row(_lens_logits(inspection, layer + 1, rows), final[:, rows], k)
+                  for rows in chunks]
+        table.append([np.concatenate(column, axis=1) for column in zip(*pieces)])
+    ids, probs, rank, entropy = (np.stack(column) for column in zip(*table))
+    return LogitLens(ids, probs, rank, entropy, final, tuple(layers))
+
+
+def _lens_logits(inspection: Inspection, layer: int, rows: slice) -> np.ndarray:
+    """(B, rows, V): the LM head on the stream after `layer` layers (the final norm first);
+    after the last one the model's own logits where the forward kept them."""
+    model = inspection.model
+    if layer == len(inspection.attentions) and inspection.out.shape[1] == inspection.ids.shape[1]:
+        return inspection.out[:, rows]   # the final norm is already in: the model's logits
+    bcfg = model.cfg.block_config()
+    normed, _ = norm_forward(sub_params(model.params, "norm_f."),
+                             inspection.residual[layer][:, rows], bcfg)
+    logits, _ = lm_head_forward(model.params, normed)                        # (B, rows, V)
+    return logits
 
 
 def _lens_row(logits: np.ndarray, final: np.ndarray, k: int):

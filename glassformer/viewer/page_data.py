@@ -10,7 +10,11 @@ static/viewer.js draws it. Keys (docs/viewer.md lists them with the page contrac
     mlm     a BERT with its masked-LM head: {k, ids (T, k), p (T, k), masked: [positions of
             [MASK]]}, the model's own top-k at every position; else null
     norms   (L + 1) x T residual-stream norms
-    steps   one head's sub-steps: {layer, head, kv_head, scores, masked, weights, output, text}
+    steps   one head's sub-steps: {layer, head, kv_head, scores, masked, weights, output, text},
+            over the first STEPS_MAX_T tokens (a longer text's T x T matrices would not be read)
+
+Budgets (issue 32): `check_page_budget` runs before the forward, from the token count alone, and
+its refusal names --layers and --heads values that fit (so following it works).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from glassformer.viewer.tokens import describe_tokens, token_groups
 # note: the documented size budget (docs/viewer.md): past it, choose --layers and --heads.
 ATTENTION_BUDGET_BYTES = 12_000_000
 DIGITS = 4  # decimals kept for the numbers written as JSON
+STEPS_MAX_T = 128  # the step-by-step view shows at most this many queries and keys
 
 
 def parse_selection(spec: str | None, count: int, what: str) -> list[int]:
@@ -58,18 +63,44 @@ def attention_bytes(n_layers: int, n_heads: int, t: int, s: int, causal: bool) -
     return 4 * math.ceil(raw / 3)
 
 
+def check_page_budget(layers: list[int], heads: list[int], t: int, s: int, causal: bool,
+                      budget: int | None = None) -> None:
+    """Refuse, in one line, a page whose attention would pass `budget` bytes (default
+    ATTENTION_BUDGET_BYTES; `show --max-page-mb`), naming --layers and --heads values that fit,
+    or the text length that does."""
+    budget = ATTENTION_BUDGET_BYTES if budget is None else budget
+    size = attention_bytes(len(layers), len(heads), t, s, causal)
+    if size <= budget:
+        return
+    fit = budget // attention_bytes(1, 1, t, s, causal)   # layer x head pairs
+    head = f"the attention of {len(layers)} layers x {len(heads)} heads over {t} tokens takes " \
+           f"{size / 1e6:.1f} MB, past the page budget of {budget / 1e6:.0f} MB (--max-page-mb)"
+    if fit == 0:
+        tokens = t
+        while tokens > 1 and attention_bytes(1, 1, tokens, tokens, causal) > budget:
+            tokens = tokens * 9 // 10
+        raise GlassformerError(f"{head}; even one head of one layer does not fit: shorten the "
+                               f"text to about {tokens} tokens")
+    n_heads = min(len(heads), fit)
+    n_layers = min(len(layers), fit // n_heads)
+    raise GlassformerError(f"{head}; choose fewer, e.g. --layers {_span(layers[:n_layers])} "
+                           f"--heads {_span(heads[:n_heads])}")
+
+
+def _span(chosen: list[int]) -> str:
+    """[0, 1, 2] -> '0-2', [4] -> '4', [0, 3] -> '0,3' (the syntax parse_selection reads)."""
+    if len(chosen) > 1 and chosen == list(range(chosen[0], chosen[-1] + 1)):
+        return f"{chosen[0]}-{chosen[-1]}"
+    return ",".join(str(i) for i in chosen)
+
+
 def model_page_data(inspection: Inspection, *, name: str, text: str | None, layers: list[int],
-                    heads: list[int], k: int = 5) -> dict:
+                    heads: list[int], k: int = 5, budget: int | None = None) -> dict:
     """Everything the model page shows, for batch row 0."""
     model = inspection.model
-    _, n_head, t, s = inspection.attentions[0].shape
+    _, n_head, t, s = next(a for a in inspection.attentions if a is not None).shape
     causal = inspection.causal
-    size = attention_bytes(len(layers), len(heads), t, s, causal)
-    if size > ATTENTION_BUDGET_BYTES:
-        raise GlassformerError(
-            f"the attention of {len(layers)} layers x {len(heads)} heads over {t} tokens takes "
-            f"{size / 1e6:.1f} MB, past the page budget of {ATTENTION_BUDGET_BYTES / 1e6:.0f} MB; "
-            "choose fewer with --layers and --heads")
+    check_page_budget(layers, heads, t, s, causal, budget)
     ids = inspection.ids[0].tolist()
     tokens = describe_tokens(model.tokenizer, ids)
     pad = ~inspection.key_mask[0]
@@ -89,7 +120,7 @@ def model_page_data(inspection: Inspection, *, name: str, text: str | None, laye
         "lens": None, "mlm": None, "vocab": {},
     }
     if causal:
-        data["lens"], data["vocab"] = lens_data(inspection, k)
+        data["lens"], data["vocab"] = lens_data(inspection, k, layers)
     elif getattr(model.cfg, "mlm_head", False):
         data["mlm"], data["vocab"] = mlm_data(inspection, k)
     return data
@@ -116,50 +147,74 @@ def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
             "masked": np.flatnonzero(ids == mask_id).tolist() if mask_id is not None else []}, vocab
 
 
-def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
-    """The logit lens of row 0 as lists, and the display text of every id it names."""
-    lens = inspection.logit_lens(k)
-    layers = [{"ids": lens.ids[layer, 0].tolist(),                              # (T, k)
-               "p": np.round(lens.probs[layer, 0].astype(np.float64), DIGITS).tolist(),
-               "rank": lens.rank[layer, 0].tolist(),                            # (T,)
-               "entropy": np.round(lens.entropy[layer, 0].astype(np.float64), 3).tolist()}
-              for layer in range(lens.ids.shape[0])]
+def lens_data(inspection: Inspection, k: int, layers: list[int] | None = None
+              ) -> tuple[dict, dict]:
+    """The logit lens of row 0 as lists (a row per layer; None for a layer not chosen), and the
+    display text of every id it names."""
+    n_layer = len(inspection.attentions)
+    lens = inspection.logit_lens(k, layers)
+    rows = dict(zip(lens.layers, range(len(lens.layers))))
+    table = [None if layer not in rows else
+             {"ids": lens.ids[rows[layer], 0].tolist(),                          # (T, k)
+              "p": np.round(lens.probs[rows[layer], 0].astype(np.float64), DIGITS).tolist(),
+              "rank": lens.rank[rows[layer], 0].tolist(),                        # (T,)
+              "entropy": np.round(lens.entropy[rows[layer], 0].astype(np.float64), 3).tolist()}
+             for layer in range(n_layer)]
     seen = sorted(set(lens.ids[:, 0].ravel().tolist()) | set(lens.final[0].tolist()))
     tokenizer = inspection.model.tokenizer
     # a --tokenizer run's model pads its vocab past the tokenizer's (train/runs/text.py): no text there
     vocab = {str(tok.id): tok.text
              for tok in describe_tokens(tokenizer, [i for i in seen if i < tokenizer.vocab_size])}
     vocab.update({str(i): f"<padding id {i}>" for i in seen if i >= tokenizer.vocab_size})
-    return {"k": int(lens.ids.shape[-1]), "final": lens.final[0].tolist(), "layers": layers}, vocab
+    return {"k": int(lens.ids.shape[-1]), "final": lens.final[0].tolist(), "layers": table}, vocab
 
 
 def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
-    """One head's sub-steps, read from its attention ctx, labelled with the seed's own text."""
+    """One head's sub-steps over the first STEPS_MAX_T tokens, read from its attention ctx (that
+    head alone: a long text's other heads are never expanded), labelled with the seed's text."""
     block = attention_block_ctx(inspection.ctx.blocks[layer])
     attn = block.attn                        # the op's ctx: q (B, K, G, T, D), k (B, K, 1, S, D)
-    if attn.q.ndim == 4:    # latent attention (blocks/mla.py): (B, H, T, D), a key head per head
-        kv_head, pick = head, (0, head)
-    else:
+    n = min(STEPS_MAX_T, attn.q.shape[-2])
+    if attn.q.ndim == 4:    # latent attention (blocks/mla.py): q (B, H, T, D), a key head per head
+        kv_head, head_of = head, (slice(0, 1), slice(head, head + 1))
+    else:                   # grouped: q (B, K, G, T, D), k (B, K, 1, S, D)
         kv_head, g = divmod(head, attn.q.shape[2])
-        pick = (0, kv_head, g)
-    scores, weights = attention_arrays(attn)                    # (B, K, G, T, S) each
-    if attn.bias is not None:
-        scores = scores + attn.bias
-    masked = masked_logits(scores, attn.allowed)
+        head_of = (slice(0, 1), slice(kv_head, kv_head + 1), slice(g, g + 1))
+    first_n = (slice(0, n),)
+    key_of = head_of[:2] + (slice(None),) * (attn.k.ndim - 4) + first_n
+    # note: the first n queries of a causal head see only the first n keys: these rows are whole
+    one = attn._replace(q=attn.q[head_of + first_n], k=attn.k[key_of],
+                        allowed=_one_head_of(attn.allowed, attn, head_of, n),
+                        bias=_one_head_of(attn.bias, attn, head_of, n),
+                        softmax=attn.softmax._replace(
+                            probs=attn.softmax.probs[head_of + first_n + first_n]))
+    scores, weights = attention_arrays(one)                     # one head's (.., n, n) each
+    if one.bias is not None:
+        scores = scores + one.bias
+    masked = masked_logits(scores, one.allowed)
     # the head's output is its slice of the merged heads that the out projection saved
     merged = merged_heads(block)                                # (B, T, H*D)
     d = attn.v.shape[-1]
-    output = merged[0, :, head * d:(head + 1) * d]              # (T, D)
-    masked_row = masked[pick]
+    output = merged[0, :n, head * d:(head + 1) * d]             # (n, D)
+    pick = (0,) * len(head_of)
     return {
         "layer": layer, "head": head, "kv_head": kv_head,
         "scores": _rounded(scores[pick]), "weights": _rounded(weights[pick]),
-        "masked": [[None if math.isinf(v) else v for v in row] for row in _rounded(masked_row)],
+        "masked": [[None if math.isinf(v) else v for v in row] for row in _rounded(masked[pick])],
         "output": _rounded(output),
         "text": {lang: {key: SEED_TEXT[lang][key]
                         for key in ("scores", "masked_scores", "weights", "output")}
                  for lang in SEED_TEXT},
     }
+
+
+def _one_head_of(mask_or_bias, attn, head_of: tuple, n: int):
+    """A mask or bias broadcastable to the weights ((B, K, G, T, S), or (B, H, T, S) for latent
+    attention), cut to one head's first n x n entries (a view), or None."""
+    if mask_or_bias is None:
+        return None
+    full = np.broadcast_to(mask_or_bias, attn.softmax.probs.shape)          # a view, no copy
+    return full[head_of + (slice(0, n), slice(0, n))]
 
 
 def _rounded(x: np.ndarray) -> list:

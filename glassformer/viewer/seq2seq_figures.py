@@ -21,10 +21,11 @@ from glassformer.viewer.seq2seq_inspection import Seq2SeqInspection
 
 def write_seq2seq_figures(inspection: Seq2SeqInspection, data: dict, folder: str | Path
                           ) -> list[Path]:
-    """Write the PNG figures into `folder` (which must exist); returns their paths."""
+    """Write the PNG figures into `folder` (made if missing); returns their paths."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise GlassformerError(f"--png {folder}: the folder does not exist")
+    if folder.exists() and not folder.is_dir():
+        raise GlassformerError(f"--png {folder}: that is a file, not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
     installed = {font.name for font in font_manager.fontManager.ttflist}
     fonts = [name for name in CJK_FONTS if name in installed] or ["sans-serif"]
     source = [tok["text"] for tok in data["source_tokens"]]

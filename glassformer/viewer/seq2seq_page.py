@@ -27,7 +27,9 @@ def seq2seq_selection(model, layers: str | None, heads: str | None
     cfg = model.cfg
     enc = page_data.parse_selection(layers, cfg.n_layer, "layers")
     dec = page_data.parse_selection(layers, cfg.decoder_layers, "layers")
-    return enc, dec, page_data.parse_selection(heads, cfg.n_head, "heads")
+    # note: a distilled model may have fewer decoder heads; the page shows heads both stacks have
+    n_head = min(cfg.block_config().n_head, cfg.block_config("dec").n_head)
+    return enc, dec, page_data.parse_selection(heads, n_head, "heads")
 
 
 def _check_size(enc: list[int], dec: list[int], heads: list[int], s: int, t: int) -> None:

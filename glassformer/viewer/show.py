@@ -1,6 +1,12 @@
 """`show(model, text, out, ...)`: inspect a model on a text and write its page (and PNG figures).
 
 What `glassformer show` runs; notebooks can call it too.
+
+Budgets before work (issue 32): a decoder's text is tokenized first, and before the forward runs
+`show` refuses, in one line, a text past the model's context, a page past its attention budget
+(page_data.check_page_budget: naming --layers and --heads values that fit) and PNG figures past
+PNG_MAX_PIXELS; then the forward keeps only the chosen layers (inspection.py), so a long text on a
+large model costs about one layer's attention, not all of them.
 """
 from __future__ import annotations
 
@@ -8,13 +14,20 @@ from pathlib import Path
 
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER_DECODER
+from glassformer.models.family import CAUSAL
 from glassformer.viewer.inspection import inspect
+from glassformer.viewer.tokens import check_text
 from glassformer.viewer.page import write_page
-from glassformer.viewer.page_data import model_page_data, parse_selection
+from glassformer.viewer.page_data import check_page_budget, model_page_data, parse_selection
 from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
 
 MODEL_SCRIPTS = ["common.js", "viewer.js"]
 SEQ2SEQ_SCRIPTS = ["common.js", "seq2seq.js"]
+# The largest figure matplotlib is asked to draw (RGBA: 4 bytes a pixel, so ~400 MB); the
+# figures grow with the token count (figures.py: 0.22 inch a token at DPI).
+PNG_MAX_PIXELS = 100_000_000
+PNG_INCHES_PER_TOKEN = 0.22
+PNG_DPI = 100
 
 
 def check_request(text: str, out: str | Path, png_dir: str | Path | None = None) -> Path:
@@ -24,9 +37,28 @@ def check_request(text: str, out: str | Path, png_dir: str | Path | None = None)
     out = Path(out)
     if not out.parent.is_dir():
         raise GlassformerError(f"cannot write {out}: the folder {out.parent} does not exist")
-    if png_dir is not None and not Path(png_dir).is_dir():
-        raise GlassformerError(f"--png {png_dir}: the folder does not exist")
+    if png_dir is not None and Path(png_dir).exists() and not Path(png_dir).is_dir():
+        raise GlassformerError(f"--png {png_dir}: that is a file, not a folder")
     return out
+
+
+def check_png_budget(t: int) -> None:
+    """One line when the figures of a t-token text would pass PNG_MAX_PIXELS (a square heatmap
+    of 0.22 inch a token: 3,000 tokens would be 66,200 pixels a side)."""
+    side = int((max(4.0, PNG_INCHES_PER_TOKEN * t + 2.0)) * PNG_DPI)
+    if side * side <= PNG_MAX_PIXELS:
+        return
+    fits = int((PNG_MAX_PIXELS ** 0.5 / PNG_DPI - 2.0) / PNG_INCHES_PER_TOKEN)
+    raise GlassformerError(f"--png: the figures of {t} tokens would be {side:,} x {side:,} pixels "
+                           f"({4 * side * side / 1e9:.1f} GB to draw); figures fit texts of up "
+                           f"to {fits} tokens: shorten the text, or leave out --png")
+
+
+def check_context(model, t: int) -> None:
+    """A text longer than the model's context is refused before the forward."""
+    if t > model.context_len:
+        raise GlassformerError(f"the text is {t} tokens, past this model's context of "
+                               f"{model.context_len}: shorten it")
 
 
 def padded(model, text: str, pad_to: int) -> tuple[list[int], list[int]]:
@@ -42,12 +74,13 @@ def padded(model, text: str, pad_to: int) -> tuple[list[int], list[int]]:
 def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
          layers: str | None = None, heads: str | None = None, top_k: int = 5,
          png_dir: str | Path | None = None, pad_to: int | None = None,
-         target: str | None = None) -> Path:
+         target: str | None = None, max_page_mb: float | None = None) -> Path:
     """Write the page for `model` on `text` to `out`; with png_dir, the PNG figures too.
 
     layers, heads: selections such as "0,2,5-7" (default: all). pad_to: encoders only, append
     padding up to that many tokens (the page greys it out). An encoder-decoder reads `text` as
-    its source and `target` as its output (default: its own greedy translation).
+    its source and `target` as its output (default: its own greedy translation). max_page_mb:
+    a decoder's or encoder's page budget for its attention (default page_data's 12 MB).
     """
     out = check_request(text, out, png_dir)
     if model.family.kind == ENCODER_DECODER:
@@ -56,15 +89,28 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     if target is not None:
         raise GlassformerError(f"--target is for encoder-decoders; {model.arch} reads one text")
     cfg = model.cfg.block_config()
+    if max_page_mb is not None and not max_page_mb > 0.0:   # (NaN too)
+        raise GlassformerError(f"--max-page-mb must be more than 0, got {max_page_mb}")
+    budget = None if max_page_mb is None else int(max_page_mb * 1e6)
     chosen_layers = parse_selection(layers, model.cfg.n_layer, "layers")
     chosen_heads = parse_selection(heads, cfg.n_head, "heads")
-    if pad_to is None:
-        inspection = inspect(model, text)
-    else:
+    if pad_to is not None:
         ids, mask = padded(model, text, pad_to)
-        inspection = inspect(model, ids, attention_mask=[mask])
+    elif model.family.kind == CAUSAL:
+        check_text(model, text, empty="the text is empty: give at least one character to show")
+        ids, mask = model.tokenizer.encode(text), None
+    else:
+        ids, mask = text, None   # an encoder frames it itself (inspection.py)
+    if not isinstance(ids, str):
+        check_context(model, len(ids))
+        check_page_budget(chosen_layers, chosen_heads, len(ids), len(ids),
+                          model.family.kind == CAUSAL, budget)
+        if png_dir is not None:
+            check_png_budget(len(ids))
+    inspection = inspect(model, ids, attention_mask=None if mask is None else [mask],
+                         layers=chosen_layers)
     data = model_page_data(inspection, name=name, text=text, layers=chosen_layers,
-                           heads=chosen_heads, k=top_k)
+                           heads=chosen_heads, k=top_k, budget=budget)
     if png_dir is not None:
         from glassformer.viewer.figures import write_figures  # matplotlib: the `plot` extra
         write_figures(inspection, data, png_dir)

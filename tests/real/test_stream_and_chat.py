@@ -37,12 +37,13 @@ def test_stream_prints_only_complete_characters():
     assert [step.text for step in steps[emoji_end - 4:emoji_end]] == ["", "", "", "🙂"]
 
 
-def test_stream_flushes_a_cut_character_at_the_end():
+def test_stream_holds_back_a_character_cut_at_the_end():
     tokenizer = byte_tokenizer()
     ids = tokenizer.encode("ab猫")[:-1]           # the last character's final byte is missing
     steps = list(stream_text(tokenizer, ids))
     assert steps[-1].token_id is None
-    assert "".join(step.text for step in steps) == tokenizer.decode(ids)
+    assert "".join(step.text for step in steps) == "ab"  # no trailing U+FFFD (issue 32)
+    assert tokenizer.decode(ids) == "ab" + REPLACEMENT
 
 
 def test_stream_char_tokenizer():

@@ -101,7 +101,7 @@ def test_plain_text_trains_next_token(base, tmp_path, capsys):
     ('{"messages": [{"role": "user", "content": "hi"}]}\n', [],
      "line 25: the conversation has no assistant turn"),
     ('{"messages": [{"role": "robot", "content": "x"}, {"role": "assistant", "content": "y"}]}\n',
-     [], "line 25: the chat template refuses this conversation: unknown role robot"),
+     [], "line 25: message 0 has role 'robot'; expected one of system, user, assistant, tool"),
     ("", ["--target", "q_proj,w_nope"], "target 'w_nope' names no module"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(base, tmp_path, capsys, extra, flags, message):

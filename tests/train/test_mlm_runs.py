@@ -121,5 +121,5 @@ def test_a_negative_hold_is_refused(poems, tmp_path, capsys):
     code = main(["train", "--data", str(poems), "--out", str(tmp_path / "r"), *TINY,
                  "--hold-iters", "-1", "--max-iters", "2"])
     assert code != 0
-    assert "hold_iters must be >= 0" in capsys.readouterr().err
+    assert "--hold-iters must be >= 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()

@@ -72,5 +72,5 @@ def test_objective_names():
     assert objective_of("next-token") is NEXT_TOKEN
     with pytest.raises(GlassformerError, match="unknown training objective 'nope'"):
         objective_of("nope")
-    with pytest.raises(GlassformerError, match="label_smoothing must be in"):
+    with pytest.raises(GlassformerError, match="--label-smoothing must be in"):
         TrainConfig(label_smoothing=1.5)

@@ -133,5 +133,5 @@ def test_a_page_past_the_size_budget_says_so(tmp_path, monkeypatch):
     cfg = GPT2Config(vocab_size=8, n_layer=2, n_head=2, d_model=8, max_seq_len=8)
     model = Model(cfg, init_params(cfg, np.random.default_rng(0)), tokenizer)
     monkeypatch.setattr(page_data, "ATTENTION_BUDGET_BYTES", 100)
-    with pytest.raises(GlassformerError, match="past the page budget.*--layers and --heads"):
+    with pytest.raises(GlassformerError, match="past the page budget.*e.g. --layers 0 --heads 0"):
         show(model, "abcdefgh", tmp_path / "page.html", name="tiny")

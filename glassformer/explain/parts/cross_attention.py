@@ -160,7 +160,7 @@ def _loaded_inputs(options: dict) -> Setup:
     block_params = sub_params(params, f"dec.blocks.{layer}.cross.")
     inputs = {"x": x, "memory": memory, "key_mask": src != -1,
               **prefixed(block_params, PREFIX)}
-    bcfg = cfg.block_config()
+    bcfg = cfg.block_config("dec")   # the decoder's heads (a distilled model has its own)
     case = attention_block.case("explain", bcfg, causal=False, cross=True, with_key_bias=True)
     static = {"cfg": bcfg, "params": block_params, "layer": layer,
               "source": [tokenizer.id_to_piece(int(i)) for i in src[0]],

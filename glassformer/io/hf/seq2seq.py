@@ -91,11 +91,6 @@ def from_hf(hf: dict, *, marian: bool = False, pre_norm: bool = False,
     embedding norm). pre_norm: mBART's pre-norm stacks, whose decoder start defaults to </s>.
     logits_bias: the file has final_logits_bias (a bare BartModel file has none).
     """
-    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"),
-                     ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf[enc] != hf[dec]:
-            raise GlassformerError(f"config.json has {enc}={hf[enc]} but {dec}={hf[dec]}; "
-                                   "glassformer's encoder-decoder uses one value for both")
     if hf.get("decoder_vocab_size", hf["vocab_size"]) != hf["vocab_size"]:   # Marian's key
         raise GlassformerError(f"config.json has decoder_vocab_size={hf['decoder_vocab_size']} "
                                f"but vocab_size={hf['vocab_size']}; glassformer shares one "
@@ -110,6 +105,8 @@ def from_hf(hf: dict, *, marian: bool = False, pre_norm: bool = False,
                          n_layer=hf["encoder_layers"], n_dec_layer=hf["decoder_layers"],
                          n_head=hf["encoder_attention_heads"], d_model=hf["d_model"],
                          d_ff=hf["encoder_ffn_dim"], norm_eps=1e-5,
+                         n_dec_head=_decoder_value(hf, "attention_heads"),
+                         d_dec_ff=_decoder_value(hf, "ffn_dim"),
                          norm_position="pre" if pre_norm else "post",
                          activation=ACTIVATIONS[hf.get("activation_function", "gelu")],
                          positions="sinusoidal" if marian else "learned",
@@ -119,6 +116,13 @@ def from_hf(hf: dict, *, marian: bool = False, pre_norm: bool = False,
                          logits_bias=logits_bias, dropout=float(hf.get("dropout", 0.1)),
                          pad_id=hf["pad_token_id"], eos_id=hf["eos_token_id"],
                          decoder_start_id=hf["decoder_start_token_id"])
+
+
+def _decoder_value(hf: dict, key: str) -> int | None:
+    """decoder_<key> when it differs from encoder_<key> (distilled models), else None: the
+    config then says "the encoder's", as a model with one shape always did."""
+    value = hf[f"decoder_{key}"]
+    return None if value == hf[f"encoder_{key}"] else value
 
 
 MARIAN = ModelType(
@@ -159,13 +163,13 @@ def to_hf(cfg: Seq2SeqConfig) -> dict:
     if problems:
         raise GlassformerError(f"a {TITLES[model_type.name]} folder needs " + ", ".join(problems) +
                                "; this encoder-decoder differs")
-    hidden = cfg.block_config().hidden
+    enc, dec = cfg.block_config(), cfg.block_config("dec")
     config = {"architectures": [model_type.hf_class], "model_type": model_type.name,
               "vocab_size": cfg.vocab_size, "max_position_embeddings": cfg.max_seq_len,
               "d_model": cfg.d_model, "encoder_layers": cfg.n_layer,
-              "decoder_layers": cfg.decoder_layers, "encoder_attention_heads": cfg.n_head,
-              "decoder_attention_heads": cfg.n_head, "encoder_ffn_dim": hidden,
-              "decoder_ffn_dim": hidden, "activation_function": ACTIVATIONS_TO_HF[cfg.activation],
+              "decoder_layers": cfg.decoder_layers, "encoder_attention_heads": enc.n_head,
+              "decoder_attention_heads": dec.n_head, "encoder_ffn_dim": enc.hidden,
+              "decoder_ffn_dim": dec.hidden, "activation_function": ACTIVATIONS_TO_HF[cfg.activation],
               "scale_embedding": cfg.scale_embedding, "tie_word_embeddings": True,
               "dropout": cfg.dropout, "attention_dropout": 0.0, "activation_dropout": 0.0,
               "is_encoder_decoder": True, "pad_token_id": cfg.pad_id, "eos_token_id": cfg.eos_id,

@@ -54,6 +54,7 @@ from glassformer.ops.cross_entropy import IGNORE_INDEX
 PAD_ID = 0              # any id would do: right padding is never attended to nor predicted
 CHAT_SUFFIXES = (".jsonl", ".json")   # files read as chat conversations; others as plain text
 VAL_FRACTION = 0.05     # the last 5% of the conversations, by position, are the val split
+CHAT_ROLES = ("system", "user", "assistant", "tool")   # the roles TRL's chat format knows
 
 
 class ChatData(NamedTuple):
@@ -66,6 +67,7 @@ class ChatData(NamedTuple):
     targets: np.ndarray    # (N, W) int32, IGNORE_INDEX where no loss counts
     lengths: np.ndarray    # (N,) int64, real ids per row (after truncation)
     truncated: int         # how many conversations were cut to block_size + 1 ids
+    skipped: int = 0       # how many were left out for an empty assistant turn (nothing to learn)
 
 
 def is_chat_file(path: str | Path) -> bool:
@@ -79,13 +81,15 @@ def read_conversations(path: str | Path) -> list[tuple[int, list[dict]]]:
     """(line number, messages) for every non-blank line of a chat JSONL file.
 
     Raises GlassformerError naming the line for a line that is not a JSON object with a
-    non-empty `messages` list of dicts with string roles.
+    non-empty `messages` list of dicts with string roles, or with a role not in CHAT_ROLES (a
+    typo such as "asistant" would otherwise train as prompt text). A byte-order mark and CRLF
+    line ends are read as editors mean them.
     """
     path = Path(path)
     if not path.is_file():
         raise GlassformerError(f"data file {path} does not exist")
     conversations = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -101,6 +105,11 @@ def read_conversations(path: str | Path) -> list[tuple[int, list[dict]]]:
                 messages = check_messages(record["messages"])
             except GlassformerError as err:
                 raise GlassformerError(f"{where}: {err}") from None
+            for index, message in enumerate(messages):
+                if message["role"] not in CHAT_ROLES:
+                    raise GlassformerError(f"{where}: message {index} has role "
+                                           f"{message['role']!r}; expected one of "
+                                           f"{', '.join(CHAT_ROLES)}")
             conversations.append((number, messages))
     if not conversations:
         raise GlassformerError(f"data file {path} holds no conversations")
@@ -167,10 +176,14 @@ def encode_chat_file(path: str | Path, tokenizer, template: ChatTemplate, *,
     template refuses (a role it rejects, ...).
     """
     rows, masks = [], []
-    truncated = 0
+    truncated = skipped = 0
     conversations = read_conversations(path)
     compiled = compile_template(template.source)   # once: compiling costs ~100 renders
     for number, messages in conversations:
+        if any(message["role"] == "assistant" and not str(message.get("content") or "").strip()
+               for message in messages):
+            skipped += 1   # an empty reply teaches only to stop at once: reported, not learned
+            continue
         try:
             ids, in_reply = encode_conversation(tokenizer, template, messages, compiled)
         except GlassformerError as err:
@@ -180,7 +193,9 @@ def encode_chat_file(path: str | Path, tokenizer, template: ChatTemplate, *,
             truncated += 1
         rows.append(ids)
         masks.append(in_reply)
-    return pad_rows(rows, masks, truncated)
+    if not rows:
+        raise GlassformerError(f"{path}: every conversation has an empty assistant turn")
+    return pad_rows(rows, masks, truncated)._replace(skipped=skipped)
 
 
 def pad_rows(rows: list[list[int]], masks: list[list[bool]], truncated: int = 0) -> ChatData:

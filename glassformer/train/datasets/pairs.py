@@ -60,7 +60,8 @@ def split_of(source: str) -> str:
 
 
 def read_tsv(path: str | Path) -> PairSet:
-    """source<TAB>target lines; a line without a tab, or with an empty side, is an error."""
+    """source<TAB>target lines; a line without a tab, with more than one, or with an empty
+    side, is an error (read_text drops a byte-order mark and CRLF line ends)."""
     sources, targets = [], []
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
@@ -68,6 +69,10 @@ def read_tsv(path: str | Path) -> PairSet:
         source, tab, target = line.partition("\t")
         if not tab:
             raise GlassformerError(f"{path} line {number} has no tab: expected source<TAB>target")
+        if "\t" in target:
+            raise GlassformerError(f"{path} line {number} has {line.count(chr(9))} tabs: expected "
+                                   "one, source<TAB>target (a tab inside a text would become "
+                                   "part of the target)")
         if not source.strip() or not target.strip():
             side = "source" if not source.strip() else "target"
             raise GlassformerError(f"{path} line {number} has an empty {side}")

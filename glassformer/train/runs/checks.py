@@ -17,7 +17,7 @@ import os
 from glassformer.errors import GlassformerError
 from glassformer.models.family import check_field_values
 from glassformer.models.registry import family as family_of
-from glassformer.train.loop import TrainConfig
+from glassformer.train.loop import TrainConfig, flag_of
 
 # Settings a resume may change: where the run ends, how often it evaluates, the end of the lr
 # schedule, how many cores share a batch. None changes the model, the batches or the steps
@@ -31,17 +31,20 @@ FLOAT_BYTES = 4
 
 def check_train_config(cfg: TrainConfig) -> None:
     """Types and ranges of every training setting; raises a one-line GlassformerError."""
-    check_field_values(TrainConfig, dataclasses.asdict(cfg))
+    check_field_values(TrainConfig, dataclasses.asdict(cfg), name_of=flag_of)
     for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
         if getattr(cfg, name) < 0:
-            raise GlassformerError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+            raise GlassformerError(f"{flag_of(name)} must be >= 0, got {getattr(cfg, name)}")
     for name in ("beta1", "beta2"):
         if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise GlassformerError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
+            raise GlassformerError(f"{flag_of(name)} must be in [0, 1), got "
+                                   f"{getattr(cfg, name)}")
     if cfg.schedule == "cosine" and cfg.lr_decay_iters <= cfg.warmup_iters:
-        raise GlassformerError(f"lr_decay_iters ({cfg.lr_decay_iters}) must be larger than "
-                               f"warmup_iters ({cfg.warmup_iters}): the cosine decay starts "
-                               "where the warmup ends")
+        raise GlassformerError(f"--lr-decay-iters {cfg.lr_decay_iters} must be larger than "
+                               f"--warmup-iters {cfg.warmup_iters}: the cosine decay starts "
+                               f"where the warmup ends; give --warmup-iters "
+                               f"{cfg.lr_decay_iters // 10} (or a later --lr-decay-iters, which "
+                               "finetune sets to --max-iters)")
 
 
 def train_config_from_dict(data: dict) -> TrainConfig:

@@ -96,7 +96,8 @@ def lora_setup(model, lora_cfg: LoraConfig, params: dict | None, seed: int) -> B
 
 
 def encode_data(path: str | Path, model, train_cfg: TrainConfig):
-    """(train data, val data, the objective's name, conversations cut) for the data file, all in
+    """(train data, val data, the objective's name, conversations cut, conversations left out
+    for an empty reply) for the data file, all in
     memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
     which load_base has checked the model for)."""
     tokenizer = model.tokenizer
@@ -104,10 +105,10 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
         data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
                                 block_size=train_cfg.block_size)
         train_data, val_data = split_chat(data)
-        return train_data, val_data, SFT.name, data.truncated
+        return train_data, val_data, SFT.name, data.truncated, data.skipped
     ids = np.asarray(tokenizer.encode(read_text(path)), dtype=np.int64)
     train_data, val_data = split_windows(ids, train_cfg.block_size, path)
-    return train_data, val_data, NEXT_TOKEN.name, 0
+    return train_data, val_data, NEXT_TOKEN.name, 0, 0
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str) -> dict:
@@ -170,7 +171,10 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
-    train_data, val_data, objective, truncated = encode_data(data, base_model, train_cfg)
+    train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg)
+    if skipped and on_note:
+        on_note(f"{skipped:,} conversations have an empty assistant turn and were left out "
+                "(an empty reply has nothing to learn)")
     if truncated and on_note:
         on_note(f"{truncated:,} conversations are longer than block size "
                 f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
@@ -223,7 +227,7 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
-        train_data, val_data, _, _ = encode_data(data_record["path"], base_model, train_cfg)
+        train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
                      ckpt.tokenizer_json, hooks)
     return run, base_model.cfg

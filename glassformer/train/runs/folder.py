@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from glassformer.errors import GlassformerError
-from glassformer.io.checkpoint import resolve_checkpoint
+from glassformer.io.checkpoint import remove_partial_checkpoints, resolve_checkpoint
 from glassformer.io.safetensors import write_atomically
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.loop import RunState, TrainConfig, train
@@ -70,7 +70,9 @@ def _holder_pid(fd: int) -> str:
 def hold_run_folder(run_dir: str | os.PathLike) -> Iterator[Path]:
     """Create `run_dir` if needed and hold its lock for the duration of the `with` block.
 
-    Raises GlassformerError naming the holder's pid when another process holds it.
+    Raises GlassformerError naming the holder's pid when another process holds it. Once it holds
+    the lock, it removes what a killed writer left half done (checkpoint folders `latest` does
+    not name: `remove_partial_checkpoints`), so a resume on a full disk starts with that space.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -86,9 +88,20 @@ def hold_run_folder(run_dir: str | os.PathLike) -> Iterator[Path]:
                 "--out") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        if (run_dir / "latest").is_file():
+            _remove_partial(run_dir)
         yield run_dir
     finally:
         os.close(fd)  # releases the lock
+
+
+def _remove_partial(run_dir: Path) -> None:
+    """remove_partial_checkpoints, unless `latest` is unreadable (loading the run then says
+    what is wrong, and nothing is deleted on a guess)."""
+    try:
+        remove_partial_checkpoints(run_dir)
+    except GlassformerError:
+        return
 
 
 def run_folder(out_dir: str | os.PathLike) -> Path:

@@ -101,7 +101,7 @@ function label(position) {
   return text + "(" + g[1] + "/" + g[2] + ")";
 }
 function lensAt(layer, position) {
-  if (!D.lens) return null;
+  if (!D.lens || !D.lens.layers[layer]) return null;  // no lens, or a layer not chosen
   const row = D.lens.layers[layer];
   return row.ids[position].map(function (id, k) { return { id: id, text: D.vocab[String(id)], p: row.p[position][k] }; });
 }
@@ -277,6 +277,7 @@ function lensSection() {
   const body = [head];
   for (let l = D.lens.layers.length - 1; l >= 0; l--) {
     const row = D.lens.layers[l];
+    if (!row) continue;  // a layer not chosen (--layers): its lens was not computed
     const cells = [GF.el("th", { text: String(l) })];
     for (let i = 0; i < T; i++) {
       const top = lensAt(l, i), p = top[0].p;
