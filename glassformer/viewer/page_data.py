@@ -24,8 +24,10 @@ from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.ops.softmax import masked_logits, softmax_forward
-from glassformer.viewer.inspection import Inspection
 from glassformer.viewer.pack import pack_layer
+
+# note: "Inspection" (viewer/inspection.py) is named, not imported: its view() draws through this
+# module (viewer/display.py), and an import back would close a circle.
 from glassformer.viewer.tokens import describe_tokens, token_groups
 
 # note: the documented size budget (docs/viewer.md): past it, choose --layers and --heads.
@@ -58,7 +60,7 @@ def attention_bytes(n_layers: int, n_heads: int, t: int, s: int, causal: bool) -
     return 4 * math.ceil(raw / 3)
 
 
-def model_page_data(inspection: Inspection, *, name: str, text: str | None, layers: list[int],
+def model_page_data(inspection: "Inspection", *, name: str, text: str | None, layers: list[int],
                     heads: list[int], k: int = 5) -> dict:
     """Everything the model page shows, for batch row 0."""
     model = inspection.model
@@ -95,7 +97,7 @@ def model_page_data(inspection: Inspection, *, name: str, text: str | None, laye
     return data
 
 
-def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
+def mlm_data(inspection: "Inspection", k: int) -> tuple[dict, dict]:
     """A masked-LM BERT's top-k tokens at every position of row 0 (its logits, softmaxed), and
     the display text of every id named; `masked` lists the [MASK] positions."""
     probs, _ = softmax_forward(inspection.out[0])                            # (T, V)
@@ -116,7 +118,7 @@ def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
             "masked": np.flatnonzero(ids == mask_id).tolist() if mask_id is not None else []}, vocab
 
 
-def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
+def lens_data(inspection: "Inspection", k: int) -> tuple[dict, dict]:
     """The logit lens of row 0 as lists, and the display text of every id it names."""
     lens = inspection.logit_lens(k)
     layers = [{"ids": lens.ids[layer, 0].tolist(),                              # (T, k)
@@ -133,7 +135,7 @@ def lens_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
     return {"k": int(lens.ids.shape[-1]), "final": lens.final[0].tolist(), "layers": layers}, vocab
 
 
-def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
+def head_steps(inspection: "Inspection", layer: int, head: int) -> dict:
     """One head's sub-steps, read from its attention ctx, labelled with the seed's own text."""
     block = attention_block_ctx(inspection.ctx.blocks[layer])
     attn = block.attn                        # the op's ctx: q (B, K, G, T, D), k (B, K, 1, S, D)

@@ -9,13 +9,9 @@ from pathlib import Path
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER_DECODER
 from glassformer.viewer.inspection import inspect
-from glassformer.viewer.page import write_page
+from glassformer.viewer.page import MODEL_SCRIPTS, SEQ2SEQ_SCRIPTS, write_page
 from glassformer.viewer.page_data import model_page_data, parse_selection
 from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
-
-MODEL_SCRIPTS = ["common.js", "viewer.js"]
-SEQ2SEQ_SCRIPTS = ["common.js", "seq2seq.js"]
-
 
 def check_request(text: str, out: str | Path, png_dir: str | Path | None = None) -> Path:
     """The checks that need no model (so the CLI fails before loading one): `out` as a Path."""
