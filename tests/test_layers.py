@@ -31,6 +31,7 @@ LAYER = {
     "models": 3, "tokenizers": 3,
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
+    "notebooks": 5,
     "cli": 6, "__main__": 6,
 }
 
