@@ -1,6 +1,7 @@
 """The course's notebooks, each executed once per test session on a fresh kernel of this very
 Python (an ipykernel `python3` spec written for sys.executable and put first on JUPYTER_PATH, so
 a system-wide kernel of another Python is never picked; runs as root too), then rendered to HTML.
+The kernels' temporary folders (the notebooks' training runs) live under pytest's tmp_path.
 
 `executed(name, lang)` -> Executed(notebook, results): the notebook with its outputs and the
 dict its last cell names RESULTS (read through one extra cell the test appends, then drops).
@@ -36,6 +37,8 @@ def kernel_name(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
     patch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # debugpy's warning on frozen modules
+    # the notebooks' run folders (tempfile.mkdtemp) go under pytest's tmp, which pytest rotates
+    patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("kernel-tmp")))
     yield "python3"
     patch.undo()
 
