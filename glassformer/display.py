@@ -15,7 +15,8 @@ A page of the viewer (viewer/page.py: its data, CSS and JS all inline) is shown 
 
 nothing in the outer page is named by the viewer's JS (no global clobbered, no id repeated),
 and no URL appears anywhere: it draws offline, behind any firewall. The frame grows to fit its
-page (a ResizeObserver inside the frame's own onload).
+page up to MAX_HEIGHT_PX, past which the page scrolls inside it (a ResizeObserver set up by the
+frame's own onload).
 
 The language follows `lang=` or, as the CLI does, the locale (LC_ALL, LC_MESSAGES, LANG,
 LANGUAGE); every page can still switch language with its buttons.
@@ -29,12 +30,15 @@ import uuid
 from glassformer.errors import GlassformerError
 
 LANGS = ("en", "zh")
-# The frame's height before its page has loaded and measured itself.
+# The frame's height before its page has loaded and measured itself, and the most it grows to
+# (a longer page scrolls inside its frame, so a notebook stays readable around it).
 START_HEIGHT_PX = 480
+MAX_HEIGHT_PX = 900
 
 # note: runs in the outer page on the frame's load event; reads only `this` (the frame).
-FIT = ("var f=this,d=f.contentDocument;if(!d)return;function fit(){f.style.height="
-       "(d.documentElement.scrollHeight+2)+'px'}fit();new ResizeObserver(fit).observe(d.body)")
+FIT = ("var f=this,d=f.contentDocument;if(!d)return;function fit(){f.style.height=Math.min("
+       f"d.documentElement.scrollHeight+2,{MAX_HEIGHT_PX})+'px'}}fit();"
+       "new ResizeObserver(fit).observe(d.body)")
 
 FRAME = ('<iframe id="{id}" class="glassformer-view" title="{title}" srcdoc="{doc}" '
          'style="width:100%;height:{height}px;border:1px solid #d9dde5;border-radius:6px" '

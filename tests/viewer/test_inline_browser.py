@@ -37,6 +37,8 @@ def test_two_inspections_and_a_trace_on_one_page(tmp_path, open_page, drawn):
     frames = [element.content_frame() for element in page.query_selector_all("iframe")]
     ids = page.evaluate("Array.from(document.querySelectorAll('.glassformer-view')).map(e => e.id)")
     assert len(frames) == 3 and len(set(ids)) == 4
+    heights = [element.bounding_box()["height"] for element in page.query_selector_all("iframe")]
+    assert all(300 < height <= 902 for height in heights), heights   # grown, up to the cap
     first, second, trace = frames
     for frame, text, inspection in zip((first, second), TEXTS, seen):
         assert frame.evaluate(f"{V}.tokens().map(t => t.text).join('')") == text
