@@ -30,6 +30,6 @@ def run(args) -> int:
     copied = copy_course(lang, args.out)
     for path in copied:
         print(path)
-    print(f"{len(copied)} notebooks in {args.out}: pip install \"glassformer[notebook]\" jupyterlab, "
-          f"then jupyter lab {args.out}")
+    print(f"{len(copied)} notebooks in {args.out}; open them with: jupyter lab {args.out}  "
+          "(Jupyter: pip install jupyterlab, with glassformer's notebook extra)")
     return 0
