@@ -7,18 +7,18 @@ CELLS = [
 # 5 · BERT and the encoder–decoder
 
 GPT reads left to right. BERT reads the whole text at once (bidirectional attention: no causal
-mask) and learns by filling in blanks: 15% of the characters are hidden behind `[MASK]` and it
-predicts them. The original Transformer joins both: an encoder reads the source, a decoder writes
-the output and, at each step, looks back at the source through cross-attention. We train a tiny
-one of each in about ten seconds, so their answers are rough; what matters is seeing what they
-compute.
+mask) and learns by filling in blanks: a share of the characters is hidden behind `[MASK]` (40%
+in glassformer's recipe; the BERT paper hid 15%) and it predicts them. The original Transformer
+joins both: an encoder reads the source, a decoder writes the output and, at each step, looks
+back at the source through cross-attention. We train a tiny one of each in seconds, so their
+answers are rough; what matters is seeing what they compute.
 """, """
 # 5 · BERT 与编码器–解码器
 
-GPT 从左往右读。BERT 一次读完整段文字（双向注意力：没有因果掩码），靠完形填空来学习：15% 的字符
-被换成 `[MASK]`，由它来猜。原始的 Transformer 把两者结合起来：编码器读原文，解码器写输出，
-每写一步都通过交叉注意力回头看原文。我们各训练一个很小的模型，每个只要几秒，所以答案还很粗糙；
-重要的是看清它们算了什么。
+GPT 从左往右读。BERT 一次读完整段文字（双向注意力：没有因果掩码），靠完形填空来学习：一部分字符
+被换成 `[MASK]`（glassformer 的配方取 40%，BERT 论文取 15%），由它来猜。原始的 Transformer
+把两者结合起来：编码器读原文，解码器写输出，每写一步都通过交叉注意力回头看原文。我们各训练一个
+很小的模型，每个只要几秒，所以答案还很粗糙；重要的是看清它们算了什么。
 """),
     setup(),
     code("""

@@ -73,14 +73,15 @@ if model is not None:
     md("""
 ## One LoRA step
 
-LoRA freezes the weights W and trains a low-rank update: `W x + (alpha / r) * B (A x)`, with A of
-shape (r, C) and B starting at zero. First the op itself, checked against finite differences;
+LoRA freezes the weights W and trains a low-rank update: `x W + (alpha / r) * (x A) B`, with A of
+shape (C_in, r), B of shape (r, C_out) starting at zero, and r much smaller than C. First the op itself, checked against finite differences;
 then `glassformer finetune` trains rank-4 adapters on `q_proj` and `v_proj` for one step on eight
 Tang-poetry conversations, and the validation loss before and after is read from its log.
 """, """
 ## 一步 LoRA
 
-LoRA 冻结权重 W，只训练一个低秩更新：`W x + (alpha / r) * B (A x)`，A 的形状是 (r, C)，B 从零开始。
+LoRA 冻结权重 W，只训练一个低秩更新：`x W + (alpha / r) * (x A) B`，A 的形状是 (C_in, r)，
+B 的形状是 (r, C_out) 且从零开始，r 远小于 C。
 先看这个运算本身，并用有限差分检查；再用 `glassformer finetune` 在八段唐诗对话上，对 `q_proj` 和
 `v_proj` 的秩 4 适配器训练一步，从日志里读出训练前后的验证损失。
 """),
