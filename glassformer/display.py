@@ -1,7 +1,7 @@
 """Rich display in Jupyter: the HTML a result shows inline, and the language it speaks.
 
 Jupyter, JupyterLab and VS Code draw an object with `_repr_html_` as HTML under the cell. The
-results a learner gets back (`inspect`, `explain`, `walkthrough`, `tokenize`, `fill_mask`,
+results a learner gets back (`inspect`, `trace`, `walkthrough`, `tokenize`, `fill_mask`,
 `translate`) return an `InlineView` from their `view(lang=...)`, and `_repr_html_` is that view
 in the locale's language.
 
