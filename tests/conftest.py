@@ -1,4 +1,5 @@
-"""The course's notebooks, each executed once per test session on a fresh kernel of this very
+"""Shared by tests/notebooks/ (what each notebook computes) and tests/viewer/test_course_pages.py
+(how it draws in Chromium): the course's notebooks, each executed once per test session on a fresh kernel of this very
 Python (an ipykernel `python3` spec written for sys.executable and put first on JUPYTER_PATH, so
 a system-wide kernel of another Python is never picked; runs as root too), then rendered to HTML.
 The kernels' temporary folders (the notebooks' training runs) live under pytest's tmp_path.
@@ -13,9 +14,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.viewer.conftest import browser, open_page  # noqa: F401  (Chromium, as the viewer's tests)
-
-COURSE = Path(__file__).resolve().parents[2] / "glassformer" / "notebooks"
+COURSE = Path(__file__).resolve().parents[1] / "glassformer" / "notebooks"
 CELL_TIMEOUT_S = 300     # the slowest cell: SmolLM2's LoRA step on a loaded machine
 MARK = "RESULTS-JSON "
 
