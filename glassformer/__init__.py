@@ -10,6 +10,12 @@ The calls most scripts need, at the package top:
                                         session, loss and perplexity on a text
     inspect(model, text)                what one forward pass computed (glassformer/viewer/)
     render_chat(template, messages)     a conversation in a chat template (generate/templates.py)
+    trace(part, **options)              one explain part's steps and gradient check (viewer/trace.py)
+    walkthrough()                       the seed's self-attention walkthrough (viewer/seed_page.py)
+    tokenize(tokenizer, text)           a text's tokens, characters cut into bytes shown as bytes
+
+In Jupyter every result above draws itself inline (`_repr_html_`, glassformer/display.py): the
+viewer's pages with their data, CSS and JS inline, no URL; `.view(lang="zh")` picks the language.
 
 note: each name is imported when it is first used (PEP 562's module `__getattr__`), so
 `import glassformer` loads none of them: the viewer, matplotlib, jinja2 (chat templates) and
@@ -31,6 +37,9 @@ EXPORTS = {
     "perplexity": "glassformer.tasks.perplexity",
     "inspect": "glassformer.viewer.inspection",
     "render_chat": "glassformer.generate.templates",
+    "trace": "glassformer.viewer.trace",
+    "walkthrough": "glassformer.viewer.seed_page",
+    "tokenize": "glassformer.viewer.token_view",
 }
 
 __all__ = list(EXPORTS)

@@ -26,12 +26,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "glassformer"
 
 LAYER = {
     "errors": 0, "blas": 0, "allocator": 0, "packaged": 0, "json_object": 0,
+    "display": 0,
     "ops": 1,
     "blocks": 2,
     "models": 3, "tokenizers": 3,
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
     "serve": 5,
+    "notebooks": 5,
     "cli": 6, "__main__": 6,
 }
 

@@ -26,6 +26,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 
 from glassformer.blas import blas_threads, free_cores
+from glassformer.display import detect_lang  # noqa: F401  (shared with the notebook views)
 from glassformer.errors import GlassformerError
 from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, PACKAGED, packaged_names
@@ -145,15 +146,6 @@ def check_at_least_one(**flags) -> None:
     for name, value in flags.items():
         if value is not None and value < 1:
             raise GlassformerError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-
-
-def detect_lang(environ) -> str:
-    """Chinese when the locale says so (LC_ALL, LC_MESSAGES, LANG, LANGUAGE), else English."""
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
-        value = environ.get(var, "")
-        if value:
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
 
 
 # flag -> (TrainConfig field, type, help): the training flags of `train` and `finetune`

@@ -23,6 +23,7 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER
 from glassformer.ops.softmax import softmax_forward
+from glassformer.tasks.results import FillMaskResult
 
 MASK = "[MASK]"
 
@@ -90,5 +91,6 @@ def fill_mask(model, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]
     usable = probs[:, :tokenizer.vocab_size]                        # (M, V_tokenizer)
     k = min(top_k, usable.shape[1])
     best = np.argsort(-usable, axis=1, kind="stable")[:, :k]       # (M, k), best first
-    return [[(tokenizer.id_to_piece(int(token)), float(row[token])) for token in top]
-            for row, top in zip(usable, best)]
+    guesses = [[(tokenizer.id_to_piece(int(token)), float(row[token])) for token in top]
+               for row, top in zip(usable, best)]
+    return FillMaskResult(guesses, text)          # a list that also draws itself in Jupyter

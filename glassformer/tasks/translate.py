@@ -21,6 +21,7 @@ from glassformer.errors import GlassformerError
 from glassformer.generate.beam import (DEFAULT_ALPHA, beam_search, check_decoding,
                                        greedy_search)
 from glassformer.models.family import ENCODER_DECODER
+from glassformer.tasks.results import Translation
 
 DECODE_BATCH = 256   # sources decoded together (each with its K beams)
 
@@ -115,5 +116,8 @@ def translate(model, inputs, beam: int = 1, max_new_tokens: int | None = None,
     outputs = translate_ids(model, sources, beam=beam, max_new_tokens=max_new_tokens,
                             min_new_tokens=min_new_tokens, alpha=alpha)
     if text:
-        outputs = [model.tokenizer.decode(ids) for ids in outputs]
+        # str values that also draw themselves in Jupyter (tasks/results.py)
+        sources = [inputs] if single else inputs
+        outputs = [Translation(model.tokenizer.decode(ids), source)
+                   for ids, source in zip(outputs, sources)]
     return outputs[0] if single else outputs

@@ -88,6 +88,21 @@ class Inspection(NamedTuple):
         """(L + 1, B, T): the L2 norm of the residual stream at each position, per layer."""
         return np.stack([np.linalg.norm(x, axis=-1) for x in self.residual])
 
+    def view(self, *, lang: str | None = None, layers: str | None = None,
+             heads: str | None = None, k: int = 5):
+        """The model page inline (Jupyter): lang "en"/"zh" (default: the locale), layers and
+        heads as "0,2,5-7" (default: all), k logit-lens guesses. See viewer/display.py."""
+        from glassformer.viewer.display import inspection_view
+        return inspection_view(self, lang=lang, layers=layers, heads=heads, k=k)
+
+    def _repr_html_(self) -> str:
+        from glassformer.viewer.display import html_or_note
+        return html_or_note(self.view)
+
+    def __repr__(self) -> str:
+        from glassformer.viewer.display import summary
+        return summary(self)
+
 
 def _ids_of(model, text_or_ids) -> np.ndarray:
     """(1, T) int64 ids from a text (encoded with the model's tokenizer) or one id sequence."""

@@ -28,8 +28,10 @@ from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.ops.softmax import masked_logits, softmax_forward
-from glassformer.viewer.inspection import Inspection
 from glassformer.viewer.pack import pack_layer
+
+# note: "Inspection" (viewer/inspection.py) is named, not imported: its view() draws through this
+# module (viewer/display.py), and an import back would close a circle.
 from glassformer.viewer.tokens import describe_tokens, token_groups
 
 # note: the documented size budget (docs/viewer.md): past it, choose --layers and --heads.
@@ -94,7 +96,7 @@ def _span(chosen: list[int]) -> str:
     return ",".join(str(i) for i in chosen)
 
 
-def model_page_data(inspection: Inspection, *, name: str, text: str | None, layers: list[int],
+def model_page_data(inspection: "Inspection", *, name: str, text: str | None, layers: list[int],
                     heads: list[int], k: int = 5, budget: int | None = None) -> dict:
     """Everything the model page shows, for batch row 0."""
     model = inspection.model
@@ -126,7 +128,7 @@ def model_page_data(inspection: Inspection, *, name: str, text: str | None, laye
     return data
 
 
-def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
+def mlm_data(inspection: "Inspection", k: int) -> tuple[dict, dict]:
     """A masked-LM BERT's top-k tokens at every position of row 0 (its logits, softmaxed), and
     the display text of every id named; `masked` lists the [MASK] positions."""
     probs, _ = softmax_forward(inspection.out[0])                            # (T, V)
@@ -147,7 +149,7 @@ def mlm_data(inspection: Inspection, k: int) -> tuple[dict, dict]:
             "masked": np.flatnonzero(ids == mask_id).tolist() if mask_id is not None else []}, vocab
 
 
-def lens_data(inspection: Inspection, k: int, layers: list[int] | None = None
+def lens_data(inspection: "Inspection", k: int, layers: list[int] | None = None
               ) -> tuple[dict, dict]:
     """The logit lens of row 0 as lists (a row per layer; None for a layer not chosen), and the
     display text of every id it names."""
@@ -169,7 +171,7 @@ def lens_data(inspection: Inspection, k: int, layers: list[int] | None = None
     return {"k": int(lens.ids.shape[-1]), "final": lens.final[0].tolist(), "layers": table}, vocab
 
 
-def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
+def head_steps(inspection: "Inspection", layer: int, head: int) -> dict:
     """One head's sub-steps over the first STEPS_MAX_T tokens, read from its attention ctx (that
     head alone: a long text's other heads are never expanded), labelled with the seed's text."""
     block = attention_block_ctx(inspection.ctx.blocks[layer])

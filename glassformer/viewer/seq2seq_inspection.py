@@ -84,6 +84,21 @@ class Seq2SeqInspection(NamedTuple):
         """One Token per decoder position of row 0: what it writes (the rows of every table)."""
         return describe_tokens(self.model.tokenizer, self.output_ids[0].tolist())
 
+    def view(self, *, lang: str | None = None, layers: str | None = None,
+             heads: str | None = None):
+        """The encoder-decoder page inline (Jupyter): cross-attention and both self-attentions;
+        lang "en"/"zh" (default: the locale). See viewer/display.py."""
+        from glassformer.viewer.display import seq2seq_view
+        return seq2seq_view(self, lang=lang, layers=layers, heads=heads)
+
+    def _repr_html_(self) -> str:
+        from glassformer.viewer.display import html_or_note
+        return html_or_note(self.view)
+
+    def __repr__(self) -> str:
+        from glassformer.viewer.display import summary
+        return summary(self)
+
 
 def _layer_input(block_ctx, side: str) -> np.ndarray:
     """A post-norm layer's input, which its ctx keeps (blocks/residual.py: layer_input). A

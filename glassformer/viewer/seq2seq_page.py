@@ -18,7 +18,8 @@ from __future__ import annotations
 from glassformer.errors import GlassformerError
 from glassformer.viewer import page_data
 from glassformer.viewer.pack import pack_layer
-from glassformer.viewer.seq2seq_inspection import Seq2SeqInspection
+
+# note: "Seq2SeqInspection" is named, not imported: its view() draws through this module.
 
 
 def seq2seq_selection(model, layers: str | None, heads: str | None
@@ -48,7 +49,7 @@ def _tokens(tokens) -> list[dict]:
     return [{"id": tok.id, "text": tok.text} for tok in tokens]
 
 
-def seq2seq_page_data(inspection: Seq2SeqInspection, *, name: str, source: str | None,
+def seq2seq_page_data(inspection: "Seq2SeqInspection", *, name: str, source: str | None,
                       target: str | None, translated: bool, enc_layers: list[int],
                       dec_layers: list[int], heads: list[int]) -> dict:
     """Everything the encoder-decoder page shows, for batch row 0."""

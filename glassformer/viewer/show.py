@@ -17,12 +17,10 @@ from glassformer.models.family import ENCODER_DECODER
 from glassformer.models.family import CAUSAL
 from glassformer.viewer.inspection import inspect
 from glassformer.viewer.tokens import check_text
-from glassformer.viewer.page import write_page
+from glassformer.viewer.page import MODEL_SCRIPTS, SEQ2SEQ_SCRIPTS, write_page
 from glassformer.viewer.page_data import check_page_budget, model_page_data, parse_selection
 from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
 
-MODEL_SCRIPTS = ["common.js", "viewer.js"]
-SEQ2SEQ_SCRIPTS = ["common.js", "seq2seq.js"]
 # The largest figure matplotlib is asked to draw (RGBA: 4 bytes a pixel, so ~400 MB); the
 # figures grow with the token count (figures.py: 0.22 inch a token at DPI).
 PNG_MAX_PIXELS = 100_000_000

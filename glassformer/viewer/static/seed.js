@@ -1,20 +1,23 @@
 /* glassformer seed page: the §1.2 self-attention walkthrough, causal and bidirectional side by
    side, forward then backward, in English or Chinese. Reads GF.data (seed_page.py); exposes
-   window.glassformerViewer (attention(0, 0) is the causal weights; pass "bidirectional" third). */
+   window.glassformerViewer (attention(0, 0) is the causal weights; pass "bidirectional" third).
+   An explain trace (viewer/trace.py) is the same page with one column: its part's steps. */
 "use strict";
 (function () {
 const D = GF.data;
 const UI = { en: { backward: "Backward pass", weights: "weights" }, zh: { backward: "反向传播", weights: "权重" } };
 const NEG = -1e8;        /* explain's JSON writes a masked -inf as -1e9 */
 
-function matrixOf(value) {               /* a 2-D view of a step's value: (1, T, S) -> (T, S) */
+function matrixOf(value) {     /* a 2-D view of a step's value: (1, T, S) -> (T, S), (B, H, T, S) -> item 0, head 0 */
   if (typeof value === "number" || typeof value === "boolean") return [[value]];
   if (!Array.isArray(value[0])) return [value];
-  if (Array.isArray(value[0][0])) return value[0];
+  while (Array.isArray(value[0][0])) value = value[0];
   return value;
 }
 function cellText(v) {
   if (typeof v === "boolean") return v ? "True" : "False";
+  if (typeof v === "string") return v;
+  if (typeof v === "object") return JSON.stringify(v);
   if (v <= NEG) return "-inf";
   return Math.abs(v) < 1e-3 && v !== 0 ? v.toExponential(3) : v.toFixed(4);
 }
@@ -36,11 +39,13 @@ function stepBlock(step, mode) {
 }
 function column(mode) {
   const m = D.modes[mode];
+  const backward = m.backward.length ? [GF.el("h2", { text: m.backward_heading[GF.lang] })] : [];
   return GF.el("div", { id: "mode-" + mode }, [GF.el("h2", { text: m.heading[GF.lang] })]
     .concat(m.forward.map(function (s) { return stepBlock(s, mode); }))
-    .concat([GF.el("h2", { text: m.backward_heading[GF.lang] })])
+    .concat(backward)
     .concat(m.backward.map(function (s) { return stepBlock(s, mode + "-d"); })));
 }
+const MODES = Object.keys(D.modes);      /* seed: causal, bidirectional; a trace: its part */
 function render() {
   document.documentElement.lang = GF.lang === "zh" ? "zh-CN" : "en";
   document.title = D.title[GF.lang];
@@ -48,22 +53,23 @@ function render() {
   app.replaceChildren(
     GF.el("header", {}, [GF.el("h1", { text: D.title[GF.lang] }),
       GF.el("div", { class: "meta", text: D.compare[GF.lang] }), GF.el("div", { class: "bar" }, [GF.langBar(setLang)])]),
-    GF.el("main", {}, [GF.el("section", {}, [GF.el("div", { class: "side" }, [column("causal"), column("bidirectional")])])]));
+    GF.el("main", {}, [GF.el("section", {}, [GF.el("div", { class: "side" }, MODES.map(column))])]));
 }
 const setLang = GF.languageSetter(render);
-function weights(mode) {
-  return D.modes[mode].forward.find(function (s) { return s.key === "weights"; }).value[0];
+function weights(mode) {                /* (T, S) weights of batch item 0 (and head 0), or null */
+  const step = D.modes[mode].forward.find(function (s) { return s.key === "weights"; });
+  return step ? matrixOf(step.value) : null;
 }
-const T = weights("causal").length;
+const T = weights(MODES[0]) ? weights(MODES[0]).length : 0;
 window.glassformerViewer = {
-  kind: "seed",
+  kind: D.kind,            /* "seed", or "trace" for an explain trace */
   tokens: function () { const out = []; for (let i = 0; i < T; i++) out.push({ id: i, text: "token " + i }); return out; },
   groups: function () { const out = []; for (let i = 0; i < T; i++) out.push({ text: "token " + i, tokens: [i] }); return out; },
   layers: function () { return [0]; },
   heads: function () { return [0]; },
   attention: function (layer, head, mode) {
     if (layer !== 0 || head !== 0) throw new Error("the seed has one layer and one head");
-    return weights(mode || "causal").map(function (row) { return row.slice(); });
+    return weights(mode || MODES[0]).map(function (row) { return row.slice(); });
   },
   logitLens: function () { return null; },
   setLang: setLang,

