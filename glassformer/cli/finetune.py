@@ -59,6 +59,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--target", default=None,
                         help="comma-separated PEFT module names to adapt (default: "
                              f"{','.join(LORA_RECIPE.targets)}; GPT-2: c_attn,c_proj,c_fc)")
+    parser.add_argument("--adapter", default=None,
+                        help="continue training this PEFT LoRA adapter folder (a finetune run's, "
+                             "or peft's) instead of fresh adapters; its LoRA settings are kept")
     parser.add_argument("--full", action="store_true", default=None,
                         help="train every weight instead of LoRA adapters")
     parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
@@ -100,7 +103,8 @@ def check_flags(args) -> None:
                   args.target), ("--rslora", args.rslora)) if value is not None]
     if args.resume:
         fixed = lora_flags + [flag for flag, value in (("--model", args.model),
-                                                       ("--full", args.full)) if value]
+                                                       ("--full", args.full),
+                                                       ("--adapter", args.adapter)) if value]
         if fixed:
             raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
         return
@@ -110,6 +114,10 @@ def check_flags(args) -> None:
         raise GlassformerError("a new fine-tuning run needs --model and --data")
     if args.full and lora_flags:
         raise GlassformerError(f"--full trains every weight, so {lora_flags[0]} does not apply")
+    if args.adapter is not None and (args.full or lora_flags):
+        flag = "--full" if args.full else lora_flags[0]
+        raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
+                               f"so {flag} does not apply")
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -128,5 +136,5 @@ def run(args) -> int:
             train_cfg = dataclasses.replace(RECIPE, **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
-                                        **hooks)
+                                        adapter=args.adapter, **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

@@ -40,11 +40,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from glassformer.blocks.lora import is_adapter_key
 from glassformer.errors import GlassformerError
 from glassformer.generate.templates import chat_template_of
 from glassformer.io.checkpoint import load_checkpoint
 from glassformer.io.named_models import load_model
-from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters, save_adapter
+from glassformer.io.peft import (LoraConfig, adapter_constants, init_adapters, load_adapter,
+                                 save_adapter)
 from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
@@ -95,6 +97,15 @@ def lora_setup(model, lora_cfg: LoraConfig, params: dict | None, seed: int) -> B
     return Base(model, params, frozen)
 
 
+def adapter_setup(model, folder: str) -> tuple[Base, LoraConfig]:
+    """Base for a LoRA run that continues an existing PEFT adapter (`finetune --adapter DIR`):
+    its A and B train, its constants (scale, dropout) and the base weights stay frozen."""
+    loaded, lora_cfg = load_adapter(folder, model)   # checked against the model, or one line
+    params = {key: value for key, value in loaded.items() if is_adapter_key(key)}
+    constants = {key: value for key, value in loaded.items() if not is_adapter_key(key)}
+    return Base(model, params, {**model.params, **constants}), lora_cfg
+
+
 def encode_data(path: str | Path, model, train_cfg: TrainConfig):
     """(train data, val data, the objective's name, conversations cut) for the data file, all in
     memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
@@ -110,14 +121,18 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
     return train_data, val_data, NEXT_TOKEN.name, 0
 
 
-def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str) -> dict:
+def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
+            adapter: str | None = None) -> dict:
     lora = None
     if lora_cfg is not None:
         targets = lora_cfg.targets   # a list of module names, or one regex string
         lora = {**dataclasses.asdict(lora_cfg),
                 "targets": targets if isinstance(targets, str) else list(targets)}
-    return {"model": model_given, "model_path": str(resolve_path(model_given, MODEL).resolve()),
-            "full": lora_cfg is None, "lora": lora, "objective": objective}
+    record = {"model": model_given, "model_path": str(resolve_path(model_given, MODEL).resolve()),
+              "full": lora_cfg is None, "lora": lora, "objective": objective}
+    if adapter is not None:
+        record["adapter"] = str(Path(adapter).resolve())   # the adapter the run started from
+    return record
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -150,10 +165,12 @@ def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layo
 
 def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
                  lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                 should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None
+                 ) -> tuple[RunState, object]:
     """Start a fine-tuning run and train it; returns (final RunState, model config).
 
     model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
+    adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
@@ -162,7 +179,11 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     check_train_config(train_cfg)
     base_model = load_base(model)
     check_context(base_model.cfg, train_cfg)
-    if lora_cfg is not None:
+    if adapter is not None:
+        base, lora_cfg = adapter_setup(base_model, adapter)
+        known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
+        lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or known)
+    elif lora_cfg is not None:
         # PEFT records the base model's hub id (base_model_name_or_path) where one is known
         known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
         lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or known)
@@ -177,7 +198,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
-        _write_json(out / RECORD, _record(model, lora_cfg, objective))
+        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter))
         write_data_record(out, file_fingerprint(data))
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
