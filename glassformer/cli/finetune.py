@@ -64,6 +64,7 @@ def add_arguments(parser) -> None:
                              "or peft's) instead of fresh adapters; its LoRA settings are kept")
     parser.add_argument("--full", action="store_true", default=None,
                         help="train every weight instead of LoRA adapters")
+    add_align_arguments(parser)
     parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
     parser.add_argument("--allow-new-data", action="store_true",
                         help="on --resume, train on a data file that differs from the run's")
@@ -73,6 +74,20 @@ def add_arguments(parser) -> None:
         parser.add_argument(flag, type=kind, default=None,
                             help=f"{text} (default: {getattr(RECIPE, field)})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_align_arguments(parser) -> None:
+    """--objective, --beta, --ref: preference learning (docs/align.md)."""
+    parser.add_argument("--objective", choices=("sft", "dpo"), default=None,
+                        help="what to learn: sft (chat JSONL, the default for .jsonl) or dpo "
+                             "(TRL preference pairs: prompt, chosen, rejected)")
+    parser.add_argument("--beta", type=float, default=None,
+                        help="dpo: how strongly the policy is tied to the reference "
+                             "(default: 0.1, TRL's)")
+    parser.add_argument("--ref", choices=("base", "adapter"), default=None,
+                        help="dpo's reference: base = the model with the trained adapter "
+                             "switched off (default, as TRL with PEFT), adapter = the starting "
+                             "adapter (--adapter) frozen")
 
 
 def say(line: str) -> None:
@@ -104,7 +119,10 @@ def check_flags(args) -> None:
     if args.resume:
         fixed = lora_flags + [flag for flag, value in (("--model", args.model),
                                                        ("--full", args.full),
-                                                       ("--adapter", args.adapter)) if value]
+                                                       ("--adapter", args.adapter),
+                                                       ("--objective", args.objective),
+                                                       ("--beta", args.beta is not None),
+                                                       ("--ref", args.ref)) if value]
         if fixed:
             raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
         return
@@ -118,6 +136,9 @@ def check_flags(args) -> None:
         flag = "--full" if args.full else lora_flags[0]
         raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
                                f"so {flag} does not apply")
+    if args.objective != "dpo" and (args.beta is not None or args.ref is not None):
+        raise GlassformerError(f"{'--beta' if args.beta is not None else '--ref'} is for "
+                               "--objective dpo")
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -133,8 +154,11 @@ def run(args) -> int:
         else:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
+            if args.beta is not None:
+                given["beta"] = args.beta
             train_cfg = dataclasses.replace(RECIPE, **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
-                                        adapter=args.adapter, **hooks)
+                                        adapter=args.adapter, objective=args.objective,
+                                        ref=args.ref or "base", **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

@@ -60,6 +60,7 @@ class TrainConfig:
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
+    beta: float | None = None     # DPO/GRPO: strength of the reference (None: DPO 0.1, GRPO 0)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
@@ -156,18 +157,21 @@ def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunS
 
 
 def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,
-                    train_data, lr: float, frozen: dict | None) -> float:
-    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
+                    train_data, lr: float, frozen: dict | None) -> tuple[float, dict]:
+    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss and the
+    objective's metrics ({} for most)."""
     objective = objective_of(train_cfg.objective)
     micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train")
                      for _ in range(train_cfg.grad_accum)]
-    loss, run.opt = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
-                                     rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
-                                     beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                     weight_decay=train_cfg.weight_decay, objective=objective,
-                                     train_cfg=train_cfg, frozen=frozen,
-                                     held=held_at(train_cfg, run.it))
-    return loss
+    result = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
+                              rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
+                              beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                              weight_decay=train_cfg.weight_decay, objective=objective,
+                              train_cfg=train_cfg, frozen=frozen,
+                              held=held_at(train_cfg, run.it))
+    loss, run.opt = result[0], result[1]
+    metrics = result[2] if len(result) > 2 else {}   # an objective's own (DPO's rewards/...)
+    return loss, metrics
 
 
 def held_at(train_cfg: TrainConfig, it: int) -> frozenset:
@@ -248,10 +252,12 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                           warmup_iters=train_cfg.warmup_iters,
                           lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr, frozen)
+        loss, metrics = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data,
+                                        lr, frozen)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")
         record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
+        record.update(metrics)
         run.it = it + 1
         _log(steps, out_dir, record, on_step)

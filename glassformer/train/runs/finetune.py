@@ -57,6 +57,7 @@ from glassformer.train.loop import (RunState, TrainConfig, check_context, new_ru
                                     resume_run)
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.sft import SFT
+from glassformer.train.runs.align import ALIGN_OBJECTIVES, align_data, reference_weights
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
                                            resumed_config, train_config_from_dict)
 from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
@@ -111,6 +112,9 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
     memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
     which load_base has checked the model for)."""
     tokenizer = model.tokenizer
+    if train_cfg.objective in ALIGN_OBJECTIVES:   # chosen by --objective, not by the file
+        train_data, val_data = align_data(path, model, train_cfg)
+        return train_data, val_data, train_cfg.objective, 0
     if is_chat_file(path):
         data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
                                 block_size=train_cfg.block_size)
@@ -122,7 +126,7 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
-            adapter: str | None = None) -> dict:
+            adapter: str | None = None, ref: str | None = None) -> dict:
     lora = None
     if lora_cfg is not None:
         targets = lora_cfg.targets   # a list of module names, or one regex string
@@ -132,6 +136,8 @@ def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
               "full": lora_cfg is None, "lora": lora, "objective": objective}
     if adapter is not None:
         record["adapter"] = str(Path(adapter).resolve())   # the adapter the run started from
+    if objective in ALIGN_OBJECTIVES:
+        record["ref"] = ref   # what the reference is (train/runs/align.py)
     return record
 
 
@@ -165,12 +171,14 @@ def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layo
 
 def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
                  lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None
-                 ) -> tuple[RunState, object]:
+                 should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None,
+                 objective: str | None = None, ref: str = "base") -> tuple[RunState, object]:
     """Start a fine-tuning run and train it; returns (final RunState, model config).
 
     model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
     adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
+    objective: "dpo" (train/objectives/) reads preference pairs; None: chosen by the data file
+    (chat: sft, text: next-token). ref: DPO's reference, "base" or "adapter" (runs/align.py).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
@@ -191,19 +199,41 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
+    if objective is not None:
+        train_cfg = dataclasses.replace(train_cfg, objective=objective)
     train_data, val_data, objective, truncated = encode_data(data, base_model, train_cfg)
+    if objective in ALIGN_OBJECTIVES:
+        base = with_reference(base, ref, lora_cfg)
     if truncated and on_note:
         on_note(f"{truncated:,} conversations are longer than block size "
                 f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
-        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter))
+        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter, ref))
         write_data_record(out, file_fingerprint(data))
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout, hooks)
     return run, base_model.cfg
+
+
+def with_reference(base: Base, ref: str, lora_cfg: LoraConfig | None) -> Base:
+    """base with the reference's own weights added to `frozen` (train/runs/align.py)."""
+    constants = {key: value for key, value in base.frozen.items()
+                 if key.rsplit(".", 1)[-1] in ("lora_scale", "lora_dropout")}
+    extra = reference_weights(ref, full=lora_cfg is None, start=base.params,
+                              adapter_constants=constants)
+    return Base(base.model, base.params, {**base.frozen, **extra})
+
+
+def starting_params(record: dict, model, lora_cfg: LoraConfig | None, seed: int) -> dict:
+    """The trained params as a run started: its adapter (given or fresh) or the base weights."""
+    if lora_cfg is None:
+        return model.params
+    if record.get("adapter"):
+        return adapter_setup(model, record["adapter"])[0].params
+    return lora_setup(model, lora_cfg, None, seed).params
 
 
 def read_record(out: Path) -> dict:
@@ -243,6 +273,11 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
             lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
+        if train_cfg.objective in ALIGN_OBJECTIVES:
+            start = starting_params(record, base_model, lora_cfg, train_cfg.seed)
+            reference = with_reference(Base(base_model, start, base.frozen), record["ref"],
+                                       lora_cfg)
+            base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
         train_data, val_data, _, _ = encode_data(data_record["path"], base_model, train_cfg)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
