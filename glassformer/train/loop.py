@@ -61,6 +61,15 @@ class TrainConfig:
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
     beta: float | None = None     # DPO/GRPO: strength of the reference (None: DPO 0.1, GRPO 0)
+    num_generations: int = 8      # GRPO: G completions sampled per prompt (a group)
+    max_completion_tokens: int = 64   # GRPO: longest completion sampled
+    temperature: float = 1.0      # GRPO: sampling temperature (TRL's default)
+    epsilon: float = 0.2          # GRPO: clip range below 1 (and above, unless epsilon_high)
+    epsilon_high: float | None = None   # GRPO: clip range above 1 (None: epsilon)
+    loss_type: str = "dapo"       # GRPO: grpo, dapo, dr_grpo or bnpo (TRL's reductions)
+    scale_rewards: str = "group"  # GRPO: advantages over the group's std, the batch's, or none
+    reward: str = ""              # GRPO: comma-separated rewards, NAME or FILE.py:FUNC
+    reward_weights: str = ""      # GRPO: comma-separated weights (default: 1 each)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):

@@ -49,18 +49,15 @@ def beta_of(train_cfg) -> float:
 
 
 def policy_and_reference(params: dict, frozen: dict | None) -> tuple[dict, dict]:
-    """(the weights the policy reads, the weights the reference reads); see the docstring."""
+    """(the weights the policy reads, the weights the reference reads: {} when there is none,
+    a --full run's without ref.* copies); see the docstring."""
     frozen = frozen or {}
     base = {key: value for key, value in frozen.items() if not key.startswith(REF_PREFIX)}
     own = {key[len(REF_PREFIX):]: value for key, value in frozen.items()
            if key.startswith(REF_PREFIX)}
     switched_off = {key: value for key, value in base.items()
                     if key.rsplit(".", 1)[-1] not in ADAPTER_PARTS}
-    reference = {**switched_off, **own}
-    if not reference:
-        raise GlassformerError("DPO needs a reference model: a LoRA run's base weights, or "
-                               "ref.* weights (a --full run keeps a copy of its start)")
-    return with_frozen(params, base), reference
+    return with_frozen(params, base), {**switched_off, **own}
 
 
 def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator, *,
@@ -86,6 +83,9 @@ def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None):
 
 def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
     """The reference's sequence log-probs (2B,): eval mode, forward only."""
+    if not reference:
+        raise GlassformerError("DPO needs a reference model: a LoRA run's base weights, or "
+                               "ref.* weights (a --full run keeps a copy of its start)")
     return sequence_logps(family, reference, cfg, x, y, train=False)[0]
 
 
