@@ -76,14 +76,41 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+# GRPO's flags -> (type, help); each sets the TrainConfig field of its name
+GRPO_FLAGS = {
+    "--reward": (str, "reward functions, comma-separated: tang-form (built in) or "
+                      "FILE.py:FUNC with TRL's signature f(prompts, completions, **columns)"),
+    "--reward-weights": (str, "comma-separated weights of the rewards (default: 1 each)"),
+    "--num-generations": (int, "completions sampled per prompt, the group (default: 8)"),
+    "--max-completion-tokens": (int, "longest completion sampled (default: 64)"),
+    "--temperature": (float, "sampling temperature (default: 1.0)"),
+    "--epsilon": (float, "clip range of the ratio (default: 0.2)"),
+    "--epsilon-high": (float, "upper clip range (default: --epsilon)"),
+    "--loss-type": (str, "grpo, dapo (default), dr_grpo or bnpo: TRL's reductions"),
+    "--scale-rewards": (str, "group (default), batch or none: what the advantage is divided "
+                             "by"),
+}
+
+
+def align_given(args) -> dict:
+    """The TrainConfig fields the alignment flags set."""
+    given = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
+             for flag in GRPO_FLAGS}
+    given["beta"] = args.beta
+    return {key: value for key, value in given.items() if value is not None}
+
+
 def add_align_arguments(parser) -> None:
     """--objective, --beta, --ref: preference learning (docs/align.md)."""
-    parser.add_argument("--objective", choices=("sft", "dpo"), default=None,
-                        help="what to learn: sft (chat JSONL, the default for .jsonl) or dpo "
-                             "(TRL preference pairs: prompt, chosen, rejected)")
+    parser.add_argument("--objective", choices=("sft", "dpo", "grpo"), default=None,
+                        help="what to learn: sft (chat JSONL, the default for .jsonl), dpo "
+                             "(TRL preference pairs: prompt, chosen, rejected) or grpo (prompts "
+                             "and --reward)")
     parser.add_argument("--beta", type=float, default=None,
-                        help="dpo: how strongly the policy is tied to the reference "
-                             "(default: 0.1, TRL's)")
+                        help="dpo/grpo: how strongly the policy is tied to the reference "
+                             "(default: dpo 0.1, grpo 0 = no KL term, TRL's)")
+    for flag, (kind, text) in GRPO_FLAGS.items():
+        parser.add_argument(flag, type=kind, default=None, help=f"grpo: {text}")
     parser.add_argument("--ref", choices=("base", "adapter"), default=None,
                         help="dpo's reference: base = the model with the trained adapter "
                              "switched off (default, as TRL with PEFT), adapter = the starting "
@@ -121,8 +148,8 @@ def check_flags(args) -> None:
                                                        ("--full", args.full),
                                                        ("--adapter", args.adapter),
                                                        ("--objective", args.objective),
-                                                       ("--beta", args.beta is not None),
                                                        ("--ref", args.ref)) if value]
+        fixed += [f"--{key.replace('_', '-')}" for key in align_given(args)]
         if fixed:
             raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
         return
@@ -136,9 +163,15 @@ def check_flags(args) -> None:
         flag = "--full" if args.full else lora_flags[0]
         raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
                                f"so {flag} does not apply")
-    if args.objective != "dpo" and (args.beta is not None or args.ref is not None):
-        raise GlassformerError(f"{'--beta' if args.beta is not None else '--ref'} is for "
-                               "--objective dpo")
+    if args.objective != "dpo" and args.ref is not None:
+        raise GlassformerError("--ref is for --objective dpo")
+    grpo_only = [key for key in align_given(args) if key != "beta"]
+    if args.objective != "grpo" and grpo_only:
+        raise GlassformerError(f"--{grpo_only[0].replace('_', '-')} is for --objective grpo")
+    if args.objective not in ("dpo", "grpo") and args.beta is not None:
+        raise GlassformerError("--beta is for --objective dpo or grpo")
+    if args.objective == "grpo" and not args.reward:
+        raise GlassformerError("--objective grpo needs --reward (tang-form, or FILE.py:FUNC)")
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -154,8 +187,7 @@ def run(args) -> int:
         else:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
-            if args.beta is not None:
-                given["beta"] = args.beta
+            given.update(align_given(args))
             train_cfg = dataclasses.replace(RECIPE, **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),

@@ -38,3 +38,13 @@ def pref_records(n=24, conversational=True):
                  "rejected": [{"role": "assistant", "content": f"no {i} no"}]} for i in range(n)]
     return [{"prompt": f"say {i}:", "chosen": f" {i} yes", "rejected": f" no {i}"}
             for i in range(n)]
+
+
+def prompt_records(n=12):
+    """Conversational prompts asking for a quatrain, as tang_sft.jsonl's user turns."""
+    return [{"messages": [{"role": "user", "content": f"五言「{c}」"},
+                          {"role": "assistant", "content": "x"}]} for c in "春江花月夜山水風雲雨天地"[:n]]
+
+
+GRPO_FLAGS = ["--objective", "grpo", "--reward", "tang-form", "--num-generations", "3",
+              "--max-completion-tokens", "6", "--block-size", "64"]

@@ -16,20 +16,75 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.generate.templates import chat_template_of
+from glassformer.ops.grpo_loss import LOSS_TYPES, SCALES
 from glassformer.train.datasets.prefs import encode_pref_file, split_prefs
+from glassformer.train.datasets.prompts import encode_prompt_file, split_prompts
 from glassformer.train.objectives.dpo import DPO, REF_PREFIX
+from glassformer.train.objectives.grpo import GRPO
+from glassformer.train.rewards import call_reward, load_rewards
 
-ALIGN_OBJECTIVES = (DPO.name,)
+ALIGN_OBJECTIVES = (DPO.name, GRPO.name)
 REFS = ("base", "adapter")   # --ref: the model with the adapters off, or the starting adapter
 
 
+def template_or_none(tokenizer):
+    """The model's chat template, or None for a model that has none (plain-text data only)."""
+    try:
+        return chat_template_of(tokenizer)
+    except GlassformerError:
+        return None
+
+
 def align_data(path: str | Path, model, train_cfg) -> tuple:
-    """(train data, val data) of an alignment objective's data file."""
+    """(train data, val data) of an alignment objective's data file, every setting and (GRPO)
+    every reward function checked first, so a refused run writes nothing."""
+    template = template_or_none(model.tokenizer)
     if train_cfg.objective == DPO.name:
-        data = encode_pref_file(path, model.tokenizer, chat_template_of(model.tokenizer),
+        if template is None:
+            raise GlassformerError("DPO renders the pairs with the model's chat template, and "
+                                   "this model has none")
+        data = encode_pref_file(path, model.tokenizer, template,
                                 block_size=train_cfg.block_size)
         return split_prefs(data)
-    raise GlassformerError(f"no data reader for objective {train_cfg.objective!r}")
+    check_grpo_config(train_cfg)
+    rewards = load_rewards(train_cfg.reward)
+    data = encode_prompt_file(path, model.tokenizer, template, block_size=train_cfg.block_size,
+                              max_completion_tokens=train_cfg.max_completion_tokens)
+    probe_rewards(rewards, data.records[0], train_cfg.num_generations, data.conversational)
+    return split_prompts(data)
+
+
+def check_grpo_config(train_cfg) -> None:
+    """GRPO's settings, one line each."""
+    if train_cfg.num_generations < 2:
+        raise GlassformerError(f"GRPO compares completions within a group: --num-generations "
+                               f"must be at least 2, got {train_cfg.num_generations}")
+    if train_cfg.max_completion_tokens < 1:
+        raise GlassformerError("--max-completion-tokens must be at least 1")
+    if train_cfg.loss_type not in LOSS_TYPES:
+        raise GlassformerError(f"--loss-type must be one of {', '.join(LOSS_TYPES)}, got "
+                               f"{train_cfg.loss_type!r}")
+    if train_cfg.scale_rewards not in SCALES:
+        raise GlassformerError(f"--scale-rewards must be one of {', '.join(SCALES)}, got "
+                               f"{train_cfg.scale_rewards!r}")
+    if not train_cfg.temperature > 0.0:
+        raise GlassformerError("GRPO samples: --temperature must be above 0")
+
+
+def probe_rewards(rewards: list, record: dict, group: int, conversational: bool) -> None:
+    """Each reward function on one group of empty completions of the first prompt: a function
+    that raises or answers with the wrong length is refused before anything is written."""
+    empty = [{"role": "assistant", "content": ""}] if conversational else ""
+    columns = {key: [value] * group for key, value in record.items() if key != "prompt"}
+    columns["completion_ids"] = [[] for _ in range(group)]
+    for name, function in rewards:
+        call_reward(name, function, [record["prompt"]] * group, [empty] * group, columns)
+
+
+def needs_reference(train_cfg) -> bool:
+    """DPO always compares with its reference; GRPO only for its KL term (beta > 0)."""
+    return train_cfg.objective == DPO.name or (train_cfg.objective == GRPO.name
+                                               and bool(train_cfg.beta))
 
 
 def reference_weights(ref: str, *, full: bool, start: dict, adapter_constants: dict) -> dict:

@@ -57,7 +57,8 @@ from glassformer.train.loop import (RunState, TrainConfig, check_context, new_ru
                                     resume_run)
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.sft import SFT
-from glassformer.train.runs.align import ALIGN_OBJECTIVES, align_data, reference_weights
+from glassformer.train.runs.align import (ALIGN_OBJECTIVES, align_data, needs_reference,
+                                          reference_weights)
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
                                            resumed_config, train_config_from_dict)
 from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
@@ -202,7 +203,8 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     if objective is not None:
         train_cfg = dataclasses.replace(train_cfg, objective=objective)
     train_data, val_data, objective, truncated = encode_data(data, base_model, train_cfg)
-    if objective in ALIGN_OBJECTIVES:
+    train_cfg = dataclasses.replace(train_cfg, objective=objective)
+    if needs_reference(train_cfg):
         base = with_reference(base, ref, lora_cfg)
     if truncated and on_note:
         on_note(f"{truncated:,} conversations are longer than block size "
@@ -273,7 +275,7 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
             lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
-        if train_cfg.objective in ALIGN_OBJECTIVES:
+        if needs_reference(train_cfg):
             start = starting_params(record, base_model, lora_cfg, train_cfg.seed)
             reference = with_reference(Base(base_model, start, base.frozen), record["ref"],
                                        lora_cfg)
