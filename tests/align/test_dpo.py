@@ -113,3 +113,17 @@ def test_bad_pairs_are_one_line_and_write_nothing(tiny_base, tmp_path, capsys, c
     err = capsys.readouterr().err
     assert status == 2 and message in err and "line 6" in err and len(err.splitlines()) == 1
     assert not run.exists()
+
+
+def test_eval_reports_reward_accuracy_against_the_reference(tiny_base, tmp_path, capsys):
+    status, run = run_dpo(tiny_base, tmp_path, extra=("--lr", "0.05", "--max-iters", "8",
+                                                      "--lr-decay-iters", "8"))
+    assert status == 0
+    capsys.readouterr()
+    data = str(tmp_path / "prefs.jsonl")
+    assert main(["eval", "--model", str(tiny_base), "--adapter", str(run), "--data", data,
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["pairs"] == 24 and result["accuracy"] > 0.5 and result["margin"] > 0.0
+    assert main(["eval", "--model", str(tiny_base), "--data", data]) == 2
+    assert "give --adapter" in capsys.readouterr().err
