@@ -127,3 +127,13 @@ def test_eval_reports_reward_accuracy_against_the_reference(tiny_base, tmp_path,
     assert result["pairs"] == 24 and result["accuracy"] > 0.5 and result["margin"] > 0.0
     assert main(["eval", "--model", str(tiny_base), "--data", data]) == 2
     assert "give --adapter" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("part", ["dpo", "grpo"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_explain_parts_pass_their_finite_difference_check(part, lang, capsys):
+    assert main(["explain", part, "--backward", "--lang", lang]) == 0
+    out = capsys.readouterr().out
+    assert ("OK" in out) if lang == "en" else ("通过" in out)
+    if part == "dpo":
+        assert "0.6931 0.6931" in out      # step 1: the policy is the reference, ln 2
