@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
                         help="a LoRA adapter folder: on a text file, scored merged into the "
                              "model; on preference pairs (.jsonl with prompt/chosen/rejected), "
                              "the DPO policy scored against the model without it")
+    parser.add_argument("--ref-adapter", default=None,
+                        help="preference pairs: the reference is the model with this adapter "
+                             "(a DPO run's --ref adapter start) instead of the model alone")
     parser.add_argument("--beta", type=float, default=0.1,
                         help="preference pairs: the DPO beta of the rewards (default: 0.1)")
     parser.add_argument("--no-progress", action="store_true",
@@ -64,13 +67,15 @@ def run_preferences(args) -> int:
                                "give --adapter DIR")
     model = load_model_shown(args.model)
     result = preference_accuracy(model, args.adapter, args.data, beta=args.beta,
-                                 batch_size=args.batch_size)
+                                 batch_size=args.batch_size, ref_adapter=args.ref_adapter)
     if args.json:
         print(json.dumps(result._asdict()))
     else:
+        reference = (f"{args.model} + {args.ref_adapter}" if args.ref_adapter
+                     else f"{args.model} without the adapter")
         print(f"reward accuracy {result.accuracy:.2%}, mean margin {result.margin:.4f} over "
               f"{result.pairs} pairs of {args.data} (beta {result.beta:g}, reference: "
-              f"{args.model} without the adapter)")
+              f"{reference})")
     return 0
 
 

@@ -14,7 +14,7 @@ from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.loop import TrainConfig
-from glassformer.train.recipes import TANG_SFT
+from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
@@ -78,8 +78,8 @@ def add_arguments(parser) -> None:
 
 # GRPO's flags -> (type, help); each sets the TrainConfig field of its name
 GRPO_FLAGS = {
-    "--reward": (str, "reward functions, comma-separated: tang-form (built in) or "
-                      "FILE.py:FUNC with TRL's signature f(prompts, completions, **columns)"),
+    "--reward": (str, "reward functions, comma-separated: tang-form (built in, the default) "
+                      "or FILE.py:FUNC with TRL's signature f(prompts, completions, **columns)"),
     "--reward-weights": (str, "comma-separated weights of the rewards (default: 1 each)"),
     "--num-generations": (int, "completions sampled per prompt, the group (default: 8)"),
     "--max-completion-tokens": (int, "longest completion sampled (default: 64)"),
@@ -170,8 +170,6 @@ def check_flags(args) -> None:
         raise GlassformerError(f"--{grpo_only[0].replace('_', '-')} is for --objective grpo")
     if args.objective not in ("dpo", "grpo") and args.beta is not None:
         raise GlassformerError("--beta is for --objective dpo or grpo")
-    if args.objective == "grpo" and not args.reward:
-        raise GlassformerError("--objective grpo needs --reward (tang-form, or FILE.py:FUNC)")
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -188,7 +186,8 @@ def run(args) -> int:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
             given.update(align_given(args))
-            train_cfg = dataclasses.replace(RECIPE, **given)
+            recipe = FINETUNE_RECIPES.get(args.objective or "sft", TANG_SFT)
+            train_cfg = dataclasses.replace(TrainConfig(**recipe.train), **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
                                         adapter=args.adapter, objective=args.objective,

@@ -2,7 +2,8 @@
 one, measured as TRL measures it during training, on a file of pairs it never trained on.
 
     data    TRL preference pairs (train/datasets/prefs.py), e.g. tang_prefs_heldout.jsonl
-    policy  the base model with the adapter; reference: the base model alone
+    policy  the base model with the adapter; reference: the base model alone, or with a
+            reference adapter (a DPO run started from an SFT adapter with --ref adapter)
     reward  beta * (log pi(completion) - log ref(completion)), summed over the completion's
             tokens (train/objectives/dpo.py's sequence_logps, the ones DPO trains on)
 
@@ -34,12 +35,17 @@ class PreferenceResult(NamedTuple):
 
 
 def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
-                        beta: float = DEFAULT_BETA, batch_size: int = 8) -> PreferenceResult:
-    """Reward accuracy and mean margin of base + adapter against the base, on a pairs file."""
+                        beta: float = DEFAULT_BETA, batch_size: int = 8,
+                        ref_adapter: str | Path | None = None) -> PreferenceResult:
+    """Reward accuracy and mean margin of base + adapter against the base (or base +
+    ref_adapter), on a pairs file."""
     if model.family.kind != CAUSAL:
         raise GlassformerError(f"preference accuracy needs a causal LM, got {model.arch}")
     adapters, _ = load_adapter(adapter, model)
     policy = {**model.params, **adapters}
+    reference = model.params
+    if ref_adapter is not None:
+        reference = {**model.params, **load_adapter(ref_adapter, model)[0]}
     data = encode_pref_file(path, model.tokenizer, chat_template_of(model.tokenizer),
                             block_size=model.cfg.max_seq_len - 1)
     accurate, margins = [], []
@@ -49,7 +55,7 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
         x = data.rows.ids[rows, :width].astype(np.int64)                           # (2b, T)
         y = data.rows.targets[rows, :width].astype(np.int64)
         logps = sequence_logps(model.family, policy, model.cfg, x, y, train=False)[0]
-        ref = sequence_logps(model.family, model.params, model.cfg, x, y, train=False)[0]
+        ref = sequence_logps(model.family, reference, model.cfg, x, y, train=False)[0]
         half = len(rows) // 2
         chosen = beta * (logps[:half] - ref[:half].astype(np.float64))
         rejected = beta * (logps[half:] - ref[half:].astype(np.float64))
