@@ -116,14 +116,14 @@ TANG_DPO = Recipe(
     name="tang-dpo", objective="dpo",
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 4, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 10, "max_iters": 120, "lr_decay_iters": 120, "eval_interval": 40,
+           "warmup_iters": 10, "max_iters": 150, "lr_decay_iters": 150, "eval_interval": 50,
            "eval_iters": 4, "beta": 0.1})
 
 TANG_GRPO = Recipe(
     name="tang-grpo", objective="grpo",
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 2, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 5, "max_iters": 60, "lr_decay_iters": 60, "eval_interval": 20,
+           "warmup_iters": 5, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 25,
            "eval_iters": 2, "num_generations": 8, "max_completion_tokens": 72,
            "temperature": 1.0, "beta": 0.0, "loss_type": "dapo", "scale_rewards": "group",
            "reward": "tang-form"})
