@@ -78,6 +78,8 @@ def main(argv=None) -> int:
                         help="held-out preference pairs")
     parser.add_argument("--no-prefs", action="store_true", help="skip the preference accuracy")
     parser.add_argument("--n", type=int, default=100, help="prompts judged (the file's first n)")
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="preference pairs scored (default: the whole file)")
     parser.add_argument("--batch", type=int, default=20, help="prompts generated together")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="reply length cap")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -97,7 +99,7 @@ def judge(args) -> int:
     if args.adapter and not args.no_prefs:
         base = load(args.model, None)
         accuracy = preference_accuracy(base, args.adapter, args.prefs,
-                                       ref_adapter=args.ref_adapter)
+                                       ref_adapter=args.ref_adapter, limit=args.pairs)
         result["dpo_heldout_accuracy"] = accuracy.accuracy
         result["dpo_heldout_margin"] = accuracy.margin
     result["seconds"] = round(time.perf_counter() - start, 1)

@@ -36,9 +36,10 @@ class PreferenceResult(NamedTuple):
 
 def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
                         beta: float = DEFAULT_BETA, batch_size: int = 8,
-                        ref_adapter: str | Path | None = None) -> PreferenceResult:
+                        ref_adapter: str | Path | None = None, limit: int | None = None
+                        ) -> PreferenceResult:
     """Reward accuracy and mean margin of base + adapter against the base (or base +
-    ref_adapter), on a pairs file."""
+    ref_adapter), on a pairs file (its first `limit` pairs when given)."""
     if model.family.kind != CAUSAL:
         raise GlassformerError(f"preference accuracy needs a causal LM, got {model.arch}")
     adapters, _ = load_adapter(adapter, model)
@@ -49,8 +50,9 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
     data = encode_pref_file(path, model.tokenizer, chat_template_of(model.tokenizer),
                             block_size=model.cfg.max_seq_len - 1)
     accurate, margins = [], []
-    for start in range(0, data.n, batch_size):
-        rows = pair_rows(data, np.arange(start, min(start + batch_size, data.n)))   # (2b,)
+    n = data.n if limit is None else min(limit, data.n)
+    for start in range(0, n, batch_size):
+        rows = pair_rows(data, np.arange(start, min(start + batch_size, n)))        # (2b,)
         width = int(data.rows.lengths[rows].max()) - 1
         x = data.rows.ids[rows, :width].astype(np.int64)                           # (2b, T)
         y = data.rows.targets[rows, :width].astype(np.int64)
@@ -62,4 +64,4 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
         accurate.append(chosen > rejected)
         margins.append(chosen - rejected)
     return PreferenceResult(float(np.concatenate(accurate).mean()),
-                            float(np.concatenate(margins).mean()), data.n, float(beta))
+                            float(np.concatenate(margins).mean()), n, float(beta))

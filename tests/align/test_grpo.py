@@ -101,3 +101,13 @@ def test_bad_grpo_input_is_one_line_and_writes_nothing(tiny_base, tmp_path, caps
     err = capsys.readouterr().err
     assert message in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_align_judge_scores_form_distinct_and_copies():
+    from bench.align_judge import scores
+    real = "四時運灰琯，一夕變冬春。送寒餘雪盡，迎歲早梅新。"
+    repeated = "開門開門開，開門開門開。開門開門開，開門開門開。"
+    conversations = [[{"role": "user", "content": PROMPT}]] * 3
+    result = scores(conversations, [real, repeated, "四時"], {real})
+    assert result == {"well_formed": pytest.approx(2 / 3), "distinct_median": 1.0,
+                      "copied": pytest.approx(1 / 3)}
