@@ -74,9 +74,13 @@ def sample_groups(weights: dict, cfg, prompt_ids, prompt_mask, *, group: int, ma
     truncated (N,) bool: no stop id) for each prompt row repeated `group` times."""
     ids = np.repeat(prompt_ids, group, axis=0)                          # (B, P) -> (N, P)
     mask = np.repeat(prompt_mask, group, axis=0)                        # (N, P)
-    steps = list(generate(Model(cfg, weights), ids, max_new_tokens=max_tokens,
-                          temperature=temperature, seed=seed, stop=stop_ids,
-                          attention_mask=mask, pad_id=0))
+    model = Model(cfg, weights)
+    # note: a cache as long as prompt + completion, not the model's whole context (SmolLM2's
+    # 8,192 positions would be gigabytes for B * G rows)
+    cache = model.new_cache(len(ids), ids.shape[1] + max_tokens)
+    steps = list(generate(model, ids, max_new_tokens=max_tokens, temperature=temperature,
+                          seed=seed, stop=stop_ids, attention_mask=mask, pad_id=0,
+                          kv_cache=cache))
     completion = np.stack(steps, axis=1) if steps else np.zeros((len(ids), 0), np.int64)
     is_stop = np.isin(completion, stop_ids)                             # (N, C)
     before_stop = np.cumsum(is_stop, axis=1) - is_stop == 0             # up to the first stop
