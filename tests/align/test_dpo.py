@@ -86,6 +86,17 @@ def test_first_step_is_ln2_and_the_log_has_trls_metrics(tiny_base, tmp_path, cap
                  "--no-progress"]) == 0
 
 
+def test_full_dpo_keeps_a_copy_of_its_start_as_the_reference(tiny_base, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "prefs.jsonl", pref_records())
+    out = tmp_path / "full"
+    assert main(["finetune", "--model", str(tiny_base), "--data", str(data), "--out", str(out),
+                 "--objective", "dpo", "--full", *FAST, "--max-iters", "3",
+                 "--lr-decay-iters", "3"]) == 0
+    steps = [r for r in read_train_log(out) if "train_loss" in r]
+    assert steps[0]["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
+    assert steps[-1]["rewards/margins"] != 0.0     # the policy moved away from its copy
+
+
 def test_ref_adapter_starts_at_ln2_from_a_trained_adapter(tiny_base, tmp_path, capsys):
     status, first = run_dpo(tiny_base, tmp_path, "first", extra=("--lr", "0.05"))
     assert status == 0
