@@ -77,9 +77,10 @@ def load(model_path: str, adapter: str | None):
     return load_pretrained(path, adapter=adapter)
 
 
-def replies(model, conversations: list[list[dict]], *, batch: int, max_new_tokens: int
-            ) -> list[str]:
-    """Greedy replies to each conversation's first user message, `batch` prompts at a time."""
+def replies(model, conversations: list[list[dict]], *, batch: int, max_new_tokens: int,
+            temperature: float = 0.0, seed: int = 0) -> list[str]:
+    """Greedy replies to each conversation's first user message, `batch` prompts at a time
+    (temperature > 0: sampled, batch b with seed + b; bench/align_judge.py)."""
     tokenizer = model.tokenizer
     template = chat_template_of(tokenizer)
     stop = sorted(set(end_of_text_ids(tokenizer)) | {tokenizer.special_tokens[IM_END]})
@@ -94,8 +95,9 @@ def replies(model, conversations: list[list[dict]], *, batch: int, max_new_token
             ids[row, width - len(prompt):] = prompt
             mask[row, width - len(prompt):] = True
         cache = model.new_cache(len(group), width + max_new_tokens)
-        steps = list(generate(model, ids, max_new_tokens=max_new_tokens, temperature=0.0,
-                              stop=stop, attention_mask=mask, kv_cache=cache))
+        steps = list(generate(model, ids, max_new_tokens=max_new_tokens,
+                              temperature=temperature, seed=seed + start, stop=stop,
+                              attention_mask=mask, kv_cache=cache))
         new = np.stack(steps, axis=1) if steps else np.zeros((len(group), 0), np.int64)
         for row in new:
             kept = []

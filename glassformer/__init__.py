@@ -35,6 +35,7 @@ EXPORTS = {
     "translate": "glassformer.tasks.translate",
     "open_chat": "glassformer.tasks.chat",
     "perplexity": "glassformer.tasks.perplexity",
+    "preference_accuracy": "glassformer.tasks.preferences",
     "inspect": "glassformer.viewer.inspection",
     "render_chat": "glassformer.generate.templates",
     "trace": "glassformer.viewer.trace",

@@ -8,6 +8,7 @@ import sys
 from tqdm import tqdm
 
 from glassformer.cli.common import add_model_argument, load_model_shown
+from glassformer.errors import GlassformerError
 from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
 
@@ -33,12 +34,55 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object {loss, perplexity, tokens, split, bytes, "
                              "bits_per_byte} instead of a line")
+    parser.add_argument("--adapter", default=None,
+                        help="a LoRA adapter folder: on a text file, scored merged into the "
+                             "model; on preference pairs (.jsonl with prompt/chosen/rejected), "
+                             "the DPO policy scored against the model without it")
+    parser.add_argument("--ref-adapter", default=None,
+                        help="preference pairs: the reference is the model with this adapter "
+                             "(a DPO run's --ref adapter start) instead of the model alone")
+    parser.add_argument("--beta", type=float, default=0.1,
+                        help="preference pairs: the DPO beta of the rewards (default: 0.1)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (there is none when stderr is not a terminal)")
 
 
-def run(args) -> int:
+def is_preference_file(path: str) -> bool:
+    """A .jsonl whose first record has "chosen" and "rejected" (TRL's preference format)."""
+    if not path.endswith(".jsonl"):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = json.loads(next((line for line in f if line.strip()), "{}"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(first, dict) and "chosen" in first and "rejected" in first
+
+
+def run_preferences(args) -> int:
+    """Reward accuracy and margin of --adapter against the model alone (tasks/preferences.py)."""
+    from glassformer.tasks.preferences import preference_accuracy
+    if args.adapter is None:
+        raise GlassformerError("preference pairs are scored for an adapter against its base: "
+                               "give --adapter DIR")
     model = load_model_shown(args.model)
+    result = preference_accuracy(model, args.adapter, args.data, beta=args.beta,
+                                 batch_size=args.batch_size, ref_adapter=args.ref_adapter)
+    if args.json:
+        print(json.dumps(result._asdict()))
+    else:
+        reference = (f"{args.model} + {args.ref_adapter}" if args.ref_adapter
+                     else f"{args.model} without the adapter")
+        print(f"reward accuracy {result.accuracy:.2%}, mean margin {result.margin:.4f} over "
+              f"{result.pairs} pairs of {args.data} (beta {result.beta:g}, reference: "
+              f"{reference})")
+    return 0
+
+
+def run(args) -> int:
+    if is_preference_file(args.data):
+        return run_preferences(args)
+    model = load_model_shown(args.model, args.adapter)
     show = not args.no_progress and sys.stderr.isatty()
     with tqdm(disable=not show, file=sys.stderr, unit="window", desc="eval") as bar:
 

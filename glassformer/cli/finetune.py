@@ -14,7 +14,7 @@ from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.loop import TrainConfig
-from glassformer.train.recipes import TANG_SFT
+from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
@@ -59,8 +59,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--target", default=None,
                         help="comma-separated PEFT module names to adapt (default: "
                              f"{','.join(LORA_RECIPE.targets)}; GPT-2: c_attn,c_proj,c_fc)")
+    parser.add_argument("--adapter", default=None,
+                        help="continue training this PEFT LoRA adapter folder (a finetune run's, "
+                             "or peft's) instead of fresh adapters; its LoRA settings are kept")
     parser.add_argument("--full", action="store_true", default=None,
                         help="train every weight instead of LoRA adapters")
+    add_align_arguments(parser)
     parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
     parser.add_argument("--allow-new-data", action="store_true",
                         help="on --resume, train on a data file that differs from the run's")
@@ -70,6 +74,47 @@ def add_arguments(parser) -> None:
         parser.add_argument(flag, type=kind, default=None,
                             help=f"{text} (default: {getattr(RECIPE, field)})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+# GRPO's flags -> (type, help); each sets the TrainConfig field of its name
+GRPO_FLAGS = {
+    "--reward": (str, "reward functions, comma-separated: tang-form (built in, the default) "
+                      "or FILE.py:FUNC with TRL's signature f(prompts, completions, **columns)"),
+    "--reward-weights": (str, "comma-separated weights of the rewards (default: 1 each)"),
+    "--num-generations": (int, "completions sampled per prompt, the group (default: 8)"),
+    "--max-completion-tokens": (int, "longest completion sampled (default: 64)"),
+    "--temperature": (float, "sampling temperature (default: 1.0)"),
+    "--epsilon": (float, "clip range of the ratio (default: 0.2)"),
+    "--epsilon-high": (float, "upper clip range (default: --epsilon)"),
+    "--loss-type": (str, "grpo, dapo (default), dr_grpo or bnpo: TRL's reductions"),
+    "--scale-rewards": (str, "group (default), batch or none: what the advantage is divided "
+                             "by"),
+}
+
+
+def align_given(args) -> dict:
+    """The TrainConfig fields the alignment flags set."""
+    given = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
+             for flag in GRPO_FLAGS}
+    given["beta"] = args.beta
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def add_align_arguments(parser) -> None:
+    """--objective, --beta, --ref: preference learning (docs/align.md)."""
+    parser.add_argument("--objective", choices=("sft", "dpo", "grpo"), default=None,
+                        help="what to learn: sft (chat JSONL, the default for .jsonl), dpo "
+                             "(TRL preference pairs: prompt, chosen, rejected) or grpo (prompts "
+                             "and --reward)")
+    parser.add_argument("--beta", type=float, default=None,
+                        help="dpo/grpo: how strongly the policy is tied to the reference "
+                             "(default: dpo 0.1, grpo 0 = no KL term, TRL's)")
+    for flag, (kind, text) in GRPO_FLAGS.items():
+        parser.add_argument(flag, type=kind, default=None, help=f"grpo: {text}")
+    parser.add_argument("--ref", choices=("base", "adapter"), default=None,
+                        help="dpo's reference: base = the model with the trained adapter "
+                             "switched off (default, as TRL with PEFT), adapter = the starting "
+                             "adapter (--adapter) frozen")
 
 
 def say(line: str) -> None:
@@ -100,7 +145,11 @@ def check_flags(args) -> None:
                   args.target), ("--rslora", args.rslora)) if value is not None]
     if args.resume:
         fixed = lora_flags + [flag for flag, value in (("--model", args.model),
-                                                       ("--full", args.full)) if value]
+                                                       ("--full", args.full),
+                                                       ("--adapter", args.adapter),
+                                                       ("--objective", args.objective),
+                                                       ("--ref", args.ref)) if value]
+        fixed += [f"--{key.replace('_', '-')}" for key in align_given(args)]
         if fixed:
             raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
         return
@@ -110,6 +159,17 @@ def check_flags(args) -> None:
         raise GlassformerError("a new fine-tuning run needs --model and --data")
     if args.full and lora_flags:
         raise GlassformerError(f"--full trains every weight, so {lora_flags[0]} does not apply")
+    if args.adapter is not None and (args.full or lora_flags):
+        flag = "--full" if args.full else lora_flags[0]
+        raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
+                               f"so {flag} does not apply")
+    if args.objective != "dpo" and args.ref is not None:
+        raise GlassformerError("--ref is for --objective dpo")
+    grpo_only = [key for key in align_given(args) if key != "beta"]
+    if args.objective != "grpo" and grpo_only:
+        raise GlassformerError(f"--{grpo_only[0].replace('_', '-')} is for --objective grpo")
+    if args.objective not in ("dpo", "grpo") and args.beta is not None:
+        raise GlassformerError("--beta is for --objective dpo or grpo")
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -125,8 +185,11 @@ def run(args) -> int:
         else:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
-            train_cfg = dataclasses.replace(RECIPE, **given)
+            given.update(align_given(args))
+            recipe = FINETUNE_RECIPES.get(args.objective or "sft", TANG_SFT)
+            train_cfg = dataclasses.replace(TrainConfig(**recipe.train), **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
-                                        **hooks)
+                                        adapter=args.adapter, objective=args.objective,
+                                        ref=args.ref or "base", **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

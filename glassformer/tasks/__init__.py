@@ -17,6 +17,8 @@ transformers draws the same line: `pipelines/` (tasks) beside `generation/` (dec
                                                       template, its KV cache kept between turns
     perplexity.py  perplexity(model, text)            loss, perplexity and bits per byte of a
                                                       causal LM on a text
+    preferences.py preference_accuracy(model, adapter, pairs)   a DPO adapter's reward
+                                                      accuracy and margin on preference pairs
 
 Each task is also `glassformer.<name>` (the package top) and a command (`glassformer fill-mask`,
 `embed`, `translate`, `chat`, `eval`: cli/). A new task, such as the coming `serve`, is one

@@ -60,6 +60,16 @@ class TrainConfig:
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
+    beta: float | None = None     # DPO/GRPO: strength of the reference (None: DPO 0.1, GRPO 0)
+    num_generations: int = 8      # GRPO: G completions sampled per prompt (a group)
+    max_completion_tokens: int = 64   # GRPO: longest completion sampled
+    temperature: float = 1.0      # GRPO: sampling temperature (TRL's default)
+    epsilon: float = 0.2          # GRPO: clip range below 1 (and above, unless epsilon_high)
+    epsilon_high: float | None = None   # GRPO: clip range above 1 (None: epsilon)
+    loss_type: str = "dapo"       # GRPO: grpo, dapo, dr_grpo or bnpo (TRL's reductions)
+    scale_rewards: str = "group"  # GRPO: advantages over the group's std, the batch's, or none
+    reward: str = ""              # GRPO: comma-separated rewards, NAME or FILE.py:FUNC
+    reward_weights: str = ""      # GRPO: comma-separated weights (default: 1 each)
 
     def __post_init__(self):
         # note: errors name the command-line flag of each field (flag_of), what users typed
@@ -165,18 +175,21 @@ def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunS
 
 
 def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,
-                    train_data, lr: float, frozen: dict | None) -> float:
-    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss."""
+                    train_data, lr: float, frozen: dict | None) -> tuple[float, dict]:
+    """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss and the
+    objective's metrics ({} for most)."""
     objective = objective_of(train_cfg.objective)
     micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train")
                      for _ in range(train_cfg.grad_accum)]
-    loss, run.opt = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
-                                     rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
-                                     beta1=train_cfg.beta1, beta2=train_cfg.beta2,
-                                     weight_decay=train_cfg.weight_decay, objective=objective,
-                                     train_cfg=train_cfg, frozen=frozen,
-                                     held=held_at(train_cfg, run.it))
-    return loss
+    result = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
+                              rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
+                              beta1=train_cfg.beta1, beta2=train_cfg.beta2,
+                              weight_decay=train_cfg.weight_decay, objective=objective,
+                              train_cfg=train_cfg, frozen=frozen,
+                              held=held_at(train_cfg, run.it))
+    loss, run.opt = result[0], result[1]
+    metrics = result[2] if len(result) > 2 else {}   # an objective's own (DPO's rewards/...)
+    return loss, metrics
 
 
 def held_at(train_cfg: TrainConfig, it: int) -> frozenset:
@@ -258,10 +271,12 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                           warmup_iters=train_cfg.warmup_iters,
                           lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data, lr, frozen)
+        loss, metrics = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data,
+                                        lr, frozen)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")
         record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
+        record.update(metrics)
         run.it = it + 1
         _log(steps, out_dir, record, on_step)

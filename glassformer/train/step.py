@@ -37,8 +37,9 @@ def loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
 
     dloss < 1 scales the gradient of one micro-batch under gradient accumulation.
     """
-    return objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
-                                    train_cfg=train_cfg, frozen=frozen or {})
+    result = objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
+                                      train_cfg=train_cfg, frozen=frozen or {})
+    return result[0], result[1]   # an objective with metrics also returns them (train_step)
 
 
 def eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, objective: Objective = NEXT_TOKEN,
@@ -54,7 +55,8 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
                weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN, train_cfg=None,
                frozen: dict | None = None, held: frozenset = frozenset()
                ) -> tuple[float, AdamWState]:
-    """One optimizer step: the grads of each (x, y) in `micro_batches` summed (gradient
+    """One optimizer step (returns a third item, the mean metrics, for an objective with
+    `metrics`, as DPO's rewards): the grads of each (x, y) in `micro_batches` summed (gradient
     accumulation, each weighted 1/n), clipped to global norm `grad_clip` (0: no clipping), then
     AdamW at `lr`, params and moments updated in place. Returns (mean micro-batch loss, state
     with t + 1). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated;
@@ -64,9 +66,13 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
         raise GlassformerError("expected at least one micro-batch")
     n = len(micro_batches)
     total, summed = 0.0, None
+    measured: dict[str, float] = {}   # an objective's metrics (Objective.metrics), mean of n
     for x, y in micro_batches:
-        loss, grads = loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=1.0 / n,
-                                     objective=objective, train_cfg=train_cfg, frozen=frozen)
+        result = objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=1.0 / n,
+                                          train_cfg=train_cfg, frozen=frozen or {})
+        loss, grads = result[0], result[1]
+        for name, value in (result[2] if objective.metrics else {}).items():
+            measured[name] = measured.get(name, 0.0) + value / n
         total += loss
         if summed is None:
             summed = grads
@@ -78,6 +84,8 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
         summed, _ = clip_grad_norm(summed, grad_clip)
     params, opt = adamw_step(params, summed, opt, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                              weight_decay=weight_decay, decay=decay)
+    if objective.metrics:
+        return total / n, opt, measured   # the loop logs them beside train_loss
     return total / n, opt
 
 

@@ -62,8 +62,12 @@ FORWARD_KEYS = {
              "blocks.0.attn_out", "blocks.0.resid1", "blocks.0.norm2", "blocks.0.mlp_act",
              "blocks.0.mlp_out", "blocks.0.resid2", "blocks.1.resid2", "norm_f", "logits",
              "next_probs", "top5"],
+    "dpo": ["targets", "logits", "logp", "seq", "ref", "ratios", "delta", "out", "ln2"],
+    "grpo": ["rewards", "adv", "logits", "logp", "old", "ratio", "clipped", "out"],
 }
 BACKWARD_KEYS = {
+    "dpo": ["G", "dseq", "dlogits"],
+    "grpo": ["G", "dlogp", "dlogits"],
     "attention": ["G", "dweights", "dV", "dscores", "dQ", "dK", "dWq", "dWk", "dWv", "dX"],
     "layer_norm": ["G", "dx", "dw", "db"],
     "rms_norm": ["G", "dx", "dw"],

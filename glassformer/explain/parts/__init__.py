@@ -12,8 +12,10 @@ from glassformer.explain.parts.activation import GELU, SILU, SWIGLU
 from glassformer.explain.parts.attention import ATTENTION
 from glassformer.explain.parts.attention_block import MHA
 from glassformer.explain.parts.cross_attention import CROSS_ATTENTION
+from glassformer.explain.parts.dpo import DPO
 from glassformer.explain.parts.embedding import EMBEDDING
 from glassformer.explain.parts.gpt2 import GPT2
+from glassformer.explain.parts.grpo import GRPO
 from glassformer.explain.parts.lora import LORA
 from glassformer.explain.parts.mla import MLA
 from glassformer.explain.parts.norm import LAYER_NORM, RMS_NORM
@@ -23,7 +25,7 @@ from glassformer.explain.parts.softmax import CROSS_ENTROPY, SOFTMAX
 
 PARTS: dict[str, Part] = {part.name: part for part in (
     ATTENTION, LAYER_NORM, RMS_NORM, GELU, SILU, SWIGLU, SOFTMAX, CROSS_ENTROPY, EMBEDDING, ROPE,
-    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2)}
+    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, DPO, GRPO)}
 
 
 def explain_part(name: str, given: dict, *, seed: int, grad: str | None = None) -> Result:

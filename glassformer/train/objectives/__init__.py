@@ -6,6 +6,8 @@ of a data-parallel run) uses the same one.
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
+from glassformer.train.objectives.dpo import DPO
+from glassformer.train.objectives.grpo import GRPO
 from glassformer.train.objectives.mlm import MLM
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective
@@ -18,6 +20,8 @@ OBJECTIVES: dict[str, Objective] = {
     MLM.name: MLM,
     SFT.name: SFT,
     SEQ2SEQ.name: SEQ2SEQ,
+    DPO.name: DPO,
+    GRPO.name: GRPO,
 }
 
 

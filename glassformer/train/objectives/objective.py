@@ -18,7 +18,8 @@ training; an `Objective` holds everything that differs:
         x: int ids (B, T), or a tuple of arrays with the rows on axis 0 (an encoder-decoder's
            (source, target input)); y: (B, T') int64 targets, IGNORE_INDEX where no loss counts.
     loss_and_grads(family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen) -> (loss, grads)
-        the mean loss on (x, y) and d(dloss * loss)/d params, for the keys of `params` only.
+        the mean loss on (x, y) and d(dloss * loss)/d params, for the keys of `params` only;
+        with `metrics`, (loss, grads, {name: float}) logged beside train_loss (DPO's rewards).
     eval_loss(family, params, cfg, x, y, *, train_cfg, frozen) -> float
         the same loss in eval mode (no dropout), forward only.
 
@@ -58,6 +59,7 @@ class Objective(NamedTuple):
     prepare: Callable | None = None     # TEXT only: prepare(ids, tokenizer) -> draw's data
     char_specials: tuple[str, ...] = ()  # a default char vocabulary's special tokens
     bits_per_byte: bool = False         # its val loss is a next-token code length
+    metrics: bool = False               # loss_and_grads also returns a dict the log records
 
 
 # Family.kind in words, for messages

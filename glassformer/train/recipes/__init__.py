@@ -8,6 +8,8 @@ override it:
     glassformer train --arch bert           TANG_BERT
     glassformer train --arch transformer    G2P
     glassformer finetune                    TANG_SFT
+    glassformer finetune --objective dpo    TANG_DPO
+    glassformer finetune --objective grpo   TANG_GRPO
 
     SHAKESPEARE  nanoGPT's Shakespeare-char recipe as its README runs it on a CPU: TrainConfig's
                  defaults, a 4-layer 128-wide GPT (docs: README)
@@ -17,6 +19,10 @@ override it:
                  quiet 2-core machine (docs/seq2seq.md)
     TANG_SFT     LoRA on SmolLM2-135M-Instruct writing Tang quatrains from tang_sft.jsonl, about
                  half an hour on two CPU cores (docs/finetune.md)
+    TANG_DPO     DPO from the TANG_SFT adapter on tang_prefs.jsonl, the SFT adapter frozen as the
+                 reference (--adapter SFT_RUN --ref adapter; docs/align.md)
+    TANG_GRPO    GRPO from the TANG_SFT adapter on tang_sft.jsonl's prompts with the tang-form
+                 reward (docs/align.md); both sized for about 35 minutes on two quiet cores
 
 `model` holds the model flags' defaults (arch, n_layer, ...) and any config field the recipe fixes
 (BERT's mlm_head); `model_config` builds the family's config from whichever of them its config
@@ -103,6 +109,27 @@ TANG_SFT = Recipe(
     lora=LoraConfig(r=16, alpha=32.0, dropout=0.0,
                     targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                              "down_proj")))
+
+# The alignment recipes continue a TANG_SFT run (`finetune --adapter SFT_RUN`): its adapter, its
+# LoRA settings. Sizes are estimates from one step's time on SmolLM2-135M (docs/align.md).
+TANG_DPO = Recipe(
+    name="tang-dpo", objective="dpo",
+    model=dict(model="smollm2"),
+    train={**TANG_SFT.train, "batch_size": 4, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
+           "warmup_iters": 10, "max_iters": 150, "lr_decay_iters": 150, "eval_interval": 50,
+           "eval_iters": 4, "beta": 0.1})
+
+TANG_GRPO = Recipe(
+    name="tang-grpo", objective="grpo",
+    model=dict(model="smollm2"),
+    train={**TANG_SFT.train, "batch_size": 2, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
+           "warmup_iters": 5, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 25,
+           "eval_iters": 2, "num_generations": 8, "max_completion_tokens": 72,
+           "temperature": 1.0, "beta": 0.0, "loss_type": "dapo", "scale_rewards": "group",
+           "reward": "tang-form"})
+
+# `glassformer finetune --objective NAME` starts from these settings
+FINETUNE_RECIPES = {"sft": TANG_SFT, "dpo": TANG_DPO, "grpo": TANG_GRPO}
 
 # --arch -> the recipe `glassformer train` starts from (any other arch: SHAKESPEARE)
 RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P}

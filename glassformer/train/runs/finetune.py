@@ -40,11 +40,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from glassformer.blocks.lora import is_adapter_key
 from glassformer.errors import GlassformerError
 from glassformer.generate.templates import chat_template_of
 from glassformer.io.checkpoint import load_checkpoint
 from glassformer.io.named_models import load_model
-from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters, save_adapter
+from glassformer.io.peft import (LoraConfig, adapter_constants, init_adapters, load_adapter,
+                                 save_adapter)
 from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
@@ -55,6 +57,8 @@ from glassformer.train.loop import (RunState, TrainConfig, check_context, new_ru
                                     resume_run)
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.sft import SFT
+from glassformer.train.runs.align import (ALIGN_OBJECTIVES, align_data, needs_reference,
+                                          reference_weights)
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
                                            resumed_config, train_config_from_dict)
 from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
@@ -95,12 +99,24 @@ def lora_setup(model, lora_cfg: LoraConfig, params: dict | None, seed: int) -> B
     return Base(model, params, frozen)
 
 
+def adapter_setup(model, folder: str) -> tuple[Base, LoraConfig]:
+    """Base for a LoRA run that continues an existing PEFT adapter (`finetune --adapter DIR`):
+    its A and B train, its constants (scale, dropout) and the base weights stay frozen."""
+    loaded, lora_cfg = load_adapter(folder, model)   # checked against the model, or one line
+    params = {key: value for key, value in loaded.items() if is_adapter_key(key)}
+    constants = {key: value for key, value in loaded.items() if not is_adapter_key(key)}
+    return Base(model, params, {**model.params, **constants}), lora_cfg
+
+
 def encode_data(path: str | Path, model, train_cfg: TrainConfig):
     """(train data, val data, the objective's name, conversations cut, conversations left out
     for an empty reply) for the data file, all in
     memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
     which load_base has checked the model for)."""
     tokenizer = model.tokenizer
+    if train_cfg.objective in ALIGN_OBJECTIVES:   # chosen by --objective, not by the file
+        train_data, val_data = align_data(path, model, train_cfg)
+        return train_data, val_data, train_cfg.objective, 0, 0
     if is_chat_file(path):
         data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
                                 block_size=train_cfg.block_size)
@@ -111,14 +127,20 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig):
     return train_data, val_data, NEXT_TOKEN.name, 0, 0
 
 
-def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str) -> dict:
+def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
+            adapter: str | None = None, ref: str | None = None) -> dict:
     lora = None
     if lora_cfg is not None:
         targets = lora_cfg.targets   # a list of module names, or one regex string
         lora = {**dataclasses.asdict(lora_cfg),
                 "targets": targets if isinstance(targets, str) else list(targets)}
-    return {"model": model_given, "model_path": str(resolve_path(model_given, MODEL).resolve()),
-            "full": lora_cfg is None, "lora": lora, "objective": objective}
+    record = {"model": model_given, "model_path": str(resolve_path(model_given, MODEL).resolve()),
+              "full": lora_cfg is None, "lora": lora, "objective": objective}
+    if adapter is not None:
+        record["adapter"] = str(Path(adapter).resolve())   # the adapter the run started from
+    if objective in ALIGN_OBJECTIVES:
+        record["ref"] = ref   # what the reference is (train/runs/align.py)
+    return record
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -151,10 +173,14 @@ def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layo
 
 def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
                  lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                 should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None,
+                 objective: str | None = None, ref: str = "base") -> tuple[RunState, object]:
     """Start a fine-tuning run and train it; returns (final RunState, model config).
 
     model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
+    adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
+    objective: "dpo" (train/objectives/) reads preference pairs; None: chosen by the data file
+    (chat: sft, text: next-token). ref: DPO's reference, "base" or "adapter" (runs/align.py).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
@@ -163,7 +189,11 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     check_train_config(train_cfg)
     base_model = load_base(model)
     check_context(base_model.cfg, train_cfg)
-    if lora_cfg is not None:
+    if adapter is not None:
+        base, lora_cfg = adapter_setup(base_model, adapter)
+        known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
+        lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or known)
+    elif lora_cfg is not None:
         # PEFT records the base model's hub id (base_model_name_or_path) where one is known
         known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
         lora_cfg = dataclasses.replace(lora_cfg, base_model=lora_cfg.base_model or known)
@@ -171,7 +201,12 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
+    if objective is not None:
+        train_cfg = dataclasses.replace(train_cfg, objective=objective)
     train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg)
+    train_cfg = dataclasses.replace(train_cfg, objective=objective)
+    if needs_reference(train_cfg):
+        base = with_reference(base, ref, lora_cfg)
     if skipped and on_note:
         on_note(f"{skipped:,} conversations have an empty assistant turn and were left out "
                 "(an empty reply has nothing to learn)")
@@ -181,12 +216,30 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
-        _write_json(out / RECORD, _record(model, lora_cfg, objective))
+        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter, ref))
         write_data_record(out, file_fingerprint(data))
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout, hooks)
     return run, base_model.cfg
+
+
+def with_reference(base: Base, ref: str, lora_cfg: LoraConfig | None) -> Base:
+    """base with the reference's own weights added to `frozen` (train/runs/align.py)."""
+    constants = {key: value for key, value in base.frozen.items()
+                 if key.rsplit(".", 1)[-1] in ("lora_scale", "lora_dropout")}
+    extra = reference_weights(ref, full=lora_cfg is None, start=base.params,
+                              adapter_constants=constants)
+    return Base(base.model, base.params, {**base.frozen, **extra})
+
+
+def starting_params(record: dict, model, lora_cfg: LoraConfig | None, seed: int) -> dict:
+    """The trained params as a run started: its adapter (given or fresh) or the base weights."""
+    if lora_cfg is None:
+        return model.params
+    if record.get("adapter"):
+        return adapter_setup(model, record["adapter"])[0].params
+    return lora_setup(model, lora_cfg, None, seed).params
 
 
 def read_record(out: Path) -> dict:
@@ -226,6 +279,11 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
             lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
+        if needs_reference(train_cfg):
+            start = starting_params(record, base_model, lora_cfg, train_cfg.seed)
+            reference = with_reference(Base(base_model, start, base.frozen), record["ref"],
+                                       lora_cfg)
+            base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
         train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),

@@ -1,0 +1,124 @@
+"""Direct Preference Optimization ("dpo"): learn from pairs of a chosen and a rejected reply.
+
+    data   PrefData (train/datasets/prefs.py): each pair's chosen and rejected rows, with
+           targets only on the completion's tokens
+    draw   B random pairs -> x, y (2B, T): the B chosen rows, then their B rejected rows, so
+           chosen and rejected go through the model in ONE batched forward, as TRL's
+           concatenated forward
+    loss   ops/dpo_loss.py on sequence log-probs (ops/token_logps.py summed over the
+           completion): the policy's, with gradient, against the reference's, without
+
+The reference. `frozen` holds what the policy reads without training it (a LoRA run's base
+weights and adapter constants); the reference is read from the same dict:
+
+    default         the base weights with every adapter switched off (TRL with a PEFT model
+                    and no ref_model: `use_adapter(model, None)` disables the adapters)
+    REF_PREFIX keys "ref.<name>" entries: the reference's own weights, laid over the base
+                    weights with the adapters off. `finetune --ref adapter` puts the starting
+                    adapter there (TRL's frozen "ref" adapter); a --full run puts a copy of
+                    every starting weight there (TRL's ref_model).
+
+The reference runs in eval mode (no dropout); the policy in train mode. Gradients flow through
+the policy's log-probs only, back through the model's own backward (LoRA: ops/lora.py).
+Beta: TrainConfig.beta, 0.1 when None (TRL's DPOConfig default).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from glassformer.blocks.lora import LORA_A, LORA_B, LORA_DROPOUT, LORA_SCALE
+from glassformer.errors import GlassformerError
+from glassformer.models.family import CAUSAL
+from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward, dpo_rewards
+from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
+from glassformer.train.datasets.prefs import PrefData, pair_rows
+from glassformer.train.objectives.objective import (Objective, check_kind, only_trained,
+                                                    with_frozen)
+
+PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/prefs.py)
+REF_PREFIX = "ref."     # frozen entries that are the reference's own weights
+DEFAULT_BETA = 0.1      # TRL's DPOConfig.beta
+ADAPTER_PARTS = (LORA_A, LORA_B, LORA_SCALE, LORA_DROPOUT)
+
+
+def beta_of(train_cfg) -> float:
+    beta = getattr(train_cfg, "beta", None)
+    return DEFAULT_BETA if beta is None else float(beta)
+
+
+def policy_and_reference(params: dict, frozen: dict | None) -> tuple[dict, dict]:
+    """(the weights the policy reads, the weights the reference reads: {} when there is none,
+    a --full run's without ref.* copies); see the docstring."""
+    frozen = frozen or {}
+    base = {key: value for key, value in frozen.items() if not key.startswith(REF_PREFIX)}
+    own = {key[len(REF_PREFIX):]: value for key, value in frozen.items()
+           if key.startswith(REF_PREFIX)}
+    switched_off = {key: value for key, value in base.items()
+                    if key.rsplit(".", 1)[-1] not in ADAPTER_PARTS}
+    return with_frozen(params, base), {**switched_off, **own}
+
+
+def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator, *,
+               split: str = "data") -> tuple[np.ndarray, np.ndarray]:
+    """B random pairs as (x, y), each (2B, T): chosen rows, then rejected; y is IGNORE_INDEX
+    outside the completions. T is the longest input among them (at most block_size)."""
+    if data.n == 0:
+        raise GlassformerError(f"the {split} split holds no preference pairs")
+    pairs = rng.integers(0, data.n, size=train_cfg.batch_size)         # (B,)
+    rows = pair_rows(data, pairs)                                      # (2B,)
+    width = min(int(data.rows.lengths[rows].max()) - 1, train_cfg.block_size)   # T
+    x = data.rows.ids[rows, :width].astype(np.int64)                   # (2B, T)
+    y = data.rows.targets[rows, :width].astype(np.int64)               # (2B, T)
+    return x, y
+
+
+def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None):
+    """(sum of the completion's token log-probs per row (2B,), forward ctx, token_logps ctx)."""
+    logits, ctx = family.forward(weights, x, cfg, train=train, rng=rng)   # (2B, T, V)
+    token_logp, logp_ctx = token_logps_forward(logits, y)                 # (2B, T)
+    return token_logp.sum(axis=1), ctx, logp_ctx                          # (2B,)
+
+
+def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
+    """The reference's sequence log-probs (2B,): eval mode, forward only."""
+    if not reference:
+        raise GlassformerError("DPO needs a reference model: a LoRA run's base weights, or "
+                               "ref.* weights (a --full run keeps a copy of its start)")
+    return sequence_logps(family, reference, cfg, x, y, train=False)[0]
+
+
+def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
+                       dloss: float = 1.0, train_cfg=None, frozen: dict | None = None
+                       ) -> tuple[float, dict, dict]:
+    """(DPO loss, d(dloss * loss)/d params, TRL's metrics) on one batch of 2B rows."""
+    policy, reference = policy_and_reference(params, frozen)
+    beta = beta_of(train_cfg)
+    logps, ctx, logp_ctx = sequence_logps(family, policy, cfg, x, y, train=True, rng=rng)
+    ref = reference_logps(family, reference, cfg, x, y)                # (2B,)
+    n = len(logps) // 2
+    loss, loss_ctx = dpo_loss_forward(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta)
+    dchosen, drejected = dpo_loss_backward(dloss, loss_ctx)           # (B,), (B,)
+    dseq = np.concatenate([dchosen, drejected])                        # (2B,)
+    # d(sum_t logp[b, t]) / d logp[b, t] = 1 on the completion: each row's weight, broadcast
+    dtoken = np.broadcast_to(dseq[:, None], y.shape)                   # (2B,) -> (2B, T)
+    dlogits = token_logps_backward(dtoken, logp_ctx)                   # (2B, T, V)
+    grads = only_trained(family.backward(dlogits, ctx), params)
+    metrics = dpo_rewards(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta)
+    return loss, grads, metrics
+
+
+def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
+                  frozen: dict | None = None) -> float:
+    """The DPO loss in eval mode (no dropout), forward only."""
+    policy, reference = policy_and_reference(params, frozen)
+    logps = sequence_logps(family, policy, cfg, x, y, train=False)[0]
+    ref = reference_logps(family, reference, cfg, x, y)
+    n = len(logps) // 2
+    return dpo_loss_forward(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta_of(train_cfg))[0]
+
+
+DPO = Objective(name="dpo", kind=CAUSAL, reads=PREFS, draw=draw_pairs,
+                loss_and_grads=dpo_loss_and_grads, eval_loss=dpo_eval_loss,
+                check=partial(check_kind, CAUSAL), metrics=True)

@@ -1,0 +1,225 @@
+"""Group Relative Policy Optimization ("grpo"): sample a group of replies, reward them, and push
+up the ones better than their group (ops/grpo_loss.py has the math and TRL's formulas).
+
+One step, on B prompts drawn from PromptData (train/datasets/prompts.py):
+
+    1. sample   each prompt repeated G times (TRL's order: a prompt's G rows together), all
+                B*G rows in ONE batch with the KV cache (generate/generate.py), temperature
+                TrainConfig.temperature, at most max_completion_tokens, each row ending at
+                its first end-of-text id (which is kept: the model learns to stop)
+    2. reward   every reward function (train/rewards/) on the decoded completions, summed
+                with reward_weights; advantages per group (ops/grpo_loss.group_advantages)
+    3. update   one forward of prompt + completion (left-padded prompts: key mask and
+                positions from the mask), per-token log-probs of the completion
+                (ops/token_logps.py, logits / temperature as TRL), the clipped surrogate
+                (+ beta * k3 KL to the reference: train/objectives/dpo.py's), backward
+
+Old log-probs are the policy's own (one update per generation, TRL's num_iterations=1), so the
+ratio is 1. The sampling seed comes from the batch draw, so a resumed run samples what the
+uninterrupted one would have. eval_loss is minus the mean reward of a sampled group on val
+prompts (higher reward, lower "loss").
+Logged as TRL names them: reward, reward_std, rewards/<name>/mean and /std,
+frac_reward_zero_std, completions/mean_length (min, max, clipped_ratio), clip_ratio/*, kl.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.generate.generate import generate, positions_from_mask
+from glassformer.generate.stream import end_of_text_ids
+from glassformer.models.family import CAUSAL
+from glassformer.models.model import Model
+from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.ops.grpo_loss import group_advantages, grpo_loss_backward, grpo_loss_forward
+from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
+from glassformer.train.datasets.prompts import PromptData, left_padded
+from glassformer.train.objectives.dpo import policy_and_reference
+from glassformer.train.objectives.objective import Objective, check_kind, only_trained
+from glassformer.train.rewards import call_reward, load_rewards
+
+PROMPTS = "prompts"     # Objective.reads: prompts (train/datasets/prompts.py)
+
+
+class PromptBatch(NamedTuple):
+    """The grpo objective's x: which prompts, and the seed their groups are sampled with."""
+    data: PromptData
+    rows: np.ndarray     # (B,)
+    seed: int
+
+
+class Rollout(NamedTuple):
+    """Prompts with their sampled completions, ready for the update (N = B * G rows)."""
+    x: np.ndarray          # (N, T) ids: prompt (left-padded) + completion, last id dropped
+    key_mask: np.ndarray   # (N, T) bool, False on padding
+    y: np.ndarray          # (N, T) the completion's ids, IGNORE_INDEX elsewhere
+
+
+def draw_prompts(data: PromptData, train_cfg, rng: np.random.Generator, *,
+                 split: str = "data") -> tuple[PromptBatch, np.ndarray]:
+    """B random prompts and a sampling seed (the same two draws every call)."""
+    if len(data.records) == 0:
+        raise GlassformerError(f"the {split} split holds no prompts")
+    rows = rng.integers(0, len(data.records), size=train_cfg.batch_size)    # (B,)
+    seed = int(rng.integers(0, 2**62))
+    return PromptBatch(data, rows, seed), rows
+
+
+def sample_groups(weights: dict, cfg, prompt_ids, prompt_mask, *, group: int, max_tokens: int,
+                  temperature: float, seed: int, stop_ids: list[int]):
+    """(completion ids (N, C), completion mask (N, C) bool up to and with the first stop id,
+    truncated (N,) bool: no stop id) for each prompt row repeated `group` times."""
+    ids = np.repeat(prompt_ids, group, axis=0)                          # (B, P) -> (N, P)
+    mask = np.repeat(prompt_mask, group, axis=0)                        # (N, P)
+    model = Model(cfg, weights)
+    # note: a cache as long as prompt + completion, not the model's whole context (SmolLM2's
+    # 8,192 positions would be gigabytes for B * G rows)
+    cache = model.new_cache(len(ids), ids.shape[1] + max_tokens)
+    steps = list(generate(model, ids, max_new_tokens=max_tokens, temperature=temperature,
+                          seed=seed, stop=stop_ids, attention_mask=mask, pad_id=0,
+                          kv_cache=cache))
+    completion = np.stack(steps, axis=1) if steps else np.zeros((len(ids), 0), np.int64)
+    is_stop = np.isin(completion, stop_ids)                             # (N, C)
+    before_stop = np.cumsum(is_stop, axis=1) - is_stop == 0             # up to the first stop
+    return completion, before_stop, ~is_stop.any(axis=1)
+
+
+def rollout_of(prompt_ids, prompt_mask, completion, completion_mask) -> Rollout:
+    """The update's batch from prompts (N, P) and completions (N, C)."""
+    full = np.concatenate([prompt_ids, completion], axis=1)             # (N, P + C)
+    mask = np.concatenate([prompt_mask, completion_mask], axis=1)       # (N, P + C)
+    is_completion = np.zeros_like(mask)
+    is_completion[:, prompt_ids.shape[1]:] = completion_mask
+    y = np.where(is_completion[:, 1:], full[:, 1:], IGNORE_INDEX)       # (N, T)
+    return Rollout(x=full[:, :-1], key_mask=mask[:, :-1], y=y)
+
+
+def completion_logps(family, weights: dict, cfg, rollout: Rollout, *, temperature: float,
+                     train: bool, rng=None):
+    """(per-token log-probs of the completion (N, T), forward ctx, token_logps ctx)."""
+    positions = positions_from_mask(rollout.key_mask)                   # (N, T)
+    logits, ctx = family.forward(weights, rollout.x, cfg, train=train, rng=rng,
+                                 key_mask=rollout.key_mask, positions=positions)  # (N, T, V)
+    if temperature != 1.0:
+        logits = logits * (1.0 / temperature)      # TRL scores the sampling distribution
+    token_logp, logp_ctx = token_logps_forward(logits, rollout.y)       # (N, T)
+    return token_logp, ctx, logp_ctx
+
+
+def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantages, *,
+                           frozen: dict | None, train_cfg, rng=None, dloss: float = 1.0,
+                           old_logps=None) -> tuple[float, dict, dict]:
+    """The update on fixed completions: (loss, d(dloss * loss)/d params, clip/kl metrics).
+    old_logps None: the policy's own (ratio 1)."""
+    policy, reference = policy_and_reference(params, frozen)
+    temperature = float(train_cfg.temperature)
+    logps, ctx, logp_ctx = completion_logps(family, policy, cfg, rollout,
+                                            temperature=temperature, train=True, rng=rng)
+    beta = float(train_cfg.beta or 0.0)
+    ref = None
+    if beta != 0.0:
+        ref = completion_logps(family, reference, cfg, rollout, temperature=temperature,
+                               train=False)[0]
+    mask = rollout.y != IGNORE_INDEX
+    loss, loss_ctx, metrics = grpo_loss_forward(
+        logps, logps if old_logps is None else old_logps, advantages, mask, ref_logps=ref,
+        beta=beta, epsilon=train_cfg.epsilon, epsilon_high=train_cfg.epsilon_high,
+        loss_type=train_cfg.loss_type, max_completion_length=train_cfg.max_completion_tokens)
+    dlogps = grpo_loss_backward(dloss, loss_ctx).astype(logps.dtype)    # (N, T)
+    dlogits = token_logps_backward(dlogps, logp_ctx)                    # (N, T, V)
+    if temperature != 1.0:
+        dlogits = dlogits * (1.0 / temperature)
+    return loss, only_trained(family.backward(dlogits, ctx), params), metrics
+
+
+def reward_weights(train_cfg, count: int) -> np.ndarray:
+    if not train_cfg.reward_weights:
+        return np.ones(count)
+    weights = np.array([float(w) for w in train_cfg.reward_weights.split(",")])
+    if len(weights) != count:
+        raise GlassformerError(f"--reward-weights gives {len(weights)} weights for {count} "
+                               "rewards")
+    return weights
+
+
+def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[np.ndarray, list]:
+    """(rewards per function (N, F), NaN for None; the functions' names)."""
+    data, group = batch.data, train_cfg.num_generations
+    specials = set(data.tokenizer.special_tokens.values())
+    texts = [data.tokenizer.decode([int(t) for t in row[keep] if int(t) not in specials])
+             for row, keep in zip(completion, completion_mask)]
+    records = [data.records[int(row)] for row in np.repeat(batch.rows, group)]
+    prompts = [record["prompt"] for record in records]
+    completions = ([[{"role": "assistant", "content": text}] for text in texts]
+                   if data.conversational else texts)
+    keys = [key for key in records[0] if key != "prompt"]
+    columns = {key: [record.get(key) for record in records] for key in keys}
+    columns["completion_ids"] = [row[keep].tolist() for row, keep in zip(completion,
+                                                                          completion_mask)]
+    rewards = load_rewards(train_cfg.reward)
+    table = np.array([call_reward(name, function, prompts, completions, columns)
+                      for name, function in rewards]).T                 # (N, F)
+    return table, [name for name, _ in rewards]
+
+
+def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg):
+    """Sample and score: (Rollout, advantages (N,), metrics)."""
+    prompt_ids, prompt_mask = left_padded(batch.data, batch.rows)       # (B, P)
+    completion, completion_mask, truncated = sample_groups(
+        policy, cfg, prompt_ids, prompt_mask, group=train_cfg.num_generations,
+        max_tokens=train_cfg.max_completion_tokens, temperature=train_cfg.temperature,
+        seed=batch.seed, stop_ids=end_of_text_ids(batch.data.tokenizer))
+    table, names = score(batch, completion, completion_mask, train_cfg)
+    weights = reward_weights(train_cfg, len(names))
+    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
+                                                     scale=train_cfg.scale_rewards)
+    rollout = rollout_of(np.repeat(prompt_ids, train_cfg.num_generations, axis=0),
+                         np.repeat(prompt_mask, train_cfg.num_generations, axis=0),
+                         completion, completion_mask)
+    return rollout, advantages, reward_metrics(table, names, rewards, std_zero,
+                                               completion_mask, truncated)
+
+
+def reward_metrics(table, names, rewards, std_zero, completion_mask, truncated) -> dict:
+    """TRL's reward and completion-length metrics of one generation batch."""
+    lengths = completion_mask.sum(axis=1)                               # (N,)
+    metrics = {}
+    with np.errstate(all="ignore"):
+        for column, name in enumerate(names):
+            metrics[f"rewards/{name}/mean"] = float(np.nanmean(table[:, column]))
+            metrics[f"rewards/{name}/std"] = float(np.nanstd(table[:, column], ddof=1))
+        metrics.update({"reward": float(np.nanmean(rewards)),
+                        "reward_std": float(np.nanstd(rewards, ddof=1)),
+                        "frac_reward_zero_std": float(std_zero.mean()),
+                        "completions/mean_length": float(lengths.mean()),
+                        "completions/min_length": float(lengths.min()),
+                        "completions/max_length": float(lengths.max()),
+                        "completions/clipped_ratio": float(truncated.mean())})
+    return metrics
+
+
+def grpo_loss_and_grads(family, params: dict, cfg, x: PromptBatch, y, *, rng=None,
+                        dloss: float = 1.0, train_cfg=None, frozen: dict | None = None
+                        ) -> tuple[float, dict, dict]:
+    """Sample, reward and update on one batch of prompts (the module docstring's three steps)."""
+    policy, _ = policy_and_reference(params, frozen)
+    rollout, advantages, metrics = rollout_batch(policy, cfg, x, train_cfg)
+    loss, grads, loss_metrics = rollout_loss_and_grads(
+        family, params, cfg, rollout, advantages, frozen=frozen, train_cfg=train_cfg, rng=rng,
+        dloss=dloss)
+    return loss, grads, {**metrics, **loss_metrics}
+
+
+def grpo_eval_loss(family, params: dict, cfg, x: PromptBatch, y, *, train_cfg=None,
+                   frozen: dict | None = None) -> float:
+    """Minus the mean reward of a sampled group on these prompts."""
+    policy, _ = policy_and_reference(params, frozen)
+    return -rollout_batch(policy, cfg, x, train_cfg)[2]["reward"]
+
+
+GRPO = Objective(name="grpo", kind=CAUSAL, reads=PROMPTS, draw=draw_prompts,
+                 loss_and_grads=grpo_loss_and_grads, eval_loss=grpo_eval_loss,
+                 check=partial(check_kind, CAUSAL), metrics=True)

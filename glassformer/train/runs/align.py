@@ -1,0 +1,105 @@
+"""What a fine-tuning run needs for the alignment objectives (DPO, GRPO) beyond SFT's.
+
+    align_data         the data file read for the objective: preference pairs (DPO) split into
+                       train and val, as finetune's encode_data does for chat data
+    reference_weights  the frozen entries that hold the reference (train/objectives/dpo.py):
+                       none for the default (adapters off), the starting adapter for
+                       `--ref adapter`, a copy of every starting weight for a --full run
+
+train/runs/finetune.py calls these; the objectives themselves know nothing of run folders.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.generate.templates import chat_template_of
+from glassformer.ops.grpo_loss import LOSS_TYPES, SCALES
+from glassformer.train.datasets.prefs import encode_pref_file, split_prefs
+from glassformer.train.datasets.prompts import encode_prompt_file, split_prompts
+from glassformer.train.objectives.dpo import DPO, REF_PREFIX
+from glassformer.train.objectives.grpo import GRPO
+from glassformer.train.rewards import call_reward, load_rewards
+
+ALIGN_OBJECTIVES = (DPO.name, GRPO.name)
+REFS = ("base", "adapter")   # --ref: the model with the adapters off, or the starting adapter
+
+
+def template_or_none(tokenizer):
+    """The model's chat template, or None for a model that has none (plain-text data only)."""
+    try:
+        return chat_template_of(tokenizer)
+    except GlassformerError:
+        return None
+
+
+def align_data(path: str | Path, model, train_cfg) -> tuple:
+    """(train data, val data) of an alignment objective's data file, every setting and (GRPO)
+    every reward function checked first, so a refused run writes nothing."""
+    if train_cfg.workers > 1:
+        # note: ranks split a batch's rows, and DPO's come in chosen/rejected pairs, GRPO's in
+        # groups: not wired yet (docs/align.md)
+        raise GlassformerError(f"{train_cfg.objective} trains in one process for now: use "
+                               "--workers 1")
+    template = template_or_none(model.tokenizer)
+    if train_cfg.objective == DPO.name:
+        if template is None:
+            raise GlassformerError("DPO renders the pairs with the model's chat template, and "
+                                   "this model has none")
+        data = encode_pref_file(path, model.tokenizer, template,
+                                block_size=train_cfg.block_size)
+        return split_prefs(data)
+    check_grpo_config(train_cfg)
+    rewards = load_rewards(train_cfg.reward)
+    data = encode_prompt_file(path, model.tokenizer, template, block_size=train_cfg.block_size,
+                              max_completion_tokens=train_cfg.max_completion_tokens)
+    probe_rewards(rewards, data.records[0], train_cfg.num_generations, data.conversational)
+    return split_prompts(data)
+
+
+def check_grpo_config(train_cfg) -> None:
+    """GRPO's settings, one line each."""
+    if train_cfg.num_generations < 2:
+        raise GlassformerError(f"GRPO compares completions within a group: --num-generations "
+                               f"must be at least 2, got {train_cfg.num_generations}")
+    if train_cfg.max_completion_tokens < 1:
+        raise GlassformerError("--max-completion-tokens must be at least 1")
+    if train_cfg.loss_type not in LOSS_TYPES:
+        raise GlassformerError(f"--loss-type must be one of {', '.join(LOSS_TYPES)}, got "
+                               f"{train_cfg.loss_type!r}")
+    if train_cfg.scale_rewards not in SCALES:
+        raise GlassformerError(f"--scale-rewards must be one of {', '.join(SCALES)}, got "
+                               f"{train_cfg.scale_rewards!r}")
+    if not train_cfg.temperature > 0.0:
+        raise GlassformerError("GRPO samples: --temperature must be above 0")
+
+
+def probe_rewards(rewards: list, record: dict, group: int, conversational: bool) -> None:
+    """Each reward function on one group of empty completions of the first prompt: a function
+    that raises or answers with the wrong length is refused before anything is written."""
+    empty = [{"role": "assistant", "content": ""}] if conversational else ""
+    columns = {key: [value] * group for key, value in record.items() if key != "prompt"}
+    columns["completion_ids"] = [[] for _ in range(group)]
+    for name, function in rewards:
+        call_reward(name, function, [record["prompt"]] * group, [empty] * group, columns)
+
+
+def needs_reference(train_cfg) -> bool:
+    """DPO always compares with its reference; GRPO only for its KL term (beta > 0)."""
+    return train_cfg.objective == DPO.name or (train_cfg.objective == GRPO.name
+                                               and bool(train_cfg.beta))
+
+
+def reference_weights(ref: str, *, full: bool, start: dict, adapter_constants: dict) -> dict:
+    """The REF_PREFIX entries for `frozen`: start holds the trained params as the run starts."""
+    if ref not in REFS:
+        raise GlassformerError(f"--ref must be one of {', '.join(REFS)}, got {ref!r}")
+    if full:
+        # the policy trains every weight: the reference is a copy of where it started
+        return {REF_PREFIX + key: np.array(value) for key, value in start.items()}
+    if ref == "base":
+        return {}
+    frozen_adapter = {**start, **adapter_constants}
+    return {REF_PREFIX + key: np.array(value) for key, value in frozen_adapter.items()}
