@@ -152,8 +152,10 @@ def _failure(relay: _Relay, returncode: int, workers: int, out: str) -> str:
     return f"mpiexec exited with status {returncode}; all {workers} ranks stopped; {resume}"
 
 
-def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
-    """Run this `glassformer train` as `workers` MPI ranks and wait; returns the exit code."""
+def launch_ranks(args, workers: int, hostfile: str | None = None, command_name: str = "train"
+                 ) -> int:
+    """Run this `glassformer train` (or `command_name`: finetune) as `workers` MPI ranks and
+    wait; returns the exit code."""
     if hostfile is not None and not Path(hostfile).is_file():
         raise GlassformerError(f"hostfile {hostfile} does not exist")
     # --bind-to none: the OS may move a rank off a core another program is busy on (Open MPI
@@ -161,7 +163,7 @@ def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
     command = [mpiexec_path(), "-n", str(workers), "--bind-to", "none"]
     if hostfile is not None:
         command += ["--hostfile", hostfile]
-    command += [sys.executable, "-m", "glassformer", "train", *rank_argv(args, workers)]
+    command += [sys.executable, "-m", "glassformer", command_name, *rank_argv(args, workers)]
     env = {**os.environ, **ROOT_VARIABLES}  # for this mpiexec only
     relay = _Relay()
     # its own session: a Ctrl-C in the terminal reaches only us, and we pass on exactly one
