@@ -10,15 +10,13 @@ import dataclasses
 import sys
 from functools import partial
 
-from glassformer.blas import blas_threads
 from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
-from glassformer.cli.launch import as_rank, launch_ranks
+from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
-from glassformer.train.distributed import (agreed_stop, check_shards, follow_rank_zero,
-                                           mpi_comm, mpi_installed, threads_per_rank,
-                                           training_steps, usable_cores)
+from glassformer.train.distributed import (agreed_stop, check_shards, mpi_comm,
+                                           mpi_installed, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.recipes import TANG_SFT
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
@@ -162,15 +160,7 @@ def saved_settings(out: str) -> TrainConfig:
 def finetune_as_rank(args, comm) -> int:
     """One rank of a data-parallel fine-tune: rank 0 runs it as `finetune_here`, the others
     follow it (they receive the base model, adapters and data from rank 0: train/distributed.py)."""
-    if args.workers is not None and args.workers != comm.Get_size():
-        raise GlassformerError(f"--workers {args.workers}, but mpiexec started "
-                               f"{comm.Get_size()} ranks")
-    with blas_threads(threads_per_rank(comm)):
-        if comm.Get_rank() == 0:
-            return finetune_here(args, comm)
-        with stop_on_signals() as stop:
-            follow_rank_zero(comm, agreed_stop(comm, stop))
-        return 0
+    return lead_or_follow(comm, args.workers, partial(finetune_here, args, comm))
 
 
 def finetune_here(args, comm=None) -> int:

@@ -30,8 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import resolve_checkpoint
+from glassformer.train.distributed import agreed_stop, follow_rank_zero, threads_per_rank
+from glassformer.train.runs.signals import stop_on_signals
 
 ROOT_VARIABLES = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 ERROR_PREFIX = "glassformer train: error: "
@@ -240,3 +243,18 @@ def as_rank(comm, work) -> int:
         time.sleep(FORWARD_WAIT_S)
         comm.Abort(2)
         return 2
+
+
+def lead_or_follow(comm, workers: int | None, lead) -> int:
+    """One rank of a data-parallel run (train, finetune): rank 0 returns lead() (the command run
+    as rank 0), the others follow it until it stops (train/distributed.py). workers: the
+    --workers given, which must be the number of ranks mpiexec started."""
+    if workers is not None and workers != comm.Get_size():
+        raise GlassformerError(f"--workers {workers}, but mpiexec started "
+                               f"{comm.Get_size()} ranks")
+    with blas_threads(threads_per_rank(comm)):
+        if comm.Get_rank() == 0:
+            return lead()
+        with stop_on_signals() as stop:
+            follow_rank_zero(comm, agreed_stop(comm, stop))
+        return 0
