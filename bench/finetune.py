@@ -5,12 +5,15 @@ written once as a Hugging Face folder), put LoRA r=8, alpha=16 on q_proj and v_p
 AdamW steps (lr 1e-3, no weight decay) on the same batch: 4 sequences x 128 tokens of the Tang
 chat data with loss on the replies (train/datasets/chat.py), padded and masked alike. Each side runs
 in its own process, one after the other, on every usable core (torch's intra-op threads;
-glassformer's BLAS threads), so its peak RSS (VmHWM) is its own, loading included.
+glassformer's BLAS threads), so its peak RSS (VmHWM) is its own, loading included. --rounds N
+runs the pair N times (ours, torch, ours, torch, ...) so a busy spell on a shared machine shows
+as one round's ratio, not as the result.
 
-    python -m bench.finetune [--iters 5]
+    python -m bench.finetune [--iters 5] [--rounds 1]
 
 (from the repository root, as a module.) Last line: one JSON object with glassformer_ms,
-torch_ms, ratio (glassformer / torch), and the peak RSS of each side in MiB.
+torch_ms, ratio (glassformer / torch; medians over the rounds), each round's ratio, and the peak
+RSS of each side in MiB.
 """
 from __future__ import annotations
 
@@ -130,6 +133,8 @@ def run_child(side: str, folder: str, iters: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=5, help="timed steps per side")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="pairs of runs (ours, torch), alternating")
     parser.add_argument("--child", choices=["glassformer", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -144,15 +149,22 @@ def main() -> None:
         x, y = batch(model)
         np.savez(Path(folder) / "batch.npz", x=x, y=y)
         del model
-        ours = run_child("glassformer", folder, args.iters)
-        theirs = run_child("torch", folder, args.iters)
-    for record in (ours, theirs):
-        print(f"{record['side']:12s} {record['ms']:9.1f} ms/step   peak RSS "
-              f"{record['peak_rss_mib']:7.1f} MiB   steps {[round(t) for t in record['times']]}")
-    print(json.dumps({"glassformer_ms": round(ours["ms"], 1), "torch_ms": round(theirs["ms"], 1),
-                      "ratio": round(ours["ms"] / theirs["ms"], 3),
-                      "glassformer_peak_rss_mib": round(ours["peak_rss_mib"], 1),
-                      "torch_peak_rss_mib": round(theirs["peak_rss_mib"], 1),
+        rounds = []
+        for _ in range(args.rounds):
+            rounds.append((run_child("glassformer", folder, args.iters),
+                           run_child("torch", folder, args.iters)))
+    for pair in rounds:
+        for record in pair:
+            print(f"{record['side']:12s} {record['ms']:9.1f} ms/step   peak RSS "
+                  f"{record['peak_rss_mib']:7.1f} MiB   steps {[round(t) for t in record['times']]}")
+    ours_ms = statistics.median(ours["ms"] for ours, _ in rounds)
+    torch_ms = statistics.median(theirs["ms"] for _, theirs in rounds)
+    print(json.dumps({"glassformer_ms": round(ours_ms, 1), "torch_ms": round(torch_ms, 1),
+                      "ratio": round(ours_ms / torch_ms, 3),
+                      "round_ratios": [round(ours["ms"] / theirs["ms"], 3)
+                                       for ours, theirs in rounds],
+                      "glassformer_peak_rss_mib": round(max(o["peak_rss_mib"] for o, _ in rounds), 1),
+                      "torch_peak_rss_mib": round(max(t["peak_rss_mib"] for _, t in rounds), 1),
                       "batch": [BATCH, BLOCK], "r": R, "targets": list(TARGETS)}))
 
 

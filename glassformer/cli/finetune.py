@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from functools import partial
 
 from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
+from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.train.distributed import (agreed_stop, check_shards, mpi_comm,
+                                           mpi_installed, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
+from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
 
@@ -25,10 +30,13 @@ HELP = ("fine-tune a pretrained causal LM on chat JSONL (loss on the replies) or
 
 RECIPE = TrainConfig(**TANG_SFT.train)
 LORA_RECIPE = TANG_SFT.lora
-# train's flags that finetune does not take: one process (BLAS on every core, docs/finetune.md),
-# the objective follows from the data file (chat JSONL: sft; text: next-token), and only a
-# new BERT has neighbour heads to hold
-NOT_HERE = ("workers", "objective", "mask_prob", "hold_iters")
+# train's flags that finetune does not take: the objective follows from the data file (chat
+# JSONL: sft; text: next-token), and only a new BERT has neighbour heads to hold
+NOT_HERE = ("objective", "mask_prob", "hold_iters")
+# --workers: unlike train, the default is one process (BLAS on every core, docs/finetune.md)
+WORKERS_HELP = ("batch shards trained in parallel, each in its own MPI rank (the LoRA "
+                "adapters' AdamW split over the ranks, ZeRO-1; docs/distributed.md; default: 1, "
+                "one process with BLAS on every core)")
 # flag -> (LoraConfig field, type, help)
 LORA_FLAGS = {
     "--lora-r": ("r", int, "LoRA rank r"),
@@ -70,6 +78,9 @@ def add_arguments(parser) -> None:
                         help="on --resume, train on a data file that differs from the run's")
     for flag, (field, kind, text) in TRAIN_FLAGS.items():
         if field in NOT_HERE:
+            continue
+        if field == "workers":
+            parser.add_argument(flag, type=kind, default=None, help=WORKERS_HELP)
             continue
         parser.add_argument(flag, type=kind, default=None,
                             help=f"{text} (default: {getattr(RECIPE, field)})")
@@ -140,6 +151,9 @@ def lora_config(args) -> LoraConfig | None:
 
 def check_flags(args) -> None:
     """What only the command line can get wrong."""
+    if args.workers is not None and args.workers < 1:
+        raise GlassformerError(f"--workers must be at least 1, got {args.workers} (leave it out "
+                               "to train in one process)")
     lora_flags = [flag for flag, value in (("--lora-r", args.lora_r), ("--lora-alpha",
                   args.lora_alpha), ("--lora-dropout", args.lora_dropout), ("--target",
                   args.target), ("--rslora", args.rslora)) if value is not None]
@@ -175,10 +189,49 @@ def check_flags(args) -> None:
 
 def run(args) -> int:
     check_flags(args)
+    # --workers N > 1 starts N ranks through mpiexec (as train does); under mpiexec this is one
+    comm = mpi_comm()
+    if comm is not None:
+        return as_rank(comm, partial(finetune_as_rank, args, comm))
+    settings = saved_settings(args.out) if args.resume else RECIPE
+    workers = args.workers or (settings.workers if args.resume else 1)
+    if workers > 1:
+        batch_size = args.batch_size or settings.batch_size
+        check_shards(batch_size, workers)
+        if workers > usable_cores():
+            raise GlassformerError(f"--workers {workers} is more than the {usable_cores()} "
+                                   "usable cores here; give at most that many")
+        if mpi_installed():
+            return launch_ranks(args, workers, command_name=NAME)
+        say(f"note: mpi4py is not installed here, so --workers {workers} trains in one process "
+            "(docs/distributed.md)")
+    return finetune_here(args)
+
+
+def saved_settings(out: str) -> TrainConfig:
+    """The settings of the run to resume, whose ranks (workers) a resume keeps unless --workers
+    is given; the recipe's when it has no readable checkpoint (the resume then says why)."""
+    try:
+        return saved_train_config(out)
+    except (OSError, GlassformerError):
+        return RECIPE
+
+
+def finetune_as_rank(args, comm) -> int:
+    """One rank of a data-parallel fine-tune: rank 0 runs it as `finetune_here`, the others
+    follow it (they receive the base model, adapters and data from rank 0: train/distributed.py)."""
+    return lead_or_follow(comm, args.workers, partial(finetune_here, args, comm))
+
+
+def finetune_here(args, comm=None) -> int:
+    """Fine-tune in this process: alone (comm None), or as rank 0 of a data-parallel run."""
     given = given_train_flags(args, skip=NOT_HERE)
+    if comm is None:
+        given.pop("workers", None)
     with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
+        should_stop = stop if comm is None else agreed_stop(comm, stop)
         hooks = dict(on_note=say, on_start=progress.start, on_step=progress.on_step,
-                     should_stop=stop)
+                     should_stop=should_stop, steps=training_steps(comm))
         if args.resume:
             run_state, _ = resume_finetune(out_dir=args.out, data=args.data, given=given,
                                            allow_new_data=args.allow_new_data, **hooks)

@@ -40,9 +40,12 @@ import time
 from functools import partial
 from pathlib import Path
 
+from glassformer.blas import blas_threads
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import resolve_checkpoint
 from glassformer.train.runs.signals import REPEAT_S, STOP_SIGNALS, die_with_parent, watch_parent
+from glassformer.train.distributed import agreed_stop, follow_rank_zero, threads_per_rank
+from glassformer.train.runs.signals import stop_on_signals
 
 ROOT_VARIABLES = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 ERROR_PREFIX = "glassformer train: error: "
@@ -147,9 +150,9 @@ class _Relay:
                 if not KILLED.search(frame) and not ABORTED.search(frame)]
 
 
-def _failure(relay: _Relay, returncode: int, workers: int, out: str) -> str:
+def _failure(relay: _Relay, returncode: int, workers: int, out: str, command_name: str) -> str:
     """One line: what ended the job, and the checkpoint to resume from."""
-    resume = f"{last_checkpoint(out)}; continue with: glassformer train --out {out} --resume"
+    resume = f"{last_checkpoint(out)}; continue with: glassformer {command_name} --out {out} --resume"
     for frame in relay.frames:
         killed = KILLED.search(frame)
         if killed:
@@ -170,8 +173,10 @@ def _failure(relay: _Relay, returncode: int, workers: int, out: str) -> str:
     return f"mpiexec exited with status {returncode}; all {workers} ranks stopped; {resume}"
 
 
-def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
-    """Run this `glassformer train` as `workers` MPI ranks and wait; returns the exit code."""
+def launch_ranks(args, workers: int, hostfile: str | None = None, command_name: str = "train"
+                 ) -> int:
+    """Run this `glassformer train` (or `command_name`: finetune) as `workers` MPI ranks and
+    wait; returns the exit code."""
     if hostfile is not None and not Path(hostfile).is_file():
         raise GlassformerError(f"hostfile {hostfile} does not exist")
     # --bind-to none: the OS may move a rank off a core another program is busy on (Open MPI
@@ -179,7 +184,7 @@ def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
     command = [mpiexec_path(), "-n", str(workers), "--bind-to", "none"]
     if hostfile is not None:
         command += ["--hostfile", hostfile]
-    command += [sys.executable, "-m", "glassformer", "train", *rank_argv(args, workers)]
+    command += [sys.executable, "-m", "glassformer", command_name, *rank_argv(args, workers)]
     env = {**os.environ, **ROOT_VARIABLES}  # for this mpiexec only
     relay = _Relay()
     with _signals_to_job():
@@ -192,9 +197,10 @@ def launch_ranks(args, workers: int, hostfile: str | None = None) -> int:
             relay.feed(process.stderr)
             returncode = process.wait()
         except JobSignal as stop:
-            return _stop(process, relay, workers, args.out, stop.signum)
+            return _stop(process, relay, workers, args.out, stop.signum, command_name)
     if returncode != 0:
-        print(ERROR_PREFIX + _failure(relay, returncode, workers, args.out), file=sys.stderr)
+        print(f"glassformer {command_name}: error: "
+              + _failure(relay, returncode, workers, args.out, command_name), file=sys.stderr)
     return returncode
 
 
@@ -239,7 +245,8 @@ def _rank_zero(mpiexec_pid: int) -> int | None:
     return None
 
 
-def _stop(process, relay: _Relay, workers: int, out: str, signum: int) -> int:
+def _stop(process, relay: _Relay, workers: int, out: str, signum: int,
+          command_name: str = "train") -> int:
     """Ctrl-C, SIGTERM or SIGHUP: rank 0 gets it, asks every rank to stop at the same
     iteration (distributed.agreed_stop) and checkpoints it. A second signal, or no end within
     STOP_GRACE_S, ends every rank at once.
@@ -265,8 +272,9 @@ def _stop(process, relay: _Relay, workers: int, out: str, signum: int) -> int:
         return status
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
     try:
-        print(f"glassformer train: stopped by {name}; all {workers} ranks ended; "
-              f"{last_checkpoint(out)}; continue with: glassformer train --out {out} --resume",
+        print(f"glassformer {command_name}: stopped by {name}; all {workers} ranks ended; "
+              f"{last_checkpoint(out)}; continue with: glassformer {command_name} --out {out} "
+              "--resume",
               file=sys.stderr)
     except OSError:
         pass  # a closed terminal
@@ -295,3 +303,18 @@ def as_rank(comm, work) -> int:
         time.sleep(FORWARD_WAIT_S)
         comm.Abort(2)
         return 2
+
+
+def lead_or_follow(comm, workers: int | None, lead) -> int:
+    """One rank of a data-parallel run (train, finetune): rank 0 returns lead() (the command run
+    as rank 0), the others follow it until it stops (train/distributed.py). workers: the
+    --workers given, which must be the number of ranks mpiexec started."""
+    if workers is not None and workers != comm.Get_size():
+        raise GlassformerError(f"--workers {workers}, but mpiexec started "
+                               f"{comm.Get_size()} ranks")
+    with blas_threads(threads_per_rank(comm)):
+        if comm.Get_rank() == 0:
+            return lead()
+        with stop_on_signals() as stop:
+            follow_rank_zero(comm, agreed_stop(comm, stop))
+        return 0

@@ -4,15 +4,14 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-from glassformer.blas import blas_threads
 from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
-from glassformer.cli.launch import as_rank, launch_ranks
+from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.models.registry import FAMILIES
 from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
-                                           follow_rank_zero, mpi_comm, mpi_installed,
-                                           threads_per_rank, training_steps, usable_cores)
+                                           mpi_comm, mpi_installed, training_steps,
+                                           usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import PAIRS
@@ -168,15 +167,7 @@ def capped_to_cores(workers: int, batch_size: int, hostfile: str | None) -> int:
 
 def train_as_rank(args, comm) -> int:
     """One rank of a data-parallel run: rank 0 trains as `train_here`, the others follow it."""
-    if args.workers is not None and args.workers != comm.Get_size():
-        raise GlassformerError(f"--workers {args.workers}, but mpiexec started "
-                               f"{comm.Get_size()} ranks")
-    with blas_threads(threads_per_rank(comm)):
-        if comm.Get_rank() == 0:
-            return train_here(args, comm)
-        with stop_on_signals() as stop:
-            follow_rank_zero(comm, agreed_stop(comm, stop))
-        return 0
+    return lead_or_follow(comm, args.workers, partial(train_here, args, comm))
 
 
 def noted_start(note: str | None, on_start, max_iters: int, start_iter: int) -> None:

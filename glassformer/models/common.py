@@ -31,9 +31,15 @@ class LMHeadCtx(NamedTuple):
 
 
 class HeadCtx(NamedTuple):
-    """The decoder's top: final norm, then the LM head."""
+    """The decoder's top: final norm, then the LM head.
+
+    rows, ids_shape: when the head ran on the N positions `rows` (np.nonzero's (rows, columns))
+    of a (B, T) batch only, so that backward scatters dx back to (B, T, C); None otherwise.
+    """
     norm_f: NormCtx
     lm_head: LMHeadCtx
+    rows: tuple[np.ndarray, np.ndarray] | None = None
+    ids_shape: tuple[int, int] | None = None
 
 
 def check_ids_and_positions(ids, positions, offset: int, max_positions: int | None
@@ -195,6 +201,12 @@ def head_backward(dlogits: np.ndarray, ctx: HeadCtx) -> tuple[dict, np.ndarray]:
     grads, dx = lm_head_backward(dlogits, ctx.lm_head)
     norm_grads, dx = norm_backward(dx, ctx.norm_f)
     grads.update(prefixed(norm_grads, "norm_f."))
+    if ctx.rows is not None:
+        # the positions the head skipped get no gradient; each chosen one appears once, so a
+        # plain scatter (no add.at)
+        chosen = dx
+        dx = np.zeros(ctx.ids_shape + chosen.shape[-1:], dtype=chosen.dtype)
+        dx[ctx.rows] = chosen                                         # (N, C) -> (B, T, C)
     return grads, dx
 
 
@@ -222,16 +234,25 @@ def init_decoder(cfg, rng: np.random.Generator, *, std: float) -> dict:
 
 
 def decoder_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int, *,
-                    frozen: bool, last_only: bool, **block_kwargs
+                    frozen: bool, last_only: bool,
+                    head_rows: tuple[np.ndarray, np.ndarray] | None = None, **block_kwargs
                     ) -> tuple[np.ndarray, list[BlockCtx] | None, HeadCtx]:
     """Causal layers, final norm and LM head: x (B, T, C) -> (logits (B, T, V), the blocks'
     ctxs, the head's ctx). last_only: the logits of the last position only, (B, 1, V)
-    (generation reads no other: the head then skips T - 1 rows). frozen: a LoRA model, whose head
-    computes no weight gradient. block_kwargs: as layers_forward's."""
+    (generation reads no other: the head then skips T - 1 rows). head_rows: the N (row,
+    column) positions, as np.nonzero gives them, whose logits a loss reads (fine-tuning counts
+    only the replies): the logits are then (N, V), those rows of the full logits, and the head's
+    backward scatters dx back. frozen: a LoRA model, whose head computes no weight gradient.
+    block_kwargs: as layers_forward's."""
+    ids_shape = x.shape[:2]
     x, block_ctxs = layers_forward(params, x, bcfg, n_layer, causal=True, **block_kwargs)
     if last_only:
         x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
-    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (B, T, C) -> (B, T, V)
+    if head_rows is not None:
+        x = x[head_rows]                                              # (B, T, C) -> (N, C)
+    logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (..., C) -> (..., V)
+    if head_rows is not None:
+        head_ctx = head_ctx._replace(rows=head_rows, ids_shape=ids_shape)
     return logits, block_ctxs, head_ctx
 
 

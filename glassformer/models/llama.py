@@ -140,12 +140,15 @@ def init_params(cfg: LlamaConfig, rng: np.random.Generator) -> dict:
 def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
-            last_only: bool = False, on_layer=None) -> tuple[np.ndarray, LlamaCtx]:
+            last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
+            on_layer=None) -> tuple[np.ndarray, LlamaCtx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
     key_mask (B, S): True for real tokens (left padding is False). positions: (T,) or (B, T)
     absolute positions fed to RoPE (default: kv_cache.length + arange(T)).
+    head_rows: the N positions (np.nonzero's (rows, columns)) a loss reads; the logits are then
+    (N, V), those rows of the full logits (models/common.py: decoder_forward).
     """
     offset = 0 if kv_cache is None else kv_cache.length
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
@@ -153,8 +156,8 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     frozen = has_adapters(params)
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
     logits, block_ctxs, head_ctx = decoder_forward(
-        params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, key_mask=key_mask,
-        positions=positions, kv_cache=kv_cache, train=train, rng=rng,
+        params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, head_rows=head_rows,
+        key_mask=key_mask, positions=positions, kv_cache=kv_cache, train=train, rng=rng,
         on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 

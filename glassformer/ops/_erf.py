@@ -1,4 +1,5 @@
-"""The error function erf and its complement erfc, vectorised, in float64, without SciPy.
+"""The error function erf and its complement erfc, vectorised, in float64, without SciPy; and the
+normal distribution's upper tail in float32, for the exact GELU on float32 activations.
 
 Exact GELU needs the normal CDF, Phi(x) = erfc(-x / sqrt(2)) / 2, and NumPy has no erf. Calling
 `math.erf` per element (one Python call each) is far too slow for activations, and the short
@@ -18,7 +19,27 @@ and erfc(-y) = 2 - erfc(y). Measured against `math.erfc` the relative error is b
 the origin and a few 1e-15 in the far tail (tests/ops/test_activation.py pins a bound). erfc
 underflows to 0 past y ~ 26.6, as float64 must.
 
-Everything here computes in float64 whatever the input dtype; callers cast the result back.
+`erf` and `erfc` compute in float64 whatever the input dtype; callers cast the result back.
+
+The float32 tail. Cody's float64 fits cost 20-35x a float32 tanh-GELU (three intervals picked
+out by fancy indexing, float64 passes, a cast back). For float32, the upper tail of the standard
+normal distribution, 1 - Phi(y) = erfc(y / sqrt 2) / 2, is written with the normal density
+phi(y) = exp(-y^2/2) / sqrt(2 pi), which the GELU's slope needs anyway, times Mills' ratio:
+
+    1 - Phi(y) = phi(y) M(y),   M(y) = (1 - Phi(y)) / phi(y)       (y >= 0)
+
+M is smooth, falls from sqrt(pi/2) at 0 like 1/y, and needs no interval split. It is a continued
+fraction of four levels (a rational of degree 3 over 4, Laplace's form refitted),
+
+    M(y) = a0 / (y + b0 + a1 / (y + b1 + a2 / (y + b2 + a3 / (y + b3))))
+
+whose coefficients were fitted for the least worst relative error on [0, 8] (Lawson-weighted
+linearised least squares, then Euclid's algorithm to turn P/Q into the fraction; the recipe is
+in docs/derivations/activation.md). Relative error of the tail against float64 erfc: 1.3e-7 for the
+fit, 3.7e-7 evaluated in float32, on [0, 8]; past the fitted range it grows to 8e-6 at y = 12,
+where the tail is below 1e-32. Evaluated from the inside out, it costs a
+division and two additions per level, all in place. Because the density multiplies M, the tail
+keeps its relative accuracy where it is tiny (a float32 1 - Phi(-x) would round to 0 past x ~ 5.4).
 """
 from __future__ import annotations
 
@@ -46,6 +67,10 @@ _SMALL = 0.46875        # end of the first interval
 _MIDDLE = 4.0           # end of the second interval
 _UNDERFLOW = 27.3      # erfc(27.3) ~ 4e-326 < 5e-324, the smallest float64
 _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+
+# Mills' ratio as a continued fraction, level 0 (outermost) first; see the module docstring.
+_MILLS_A = (0.9996567560932352, 1.2301576250404802, -9.950158246708032, 17.226019975289564)
+_MILLS_B = (-0.013083634724884163, 2.051874796810467, 4.163955085160852, 1.1918504361711124)
 
 
 def _rational(t: np.ndarray, num: tuple, den: tuple) -> np.ndarray:
@@ -126,3 +151,24 @@ def erf(x: np.ndarray) -> np.ndarray:
     ys = y[small]
     result[small] = ys * _rational(ys * ys, _A, _B)
     return np.copysign(result, x)
+
+
+def normal_upper_tail(y: np.ndarray, density: np.ndarray) -> np.ndarray:
+    """1 - Phi(y) = density * M(y) for y >= 0, in y's dtype (meant for float32). Any shape.
+
+    density: phi(y) = exp(-y^2/2) / sqrt(2 pi), y's shape (only read); the caller has it already.
+    M is the four-level continued fraction of the module docstring, 11 passes over y.
+
+    >>> y = np.array([0.0, 2.0], dtype=np.float32)
+    >>> tail = normal_upper_tail(y, np.exp(-0.5 * y * y) / math.sqrt(2.0 * math.pi))
+    >>> tail.dtype, np.round(tail, 6).tolist()
+    (dtype('float32'), [0.5, 0.02275])
+    """
+    fraction = y + _MILLS_B[3]                               # innermost level: y + b3
+    for a, b in zip(_MILLS_A[:0:-1], _MILLS_B[-2::-1]):      # (a3, b2), (a2, b1), (a1, b0)
+        np.divide(a, fraction, out=fraction)
+        fraction += y
+        fraction += b                                        # y + b_k + a_(k+1) / (...)
+    tail = np.divide(density, fraction, out=fraction)        # phi / (...)
+    tail *= _MILLS_A[0]                                      # phi * a0 / (...) = phi M
+    return tail

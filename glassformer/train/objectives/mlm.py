@@ -45,11 +45,11 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER
-from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
-                                           cross_entropy_forward)
+from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
 from glassformer.train.data import get_batch
-from glassformer.train.objectives.objective import TEXT, Objective, only_trained, with_frozen
+from glassformer.train.objectives.objective import (TEXT, Objective, counted_eval_loss,
+                                                    counted_loss_and_grads)
 
 MASK_SHARE = 0.8         # of the chosen tokens: replaced by [MASK]
 RANDOM_SHARE = 0.1       # ... replaced by a random token (the other 10% stay as they are)
@@ -154,39 +154,25 @@ def masking_data(ids: np.ndarray, tokenizer) -> MLMData:
     return mlm_data(ids, tokenizer.special_tokens, tokenizer.vocab_size)
 
 
-def chosen_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The N (row, column) positions whose target counts: where the MLM head runs."""
-    return np.nonzero(y != IGNORE_INDEX)
-
-
 def mlm_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                        rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
                        frozen: dict | None = None) -> tuple[float, dict]:
     """Mean cross-entropy at the chosen positions of y, and d(dloss * loss)/d params.
 
-    The head runs on the chosen rows only (module docstring; models/bert.py's head_rows); the
-    result is the same as token_loss_and_grads on family.forward's full logits.
+    The head runs on the chosen rows only (module docstring; models/bert.py's head_rows,
+    objective.py's counted_loss_and_grads); the result is the same as token_loss_and_grads on
+    family.forward's full logits.
     """
     check_model(family, cfg)
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
-    chosen = chosen_rows(y)
-    logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True, rng=rng,
-                                 head_rows=chosen)                        # (N, V)
-    loss, ce_ctx = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
-    dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
-    return float(loss), only_trained(family.backward(dlogits, ctx), params)
+    return counted_loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
+                                  train_cfg=train_cfg, frozen=frozen)
 
 
 def mlm_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *, train_cfg=None,
                   frozen: dict | None = None) -> float:
     """mlm_loss_and_grads' loss in eval mode (no dropout), forward only."""
     check_model(family, cfg)
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
-    chosen = chosen_rows(y)
-    logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False,
-                               head_rows=chosen)
-    loss, _ = cross_entropy_forward(logits, y[chosen], label_smoothing=smoothing)
-    return float(loss)
+    return counted_eval_loss(family, params, cfg, x, y, train_cfg=train_cfg, frozen=frozen)
 
 
 MLM = Objective(name="mlm", kind=ENCODER, reads=TEXT, draw=draw_masked,

@@ -39,7 +39,8 @@ import numpy as np
 from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
 from glassformer.models.registry import FAMILIES
-from glassformer.ops.cross_entropy import cross_entropy_backward, cross_entropy_forward
+from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
+                                           cross_entropy_forward)
 
 # What an objective's data file is (Objective.reads): the run folders of train/runs/ read each
 TEXT = "text"     # UTF-8 text, encoded into one token stream (train/runs/text.py)
@@ -123,4 +124,38 @@ def token_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=No
     smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
     logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False)
     loss, _ = cross_entropy_forward(logits, y, label_smoothing=smoothing)
+    return float(loss)
+
+
+def counted_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The N (row, column) positions of y whose target counts (not IGNORE_INDEX)."""
+    return np.nonzero(y != IGNORE_INDEX)
+
+
+def counted_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
+                           rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
+                           frozen: dict | None = None) -> tuple[float, dict]:
+    """token_loss_and_grads with the head run only where y counts (family.forward's head_rows).
+
+    The other positions' logits get zero gradient, so gathering the counted rows of the last
+    hidden state, running the head on those (N, C) rows and scattering dx back gives the same
+    loss and gradients at N / (B T) of the head's and the log-softmax's cost: most of a step
+    when the vocabulary is large and only replies (SFT) or masked tokens (MLM) carry a loss.
+    """
+    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    rows = counted_rows(y)
+    logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True, rng=rng,
+                                 head_rows=rows)                         # (N, V)
+    loss, ce_ctx = cross_entropy_forward(logits, y[rows], label_smoothing=smoothing)
+    dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
+    return float(loss), only_trained(family.backward(dlogits, ctx), params)
+
+
+def counted_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
+                      train_cfg=None, frozen: dict | None = None) -> float:
+    """counted_loss_and_grads' loss in eval mode (no dropout), forward only."""
+    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    rows = counted_rows(y)
+    logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False, head_rows=rows)
+    loss, _ = cross_entropy_forward(logits, y[rows], label_smoothing=smoothing)
     return float(loss)

@@ -4,7 +4,9 @@ the assistant's replies only.
     data   ChatData, conversations encoded with the model's chat template, right-padded
            (train/datasets/chat.py says how the replies are found)
     draw   B random conversations, cut to the longest input among them (at most block_size)
-    loss   objective.token_loss_and_grads: y is IGNORE_INDEX on prompts and padding
+    loss   objective.counted_loss_and_grads: y is IGNORE_INDEX on prompts and padding, and the
+           LM head and its log-softmax run only on the replies' positions (issue 33: over a
+           49,152-entry vocabulary they were a third of a LoRA step on SmolLM2)
 
 `glassformer finetune` runs it on a .jsonl/.json file (the Tang SFT recipe, train/recipes/).
 """
@@ -18,7 +20,7 @@ from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL
 from glassformer.train.datasets.chat import ChatData
 from glassformer.train.objectives.objective import (CHAT, Objective, check_kind,
-                                                    token_eval_loss, token_loss_and_grads)
+                                                    counted_eval_loss, counted_loss_and_grads)
 
 
 def draw_chat(data: ChatData, train_cfg, rng: np.random.Generator, *,
@@ -36,5 +38,5 @@ def draw_chat(data: ChatData, train_cfg, rng: np.random.Generator, *,
 
 
 SFT = Objective(name="sft", kind=CAUSAL, reads=CHAT, draw=draw_chat,
-                loss_and_grads=token_loss_and_grads, eval_loss=token_eval_loss,
+                loss_and_grads=counted_loss_and_grads, eval_loss=counted_eval_loss,
                 check=partial(check_kind, CAUSAL))
