@@ -21,6 +21,9 @@ training; an `Objective` holds everything that differs:
         the mean loss on (x, y) and d(dloss * loss)/d params, for the keys of `params` only.
     eval_loss(family, params, cfg, x, y, *, train_cfg, frozen) -> float
         the same loss in eval mode (no dropout), forward only.
+    eval_stats(family, params, cfg, batches, *, train_cfg, frozen) -> dict, or None
+        what else an evaluation logs, from the val batches it drew ([(x, y), ...]): a
+        Mixture-of-Experts run's expert load and auxiliary loss (moe_next_token.py).
 
 `frozen` holds weights the forward reads but the optimizer never updates (a LoRA run's base
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
@@ -58,6 +61,8 @@ class Objective(NamedTuple):
     prepare: Callable | None = None     # TEXT only: prepare(ids, tokenizer) -> draw's data
     char_specials: tuple[str, ...] = ()  # a default char vocabulary's special tokens
     bits_per_byte: bool = False         # its val loss is a next-token code length
+    eval_stats: Callable | None = None  # (family, params, cfg, batches, *, train_cfg, frozen)
+                                        # -> {log key: value}, more of each eval's record
 
 
 # Family.kind in words, for messages
