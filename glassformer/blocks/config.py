@@ -7,18 +7,60 @@ Families differ by flags, not copies (STYLE.md §2):
     Qwen2   as LLaMA, plus q/k/v biases
     BERT    post-norm, LayerNorm, GELU (erf), biases, learned positions + segments (in the model)
     Original Transformer  post-norm, LayerNorm, ReLU, sinusoidal positions (in the model)
+    Mixtral, Qwen3-MoE, OLMoE  as LLaMA, with a sparse mixture-of-experts MLP (`moe`: MoEConfig)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from glassformer.errors import GlassformerError
+from glassformer.ops.moe_router import SCORINGS
 from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
 MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 POSITIONS = ("none", "rope", "alibi")
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """The sparse mixture-of-experts MLP of blocks/moe.py (the router's options: ops/moe_router.py)."""
+    n_experts: int                  # E, routed experts (SwiGLU MLPs)
+    experts_per_token: int          # k, experts each token is sent to
+    expert_d_ff: int                # F_e, one expert's hidden width
+    scoring: str = "softmax"        # router scores: "softmax" or "sigmoid" (DeepSeek-V3)
+    norm_topk_prob: bool = False    # divide the k chosen scores by their sum
+    routed_scaling_factor: float = 1.0  # multiplies the chosen weights (DeepSeek-V3)
+    n_group: int = 1                # expert groups for group-limited routing (DeepSeek-V3)
+    topk_group: int = 1             # groups kept per token
+    router_bias: bool = False       # e_score_correction_bias (E,): chooses, never weighs
+    shared_d_ff: int = 0            # hidden width of the always-on shared expert (0: none)
+    shared_gate: bool = False       # sigmoid gate on the shared expert (Qwen2-MoE)
+    dense_layers: tuple[int, ...] = ()  # layers that keep a dense MLP (DeepSeek's first k)
+
+    def __post_init__(self):
+        e, k = self.n_experts, self.experts_per_token
+        if e < 1 or not 1 <= k <= e:
+            raise GlassformerError(f"experts_per_token={k} must be between 1 and "
+                                   f"n_experts={e} (n_experts at least 1)")
+        if self.expert_d_ff < 1 or self.shared_d_ff < 0:
+            raise GlassformerError(f"expert_d_ff must be at least 1 and shared_d_ff at least 0, "
+                                   f"got {self.expert_d_ff} and {self.shared_d_ff}")
+        if self.scoring not in SCORINGS:
+            raise GlassformerError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.n_group < 1 or e % self.n_group or not 1 <= self.topk_group <= self.n_group:
+            raise GlassformerError(f"n_group={self.n_group} must divide n_experts={e} and "
+                                   f"topk_group={self.topk_group} be between 1 and n_group")
+        if self.topk_group * (e // self.n_group) < k:
+            raise GlassformerError(f"topk_group={self.topk_group} groups of {e // self.n_group} "
+                                   f"experts hold fewer than experts_per_token={k}")
+        if self.shared_gate and not self.shared_d_ff:
+            raise GlassformerError("shared_gate needs a shared expert (shared_d_ff >= 1)")
+
+    def sparse_at(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based) has the MoE MLP rather than a dense one."""
+        return layer not in self.dense_layers
 
 
 @dataclass(frozen=True)
@@ -40,6 +82,7 @@ class BlockConfig:
     rope_theta: float = 10000.0     # RoPE base
     rope_scaling: RopeScaling | None = None  # scaled RoPE frequencies (None: plain RoPE)
     dropout: float = 0.0            # residual dropout after attention and MLP (training only)
+    moe: MoEConfig | None = None    # sparse mixture-of-experts MLP (None: the dense one)
 
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),

@@ -12,6 +12,8 @@ it joins the residual, as GPT-2 and BERT do.
 An encoder-decoder layer adds cross-attention over `memory`: pass `memory` and keep the params
 under "cross." and the norm under "norm_cross.". Each sub-block reads its params as a sub-dict
 with local names (blocks/names.py); `block_backward` puts the grads back under the layer's names.
+With `cfg.moe` set, the MLP sub-block of each sparse layer (`cfg.moe.sparse_at(layer)`) is the
+mixture-of-experts block of blocks/moe.py; its params stay under "mlp.".
 """
 from __future__ import annotations
 
@@ -25,8 +27,11 @@ from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_bac
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward, mlp_shapes
+from glassformer.blocks.moe import (MoECtx, init_moe, moe_backward, moe_forward, moe_output,
+                                    moe_shapes)
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
+from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.linear import linear_forward
@@ -35,7 +40,7 @@ from glassformer.ops.linear import linear_forward
 class SubCtx(NamedTuple):
     """One residual sub-block: its norm, its body (attention or MLP) and its dropout."""
     norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
-    body: AttentionBlockCtx | MLPCtx
+    body: AttentionBlockCtx | MLPCtx | MoECtx
     drop: DropoutCtx
 
 
@@ -92,6 +97,22 @@ def _residual_in_backward(dbody_in: np.ndarray, dskip: np.ndarray, ctx: SubCtx,
 
 # ---------------------------------------------------------------- the layer
 
+def sparse_layer(cfg: BlockConfig, layer: int) -> bool:
+    """Whether layer `layer` has the mixture-of-experts MLP (blocks/moe.py)."""
+    return cfg.moe is not None and cfg.moe.sparse_at(layer)
+
+
+def _mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, layer: int, *,
+                 inference: bool, frozen: bool, train: bool, rng):
+    """The MLP sub-block's body: dense (blocks/mlp.py) or, in a sparse layer, mixture of experts."""
+    if not sparse_layer(cfg, layer):
+        return mlp_forward(params, x, cfg, inference=inference, frozen=frozen, train=train,
+                           rng=rng)
+    if frozen:
+        raise GlassformerError("LoRA adapters on a mixture-of-experts model are not supported")
+    return moe_forward(params, x, cfg, inference=inference)
+
+
 def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool,
                   key_mask: np.ndarray | None = None, positions: np.ndarray | None = None,
                   rope_tables: tuple[np.ndarray, np.ndarray] | None = None,
@@ -132,20 +153,27 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     norm2 = sub_params(params, "norm2.")
     m, norm_ctx = _residual_in(norm2, h, cfg)
     # a forward with a KV cache is generation: no backward follows (attention refuses one too)
-    m, body_ctx = mlp_forward(sub_params(params, "mlp."), m, cfg, inference=kv_cache is not None,
-                              frozen=frozen, train=train, rng=rng)
+    m, body_ctx = _mlp_forward(sub_params(params, "mlp."), m, cfg, layer,
+                               inference=kv_cache is not None, frozen=frozen, train=train,
+                               rng=rng)
     out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 
 
-def block_backward(dout: np.ndarray, ctx: BlockCtx
+def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarray | None = None
                    ) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """Returns (grads with block-local names, dx, dmemory or None): the forward's steps in
-    reverse, MLP, then cross-attention, then self-attention."""
+    reverse, MLP, then cross-attention, then self-attention.
+
+    drouter_logits (N, E): in a sparse layer, a loss's gradient on its router logits (the
+    balance losses), passed to moe_backward."""
     pos = ctx.norm_position
     # MLP sub-block
     out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
-    mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
+    if isinstance(ctx.mlp.body, MoECtx):
+        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
+    else:
+        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
     in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
     grads = {**prefixed(mlp_grads, "mlp."), **prefixed({**out_norm, **in_norm}, "norm2.")}
     # cross-attention sub-block
@@ -174,6 +202,13 @@ def attention_block_ctx(ctx: BlockCtx, *, cross: bool = False) -> AttentionBlock
     return (ctx.cross if cross else ctx.attn).body
 
 
+def moe_block_ctx(ctx: BlockCtx) -> MoECtx | None:
+    """The ctx of the layer's mixture-of-experts MLP (blocks/moe.py: router_logits,
+    chosen_experts, expert_load...), or None for a dense layer."""
+    body = ctx.mlp.body
+    return body if isinstance(body, MoECtx) else None
+
+
 def attention_weights(ctx: BlockCtx, *, cross: bool = False) -> np.ndarray:
     """The layer's self-attention (or cross-attention) weights, (B, H, T, S): a view of the
     float32 weights the forward used (blocks/attention.py: head_weights)."""
@@ -196,8 +231,11 @@ def sub_block_outputs(ctx: BlockCtx, params: dict) -> tuple[np.ndarray, np.ndarr
     stream in eval mode (no dropout), recomputed with linear_forward from the input and weight
     their output projections saved, plus the biases in params (block-local names "attn.bo",
     "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers."""
-    out_proj, down = ctx.attn.body.out_proj, ctx.mlp.body.down
+    out_proj = ctx.attn.body.out_proj
     a, _ = linear_forward(out_proj.x, out_proj.w, params.get("attn.bo"))   # (B, T, H*D) -> C
+    if isinstance(ctx.mlp.body, MoECtx):
+        return a, moe_output(ctx.mlp.body)   # the weighted combine, from the saved expert outputs
+    down = ctx.mlp.body.down
     m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))        # (B, T, F) -> C
     return a, m
 
@@ -210,21 +248,25 @@ def residual_after(ctx: BlockCtx, x: np.ndarray, params: dict) -> np.ndarray:
     return h + m
 
 
-def block_shapes(cfg: BlockConfig, *, cross: bool = False) -> dict[str, tuple[int, ...]]:
-    """Param names (block-local) and shapes of one layer, in the order init_block makes them."""
+def block_shapes(cfg: BlockConfig, *, cross: bool = False, layer: int = 0
+                 ) -> dict[str, tuple[int, ...]]:
+    """Param names (block-local) and shapes of layer `layer`, in the order init_block makes them
+    (the layer decides, with cfg.moe, whether its MLP is dense or sparse)."""
     shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attention_shapes(cfg), "attn.")}
     if cross:
         shapes.update(prefixed(norm_shapes(cfg), "norm_cross."))
         shapes.update(prefixed(attention_shapes(cfg), "cross."))
     shapes.update(prefixed(norm_shapes(cfg), "norm2."))
-    shapes.update(prefixed(mlp_shapes(cfg), "mlp."))
+    mlp = moe_shapes(cfg) if sparse_layer(cfg, layer) else mlp_shapes(cfg)
+    shapes.update(prefixed(mlp, "mlp."))
     return shapes
 
 
 def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
-               out_std: float = 0.02, cross: bool = False, dtype=np.float32) -> dict:
-    """Fresh params for one layer, with block-local names, in block_shapes' order: the
-    sub-blocks draw in that order (attention, cross-attention, MLP)."""
+               out_std: float = 0.02, cross: bool = False, dtype=np.float32,
+               layer: int = 0) -> dict:
+    """Fresh params for layer `layer`, with block-local names, in block_shapes' order: the
+    sub-blocks draw in that order (attention, cross-attention, MLP or mixture of experts)."""
     params = {}
     params.update(prefixed(init_norm(cfg, dtype), "norm1."))
     params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
@@ -234,5 +276,6 @@ def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
         params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
                                "cross."))
     params.update(prefixed(init_norm(cfg, dtype), "norm2."))
-    params.update(prefixed(init_mlp(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
+    init = init_moe if sparse_layer(cfg, layer) else init_mlp
+    params.update(prefixed(init(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
     return params

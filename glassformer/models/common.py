@@ -84,7 +84,7 @@ def layers_shapes(bcfg: BlockConfig, n_layer: int) -> dict[str, tuple[int, ...]]
     """Param names and shapes of n_layer blocks under "blocks.{i}.", in init_layers' order."""
     shapes = {}
     for i in range(n_layer):
-        shapes.update(prefixed(block_shapes(bcfg), f"blocks.{i}."))
+        shapes.update(prefixed(block_shapes(bcfg, layer=i), f"blocks.{i}."))
     return shapes
 
 
@@ -93,7 +93,8 @@ def init_layers(bcfg: BlockConfig, n_layer: int, rng: np.random.Generator, *, st
     """Fresh params for n_layer blocks under "blocks.{i}.", drawn layer by layer."""
     params = {}
     for i in range(n_layer):
-        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std), f"blocks.{i}."))
+        params.update(prefixed(init_block(bcfg, rng, std=std, out_std=out_std, layer=i),
+                               f"blocks.{i}."))
     return params
 
 
@@ -134,14 +135,19 @@ def split_layers(params: dict, n_layer: int) -> list[dict]:
     return layers
 
 
-def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx] | None) -> tuple[dict, np.ndarray]:
-    """Walk the blocks in reverse: returns (grads under "blocks.{i}.", dx)."""
+def layers_backward(dx: np.ndarray, ctxs: list[BlockCtx] | None,
+                    drouter_logits: dict[int, np.ndarray] | None = None
+                    ) -> tuple[dict, np.ndarray]:
+    """Walk the blocks in reverse: returns (grads under "blocks.{i}.", dx).
+
+    drouter_logits: {layer: (N, E)} gradients on sparse layers' router logits (balance losses)."""
     if ctxs is None:
         raise GlassformerError("a forward run with a KV cache is inference only; "
                                "run the forward without kv_cache to train")
     grads = {}
     for i in reversed(range(len(ctxs))):
-        block_grads, dx, _ = block_backward(dx, ctxs[i])
+        extra = None if drouter_logits is None else drouter_logits.get(i)
+        block_grads, dx, _ = block_backward(dx, ctxs[i], drouter_logits=extra)
         grads.update(prefixed(block_grads, f"blocks.{i}."))
     return grads, dx
 

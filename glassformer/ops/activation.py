@@ -1,4 +1,4 @@
-"""Elementwise activations, forward and backward: GELU (exact and tanh), ReLU, SiLU.
+"""Elementwise activations, forward and backward: GELU (exact and tanh), ReLU, SiLU, sigmoid.
 
 Every op here maps (...) -> (...) elementwise, so each backward is dout times the local slope.
 GELU and SiLU both have the form out = x * g(x) for a smooth gate g, with slope g + x g'(x):
@@ -8,6 +8,9 @@ GELU and SiLU both have the form out = x * g(x) for a smooth gate g, with slope 
                                g' = (1 - tanh(u)^2) / 2 * du/dx = 2 g (1 - g) * du/dx
     silu (a.k.a. swish-1)      g = sigmoid(x)                          g' = g (1 - g)
     relu                       out = max(x, 0)                          slope 1 where x > 0, else 0
+    sigmoid                    out = s = 1 / (1 + exp(-x))               slope s (1 - s)
+                               (a gate on its own: DeepSeek-V3's router scores, Qwen2-MoE's
+                               shared-expert gate; blocks/moe.py)
 
 References matched: `torch.nn.functional.gelu(x, approximate="none" | "tanh")`, `relu`, `silu`.
 GELU is Hendrycks & Gimpel (2016); "tanh" is their fast approximation, which GPT-2 uses (HF calls it
@@ -19,7 +22,7 @@ building the slope in the backward took ten passes over (B, T, F) there; the arr
 matrix product reads then came back from memory, and a training step was slower: figures in
 docs/performance.md.)
 SiLU keeps x and the gate g (same shape and dtype as x): g is the costly part to recompute (an
-exp). ReLU keeps only the boolean mask x > 0 (one byte per element instead of four or eight).
+exp). Sigmoid keeps its output s, the whole slope. ReLU keeps only the boolean mask x > 0 (one byte per element instead of four or eight).
 
 Precision: erf is evaluated in float64 (ops/_erf.py) and the gate is cast back to x's dtype, so
 float32 in gives float32 out and float32 gradients. Derivations: docs/derivations/activation.md.
@@ -194,3 +197,26 @@ def silu_backward(dout: np.ndarray, ctx: SiluCtx) -> np.ndarray:
     """dx = dout * s (1 + x (1 - s)), s = sigmoid(x). (...) -> (...)."""
     s = ctx.sigmoid
     return dout * (s * (1.0 + ctx.x * (1.0 - s)))
+
+
+class SigmoidCtx(NamedTuple):
+    """Saved by `sigmoid_forward`: its output s, from which the slope s (1 - s) is made."""
+    out: np.ndarray         # x's shape and dtype
+
+
+def sigmoid_forward(x: np.ndarray) -> tuple[np.ndarray, SigmoidCtx]:
+    """1 / (1 + exp(-x)). (...) -> (...), x's dtype.
+
+    >>> out, _ = sigmoid_forward(np.array([0.0, 2.0]))
+    >>> np.round(out, 6).tolist()
+    [0.5, 0.880797]
+    """
+    check_float("x", x)
+    out = _sigmoid(x)
+    return out, SigmoidCtx(out=out)
+
+
+def sigmoid_backward(dout: np.ndarray, ctx: SigmoidCtx) -> np.ndarray:
+    """dx = dout * s (1 - s). (...) -> (...)."""
+    s = ctx.out
+    return dout * (s * (1.0 - s))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glassformer.blocks.attention import attention_shapes, init_attention
-from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.config import BlockConfig, MoEConfig
 from glassformer.blocks.mlp import init_mlp, mlp_shapes
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import init_norm, norm_backward, norm_forward, norm_shapes
@@ -21,6 +21,11 @@ CONFIGS = {
     "qwen2": dict(norm="rms", mlp="swiglu", position="rope", n_kv_head=1, out_bias=False,
                   mlp_bias=False),
     "bert": dict(norm_position="post", mlp="gelu"),
+    # layer 0 sparse (MoE with a gated shared expert and a router bias), layer 1 dense
+    "moe": dict(norm="rms", mlp="swiglu", position="rope", qkv_bias=False, out_bias=False,
+                mlp_bias=False, moe=MoEConfig(n_experts=4, experts_per_token=2, expert_d_ff=6,
+                                              router_bias=True, shared_d_ff=5, shared_gate=True,
+                                              dense_layers=(1,))),
 }
 
 
@@ -49,8 +54,9 @@ def test_shapes_list_what_init_makes_in_init_order(name):
         list(attention_shapes(cfg).items())
     assert _layout(init_mlp(cfg, rng, std=0.02, out_std=0.01)) == list(mlp_shapes(cfg).items())
     for cross in (False, True):
-        assert _layout(init_block(cfg, rng, cross=cross)) == \
-            list(block_shapes(cfg, cross=cross).items())
+        for layer in (0, 1):
+            assert _layout(init_block(cfg, rng, cross=cross, layer=layer)) == \
+                list(block_shapes(cfg, cross=cross, layer=layer).items())
 
 
 def test_init_draws_weights_and_zeroes_biases():

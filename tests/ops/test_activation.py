@@ -1,4 +1,4 @@
-"""Activations (GELU erf/tanh, ReLU, SiLU) and the erf they rely on: gradcheck, torch parity
+"""Activations (GELU erf/tanh, ReLU, SiLU, sigmoid) and the erf they rely on: gradcheck, torch parity
 in float32, dtypes, bad input."""
 import math
 
@@ -10,7 +10,8 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases.activation import CASES
 from glassformer.ops._erf import erf, erfc
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward, relu_forward,
-                                        silu_backward, silu_forward)
+                                        sigmoid_backward, sigmoid_forward, silu_backward,
+                                        silu_forward)
 
 GRADCHECK_TOL = 1e-6
 # Cody's fits are good to a few float64 ulps; measured worst 8e-16 on the grid below.
@@ -29,6 +30,7 @@ PAIRS = {
     "gelu-tanh": (lambda x: gelu_forward(x, approximate="tanh"), gelu_backward),
     "relu": (relu_forward, relu_backward),
     "silu": (silu_forward, silu_backward),
+    "sigmoid": (sigmoid_forward, sigmoid_backward),
 }
 
 
@@ -111,6 +113,7 @@ TORCH_FNS = {
     "gelu-tanh": lambda t: F.gelu(t, approximate="tanh"),
     "relu": F.relu,
     "silu": F.silu,
+    "sigmoid": torch.sigmoid,
 }
 
 

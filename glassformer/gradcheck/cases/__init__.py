@@ -17,6 +17,7 @@ from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import lora
 from glassformer.gradcheck.cases import mlp_block
+from glassformer.gradcheck.cases import moe
 from glassformer.gradcheck.cases import moe_balance
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
@@ -41,6 +42,7 @@ _MODULES = [
     rope,
     attention_block,
     mlp_block,
+    moe,
     residual_block,
     seq2seq,
     bert_mlm,

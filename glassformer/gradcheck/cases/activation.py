@@ -1,4 +1,4 @@
-"""Gradcheck cases for the activations: GELU (erf and tanh), ReLU, SiLU.
+"""Gradcheck cases for the activations: GELU (erf and tanh), ReLU, SiLU, sigmoid.
 
 The GELU "erf" inputs also sit in every interval of the erfc approximation (|x / sqrt 2| below
 0.47, up to 4, and beyond 4, i.e. |x| > 5.66), so a seam between intervals would show up.
@@ -9,7 +9,8 @@ import numpy as np
 
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward, relu_forward,
-                                        silu_backward, silu_forward)
+                                        sigmoid_backward, sigmoid_forward, silu_backward,
+                                        silu_forward)
 
 # Points on both sides of each erfc interval edge (0.46875 and 4 after dividing by sqrt 2), and
 # the far tails.
@@ -47,4 +48,5 @@ CASES = [
     _case("gelu", "tanh", _wide, _gelu("tanh"), gelu_backward),
     _case("relu", "plain", _away_from_zero, relu_forward, relu_backward),
     _case("silu", "plain", _wide, silu_forward, silu_backward),
+    _case("sigmoid", "plain", _wide, sigmoid_forward, sigmoid_backward),
 ]
