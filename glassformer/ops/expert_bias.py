@@ -12,35 +12,37 @@ gamma against that step's load:
 
 An expert exactly at the mean keeps its bias. This is a rule, not a differentiable op: no
 backward, and a pure function that returns the new bias (the caller keeps it, like an optimizer
-keeps its moments).
+keeps its moments). The load comes from the chosen experts through `expert_counts`
+(ops/load_balance.py); taking counts rather than the chosen ids lets a data-parallel run sum
+them over its ranks first.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops._scalars import check_eps
 from glassformer.ops.load_balance import expert_counts
 
 
-def expert_bias_update(bias: np.ndarray, chosen: np.ndarray, *, gamma: float,
-                       mask: np.ndarray | None = None) -> np.ndarray:
-    """The bias after one step: bias (L, E), chosen (L, N, k) expert ids -> new bias (L, E).
+def expert_bias_update(bias: np.ndarray, load: np.ndarray, *, gamma: float) -> np.ndarray:
+    """The bias after one step: bias (L, E) and that step's load (L, E) -> new bias (L, E).
 
-    >>> expert_bias_update(np.zeros((1, 3)), np.array([[[0], [0], [1], [0]]]), gamma=0.5).tolist()
+    load: what each expert received in each layer, in any unit that is the same for every
+    expert of a layer (slot counts from `expert_counts`, or shares of them); only how each
+    compares with its layer's mean matters.
+
+    >>> counts = expert_counts(np.array([[[0], [0], [1], [0]]]), 3)    # (L=1, N=4, k=1)
+    >>> expert_bias_update(np.zeros((1, 3)), counts, gamma=0.5).tolist()
     [[-0.5, 0.5, 0.5]]
     """
     check_float("bias", bias)
     sizes = check_shape("bias", bias, ("L", "E"), {})
-    if not isinstance(chosen, np.ndarray) or chosen.dtype.kind not in "iu":
-        raise GlassformerError("expected chosen to be a NumPy integer array of expert ids")
-    check_shape("chosen", chosen, ("L", "N", "k"), sizes)
+    check_shape("load", check_float("load", load), ("L", "E"), sizes)
     step = check_eps("gamma", gamma)                                       # finite, >= 0
-    counts = expert_counts(chosen, sizes["E"], mask)                       # (L, E) whole numbers
-    slots = counts.sum(axis=1, keepdims=True)                              # (L, 1)
-    # count > mean  <=>  E * count > slots: compared in whole numbers, so an expert exactly at
-    # the mean is seen as such (a divided mean could round either way).
+    total = load.sum(axis=1, keepdims=True)                                # (L, 1)
+    # load > mean  <=>  E * load > total: with whole-number counts this compares exactly, so
+    # an expert at the mean is seen as such (a divided mean could round either way).
     # sign: +1 under the mean, -1 over it, 0 exactly at it.
-    direction = np.sign(slots - sizes["E"] * counts).astype(bias.dtype)    # (L, E)
+    direction = np.sign(total - sizes["E"] * load).astype(bias.dtype)      # (L, E)
     return bias + direction * step
