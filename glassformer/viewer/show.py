@@ -13,7 +13,7 @@ from glassformer.viewer.page import write_page
 from glassformer.viewer.page_data import model_page_data, parse_selection
 from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
 
-MODEL_SCRIPTS = ["common.js", "viewer.js"]
+MODEL_SCRIPTS = ["common.js", "experts.js", "viewer.js"]
 SEQ2SEQ_SCRIPTS = ["common.js", "seq2seq.js"]
 
 
