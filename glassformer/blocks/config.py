@@ -21,6 +21,7 @@ NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
 MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 POSITIONS = ("none", "rope", "alibi")
+QK_NORMS = ("none", "head", "proj")
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,14 @@ class BlockConfig:
     rope_scaling: RopeScaling | None = None  # scaled RoPE frequencies (None: plain RoPE)
     dropout: float = 0.0            # residual dropout after attention and MLP (training only)
     moe: MoEConfig | None = None    # sparse mixture-of-experts MLP (None: the dense one)
+    qk_norm: str = "none"           # RMSNorm on q and k before RoPE: "head" (each head's D,
+                                    # Qwen3) or "proj" (the whole projection, OLMoE)
 
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),
                                      ("norm_position", self.norm_position, NORM_POSITIONS),
-                                     ("mlp", self.mlp, MLPS), ("position", self.position, POSITIONS)):
+                                     ("mlp", self.mlp, MLPS), ("position", self.position, POSITIONS),
+                                     ("qk_norm", self.qk_norm, QK_NORMS)):
             if value not in allowed:
                 raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")
         if self.head_dim is None and self.d_model % self.n_head:

@@ -30,6 +30,8 @@ def exercised(params: dict, rng: np.random.Generator) -> dict:
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
         elif leaf == "w" and "norm" in name:        # norm1.w, norm2.w, norm_cross.w
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
+        elif leaf.endswith("_norm"):                # QK-norm's attn.q_norm, attn.k_norm
+            value = value + SHIFT_STD * rng.standard_normal(value.shape)
         out[name] = value
     return out
 

@@ -1,5 +1,6 @@
 """Gradcheck cases for the attention block: causal, padding, cross-attention (dmemory), GQA, MQA,
-RoPE at offset positions and per-row positions, ALiBi, q/k/v/out biases on and off.
+RoPE at offset positions and per-row positions, ALiBi, q/k/v/out biases on and off, QK-norm per
+head (Qwen3) and over the whole projection (OLMoE).
 
 Every parameter is an input under its block-local name ("attn.wq", or "cross.wq" when the keys
 come from `memory`), so x, memory and all params are checked. Shapes: B=2, T=3, S=4 (memory),
@@ -84,4 +85,8 @@ CASES = [
          mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
     case("alibi", _config(position="alibi"), causal=True),
     case("alibi-gqa", _config(position="alibi", n_kv_head=2), causal=True),
+    case("qk-norm-head-gqa-rope", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
+                                          qk_norm="head"), causal=True),
+    case("qk-norm-proj-gqa-rope", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
+                                          qk_norm="proj"), causal=True),
 ]
