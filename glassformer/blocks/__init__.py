@@ -1,5 +1,6 @@
-"""Blocks built only from ops: attention (self/cross, GQA, RoPE/ALiBi, KV cache), MLP (plain and
-gated), the sparse mixture-of-experts MLP, norms, and the pre-/post-norm residual layer. Every block is a forward/backward pair whose
+"""Blocks built only from ops: attention (self/cross, GQA, RoPE/ALiBi, QK-norm, KV cache), MLP
+(plain and gated), the sparse mixture-of-experts MLP, norms, and the pre-/post-norm residual
+layer. Every block is a forward/backward pair whose
 backward returns (grads, dx) or (grads, dx, dmemory); `*_shapes(cfg)` give each block's param
 names and shapes, which `init_*` draw from."""
 from glassformer.blocks.attention import (attention_block_backward, attention_block_forward,

@@ -197,8 +197,9 @@ def _check_inputs(x: np.ndarray, memory: np.ndarray | None, cfg: BlockConfig) ->
 def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cfg: BlockConfig,
            *, frozen: bool, train: bool, rng):
     """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v), the joined
-    product's adapters and QK-norm's two ctxs (None, None without it). Keys and values come from memory_kv as given (decoding with
-    cross-attention: projected once by `cross_kv`), else from memory or x."""
+    product's adapters and QK-norm's two ctxs (None, None without it). Keys and values come
+    from memory_kv as given (decoding with cross-attention: projected once by `cross_kv`), else
+    from memory or x."""
     if memory_kv is not None:
         q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
         k, v = memory_kv                                                    # (B, K, S, D) each

@@ -26,7 +26,7 @@ QK_NORMS = ("none", "head", "proj")
 
 @dataclass(frozen=True)
 class MoEConfig:
-    """The sparse mixture-of-experts MLP of blocks/moe.py (the router's options: ops/moe_router.py)."""
+    """The sparse mixture-of-experts MLP of blocks/moe.py (router options: ops/moe_router.py)."""
     n_experts: int                  # E, routed experts (SwiGLU MLPs)
     experts_per_token: int          # k, experts each token is sent to
     expert_d_ff: int                # F_e, one expert's hidden width
@@ -90,7 +90,8 @@ class BlockConfig:
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),
                                      ("norm_position", self.norm_position, NORM_POSITIONS),
-                                     ("mlp", self.mlp, MLPS), ("position", self.position, POSITIONS),
+                                     ("mlp", self.mlp, MLPS),
+                                     ("position", self.position, POSITIONS),
                                      ("qk_norm", self.qk_norm, QK_NORMS)):
             if value not in allowed:
                 raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")

@@ -7,6 +7,7 @@ says whether to transpose:
     torch nn.Linear (LLaMA, Qwen2, Mistral, BERT) stores W as (out, in)  -> transpose to (in, out)
     GPT-2's Conv1D stores W as (in, out), glassformer's layout already  -> no transpose
     GPT-2's fused c_attn (C, 3C) holds [W_q | W_k | W_v] side by side -> split into wq, wk, wv
+    a mixture of experts stores one tensor per expert (experts.{e}.up_proj) -> stacked (E, ...)
 
 Base-model keys carry a prefix in the *ForCausalLM / *ForMaskedLM files ("transformer.", "model.",
 "bert.") and none in bare-model files; both are accepted. A tied head has no tensor of its own:
@@ -22,7 +23,7 @@ import re
 import numpy as np
 
 from glassformer.errors import CheckpointError
-from glassformer.io.hf.records import FamilyNames, Rename, Split, Squeeze, file_prefix
+from glassformer.io.hf.records import FamilyNames, Rename, Split, Squeeze, Stack, file_prefix
 from glassformer.io.hf.registry import hf_family
 from glassformer.models.registry import family
 
@@ -44,6 +45,9 @@ def _rows(names: FamilyNames, n_layer: int, n_dec_layer: int = 0) -> list:
             for row in table:
                 if isinstance(row, Split):
                     rows.append(Split(tuple(mine + o for o in row.ours), row.theirs.format(i=i)))
+                elif isinstance(row, Stack):  # "{e}" stays for the expert index
+                    rows.append(Stack(mine + row.ours, row.theirs.replace("{i}", str(i)),
+                                      row.transpose))
                 else:
                     rows.append(Rename(mine + row.ours, row.theirs.format(i=i), row.transpose))
     return rows
@@ -66,6 +70,11 @@ def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
         elif isinstance(row, Squeeze):
             if row.ours in ours:
                 shapes[row.theirs] = (1,) + ours[row.ours]                   # (N,) -> (1, N)
+        elif isinstance(row, Stack):
+            if row.ours in ours:
+                n_experts, *part = ours[row.ours]                            # (E, ...) -> E x
+                for e in range(n_experts):
+                    shapes[row.theirs.format(e=e)] = tuple(part[::-1] if row.transpose else part)
         elif row.ours in ours:
             shape = ours[row.ours]
             shapes[row.theirs] = shape[::-1] if row.transpose else shape
@@ -81,6 +90,10 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
     """
     params = {}
     for row in _rows_of(arch, cfg):
+        if isinstance(row, Stack):
+            if row.theirs.format(e=0) in tensors:
+                params[row.ours] = _stacked(row, tensors)
+            continue
         if row.theirs not in tensors:
             continue
         tensor = tensors[row.theirs]
@@ -99,6 +112,17 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
     return params
 
 
+def _stacked(row: Stack, tensors: dict) -> np.ndarray:
+    """Expert 0, 1, ... of a Stack row as one (E, ...) float32 array (a copy, C-contiguous)."""
+    slices = []
+    e = 0
+    while row.theirs.format(e=e) in tensors:
+        tensor = tensors[row.theirs.format(e=e)]
+        slices.append(tensor.T if row.transpose else tensor)                 # -> (in, out)
+        e += 1
+    return np.ascontiguousarray(np.stack(slices), dtype=np.float32)         # (E, in, out)
+
+
 def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """glassformer params -> HF tensors: torch layouts, base-model keys with the task prefix."""
     names = family_names(arch)
@@ -113,6 +137,12 @@ def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray
             if row.ours not in params:
                 continue
             array = params[row.ours][None]                                 # (N,) -> (1, N)
+        elif isinstance(row, Stack):
+            for e, part in enumerate(params.get(row.ours, ())):              # (E, ...) -> E x
+                key = prefix + row.theirs.format(e=e)
+                tensors[key] = np.ascontiguousarray(part.T if row.transpose else part,
+                                                    dtype=np.float32)
+            continue
         elif row.ours in params:
             array = params[row.ours].T if row.transpose else params[row.ours]  # -> (out, in)
         else:

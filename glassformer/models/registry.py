@@ -6,12 +6,12 @@ family without naming it; a reader follows `family("llama").forward` straight to
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
-from glassformer.models import bert, gpt2, llama, seq2seq
+from glassformer.models import bert, gpt2, llama, mixtral, moe, seq2seq
 from glassformer.models.family import Family
 
 # arch name -> its Family record
 FAMILIES: dict[str, Family] = {f.name: f for f in (gpt2.FAMILY, llama.FAMILY, bert.FAMILY,
-                                                   seq2seq.FAMILY)}
+                                                   seq2seq.FAMILY, moe.FAMILY, mixtral.FAMILY)}
 
 
 def family(arch: str) -> Family:

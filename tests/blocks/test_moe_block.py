@@ -146,12 +146,12 @@ def test_a_layer_with_moe_gradchecks_and_its_readers_work():
     from glassformer.blocks.residual import (block_backward, block_forward, init_block,
                                              moe_block_ctx, residual_after)
     from glassformer.gradcheck.core import gradcheck
-    moe = MoEConfig(n_experts=4, experts_per_token=2, expert_d_ff=5, dense_layers=(1,))
-    cfg = BlockConfig(d_model=8, n_head=2, d_ff=6, norm="rms", norm_bias=False, mlp="swiglu",
+    moe = MoEConfig(n_experts=3, experts_per_token=2, expert_d_ff=3, dense_layers=(1,))
+    cfg = BlockConfig(d_model=4, n_head=2, d_ff=5, norm="rms", norm_bias=False, mlp="swiglu",
                       mlp_bias=False, qkv_bias=False, out_bias=False, position="rope", moe=moe)
     rng = np.random.default_rng(0)
     params = init_block(cfg, rng, std=0.5, out_std=0.5, dtype=np.float64, layer=0)
-    inputs = {"x": rng.standard_normal((2, 3, 8)), **params}
+    inputs = {"x": rng.standard_normal((2, 3, 4)), **params}
 
     def forward(inp):
         return block_forward({k: v for k, v in inp.items() if k != "x"}, inp["x"], cfg,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.models import bert, gpt2, llama, seq2seq
+from glassformer.models import bert, gpt2, llama, mixtral, moe, seq2seq
 from glassformer.models.model import Model
 from glassformer.models.registry import FAMILIES, arch_of, config_from_dict, family
 
@@ -23,6 +23,11 @@ CONFIGS = [
     seq2seq.Seq2SeqConfig(**TINY, n_dec_layer=1, norm_position="pre", positions="learned",
                           pos_offset=2, emb_norm=True, share_embeddings=False,
                           tie_embeddings=False, logits_bias=True),
+    moe.MoeLlamaConfig(**TINY, n_kv_head=1, n_experts=4, expert_d_ff=6, sparse_step=2),
+    moe.MoeLlamaConfig(**TINY, qk_norm="proj", n_experts=4, router_bias=True, shared_d_ff=4,
+                       shared_gate=True, first_dense_layers=1),
+    moe.MoeLlamaConfig(**TINY, n_experts=0),
+    mixtral.MixtralConfig(**TINY, n_experts=3, experts_per_token=2),
 ]
 
 
@@ -55,7 +60,8 @@ def test_bad_config_dicts_are_clear_errors():
 
 def test_registry_holds_each_module_record():
     assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY,
-                        "transformer": seq2seq.FAMILY}
+                        "transformer": seq2seq.FAMILY, "moe": moe.FAMILY,
+                        "mixtral": mixtral.FAMILY}
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH
     assert gpt2.FAMILY.sliding_context and not llama.FAMILY.sliding_context

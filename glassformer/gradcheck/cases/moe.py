@@ -7,7 +7,7 @@ same three routings over SwiGLU experts, plus DeepSeek-V3's shared expert and Qw
 sigmoid-gated one. Params are inputs under their block-local names ("mlp.router", ...).
 router_bias is an input but not checked: it only chooses, its gradient is exactly 0 (a central
 difference of a piecewise constant function is 0 too, or noise where it crosses a tie).
-Shapes: B=2, T=3, C=8, E=8 (4 in the gated-shared mode), F_e=6.
+Shapes: B=2, T=3, C=6, E=6 (4 in the gated-shared mode), F_e=4.
 """
 from __future__ import annotations
 
@@ -20,22 +20,22 @@ from glassformer.gradcheck.cases._block_params import WEIGHT_STD
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.moe_router import router_backward, router_forward
 
-B, T, C, F_E = 2, 3, 8, 6
+B, T, C, F_E = 2, 3, 6, 4
 PREFIX = "mlp."
 BIAS_STD = 0.1   # a correction bias small enough to reorder only a few near-tied experts
 
 ROUTINGS = {
-    "softmax-top2": dict(n_experts=8, experts_per_token=2),
-    "softmax-top3-norm": dict(n_experts=8, experts_per_token=3, norm_topk_prob=True),
-    "sigmoid-grouped": dict(n_experts=8, experts_per_token=3, scoring="sigmoid",
-                            norm_topk_prob=True, routed_scaling_factor=2.5, n_group=4,
+    "softmax-top2": dict(n_experts=6, experts_per_token=2),
+    "softmax-top3-norm": dict(n_experts=6, experts_per_token=3, norm_topk_prob=True),
+    "sigmoid-grouped": dict(n_experts=6, experts_per_token=3, scoring="sigmoid",
+                            norm_topk_prob=True, routed_scaling_factor=2.5, n_group=3,
                             topk_group=2, router_bias=True),
 }
 BLOCKS = {
     **ROUTINGS,
-    "sigmoid-grouped-shared": dict(ROUTINGS["sigmoid-grouped"], shared_d_ff=10),
+    "sigmoid-grouped-shared": dict(ROUTINGS["sigmoid-grouped"], shared_d_ff=5),
     "softmax-gated-shared": dict(n_experts=4, experts_per_token=2, norm_topk_prob=True,
-                                 shared_d_ff=7, shared_gate=True),
+                                 shared_d_ff=5, shared_gate=True),
 }
 
 

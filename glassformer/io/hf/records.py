@@ -33,6 +33,12 @@ class Split(NamedTuple):
     theirs: str            # one HF tensor holding the parts side by side on its last axis
 
 
+class Stack(NamedTuple):
+    ours: str            # glassformer name of an (E, ...) array, one slice per expert
+    theirs: str          # HF key of expert e's tensor, "{e}" for the expert index (and "{i}")
+    transpose: bool      # each slice as Rename's transpose
+
+
 class Squeeze(NamedTuple):
     ours: str            # glassformer name of a (N,) vector
     theirs: str          # HF key of the same values as a (1, N) row (BART's final_logits_bias)
@@ -69,7 +75,7 @@ class FamilyNames(NamedTuple):
     prefix: str               # the base model's key prefix in task-model files
     outside: tuple            # key starts of task heads, which never carry the prefix
     top: tuple                # Rename rows outside the layers
-    layer: tuple              # Rename / Split rows of layer {i}
+    layer: tuple              # Rename / Split / Stack rows of layer {i}
     tied: dict                # HF key -> HF key it must equal when the head is tied
     ignored: tuple            # regexes of HF keys that are skipped on load
     layer_ours: str = "blocks.{i}."       # our prefix of the `layer` rows
