@@ -10,7 +10,7 @@ if (!E) return;
 const TEXT = {
   en: {
     experts: "Experts", layer: "Layer", expert: "expert", token: "token", weight: "weight",
-    load: "load", even: "even share",
+    load: "Load", even: "even share",
     note: function (k, n) { return "A router sends each token to " + k + " of " + n + " experts (SwiGLU MLPs) and mixes their outputs with these weights. Row = token, column = expert; darker = more weight, blank = not chosen."; },
     loadNote: "The layer's load: the share of this text's routed token-slots each expert received. The dashed line is the even share 1/E that the balance loss pushes towards.",
   },
