@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from glassformer.errors import GlassformerError
 from glassformer.train.objectives.mlm import MLM
+from glassformer.train.objectives.moe_next_token import MOE_NEXT_TOKEN
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective
 from glassformer.train.objectives.seq2seq import SEQ2SEQ
@@ -18,6 +19,7 @@ OBJECTIVES: dict[str, Objective] = {
     MLM.name: MLM,
     SFT.name: SFT,
     SEQ2SEQ.name: SEQ2SEQ,
+    MOE_NEXT_TOKEN.name: MOE_NEXT_TOKEN,
 }
 
 

@@ -24,6 +24,11 @@ training; an `Objective` holds everything that differs:
     eval_stats(family, params, cfg, batches, *, train_cfg, frozen) -> dict, or None
         what else an evaluation logs, from the val batches it drew ([(x, y), ...]): a
         Mixture-of-Experts run's expert load and auxiliary loss (moe_next_token.py).
+    rule(params, grads, train_cfg) -> None, or None
+        params that follow a rule rather than their gradient (DeepSeek-V3's router bias): from
+        what loss_and_grads put in their grads (summed over micro-batches and ranks), it moves
+        them in place and zeroes those grads, so the clip and AdamW leave them as they are. The
+        step calls it once per optimizer step; a data-parallel rank, on its group of keys.
 
 `frozen` holds weights the forward reads but the optimizer never updates (a LoRA run's base
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
@@ -63,6 +68,7 @@ class Objective(NamedTuple):
     bits_per_byte: bool = False         # its val loss is a next-token code length
     eval_stats: Callable | None = None  # (family, params, cfg, batches, *, train_cfg, frozen)
                                         # -> {log key: value}, more of each eval's record
+    rule: Callable | None = None        # rule(params, grads, train_cfg): params moved by a rule
 
 
 # Family.kind in words, for messages

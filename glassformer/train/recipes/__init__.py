@@ -7,6 +7,7 @@ override it:
     glassformer train                       SHAKESPEARE   (--arch gpt2 or llama)
     glassformer train --arch bert           TANG_BERT
     glassformer train --arch transformer    G2P
+    glassformer train --arch moe            MOE
     glassformer finetune                    TANG_SFT
 
     SHAKESPEARE  nanoGPT's Shakespeare-char recipe as its README runs it on a CPU: TrainConfig's
@@ -15,6 +16,8 @@ override it:
                  GELU, layer 0's neighbour heads held 1,500 iterations (docs/bert.md)
     G2P          the paper's encoder-decoder on CMUdict, sized to finish within 20 minutes on a
                  quiet 2-core machine (docs/seq2seq.md)
+    MOE          SHAKESPEARE's shape with sparse MoE MLPs: 8 experts, 2 per token, as many
+                 parameters per token as the dense --arch llama (train/objectives/moe_next_token.py)
     TANG_SFT     LoRA on SmolLM2-135M-Instruct writing Tang quatrains from tang_sft.jsonl, about
                  half an hour on two CPU cores (docs/finetune.md)
 
@@ -76,6 +79,15 @@ SHAKESPEARE = Recipe(
                bias=False),
     train=dict())
 
+# `glassformer train --arch moe`: SHAKESPEARE's shape (L=4, H=4, C=128) with 8 experts, 2 per
+# token. An expert's width makes the parameters a token uses match the dense --arch llama
+# default: 2 x 3 C F_e + C E (two experts and the router) ~ 3 C F, F = 344 -> F_e = 171.
+MOE = Recipe(
+    name="shakespeare-char-moe", objective="moe-next-token",
+    model={**SHAKESPEARE.model, "arch": "moe", "n_experts": 8, "experts_per_token": 2,
+           "expert_d_ff": 171, "shared_experts": 0, "router_bias": False},
+    train=dict())
+
 TANG_BERT = Recipe(
     name="tang-bert", objective="mlm",
     model={**SHAKESPEARE.model, "arch": "bert", "n_layer": 2, "n_head": 4, "d_model": 128,
@@ -105,9 +117,10 @@ TANG_SFT = Recipe(
                              "down_proj")))
 
 # --arch -> the recipe `glassformer train` starts from (any other arch: SHAKESPEARE)
-RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P}
+RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P, "moe": MOE}
 # objective -> the recipe that trains it from scratch, for messages
-RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P)}
+RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P,
+                                                                MOE)}
 
 
 def recipe_for(arch: str | None, objective: str | None = None) -> Recipe:
@@ -136,6 +149,8 @@ def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
     what the recipe does before training (its own init, held keys, a note)."""
     train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective, **train_given})
     model = {**recipe.model, **model_given}
+    if "router_bias" in recipe.model:     # an MoE recipe: --balance bias moves the routers' bias
+        model["router_bias"] = train_cfg.balance == "bias"
     if recipe.start is None:
         return model, Start(None, train_cfg, None)
     return model, recipe.start(model, train_cfg)
@@ -146,7 +161,19 @@ def model_config(model: dict, vocab_size: int, max_seq_len: int):
     another family has, such as --bias for BERT, does not apply); n_kv_head None is n_head."""
     config = family_of(model["arch"]).config
     fields = {field.name for field in dataclasses.fields(config)}
+    model = with_shared_width(model)
     settings = {key: value for key, value in model.items() if key in fields}
     if "n_kv_head" in settings and settings["n_kv_head"] is None:
         settings["n_kv_head"] = model["n_head"]
     return config(**settings, vocab_size=vocab_size, max_seq_len=max_seq_len)
+
+
+def with_shared_width(model: dict) -> dict:
+    """--shared-experts N of an MoE model as its config's shared expert width, N experts' worth
+    (N x expert_d_ff, as DeepSeek-V3 sizes it); other settings as they are."""
+    shared = model.get("shared_experts")
+    if not shared:
+        return model
+    if shared < 0:
+        raise GlassformerError(f"--shared-experts must be at least 0, got {shared}")
+    return {**model, "shared_d_ff": shared * model["expert_d_ff"]}
