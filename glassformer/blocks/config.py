@@ -7,6 +7,7 @@ Families differ by flags, not copies (STYLE.md §2):
     Qwen2   as LLaMA, plus q/k/v biases
     BERT    post-norm, LayerNorm, GELU (erf), biases, learned positions + segments (in the model)
     Original Transformer  post-norm, LayerNorm, ReLU, sinusoidal positions (in the model)
+    DeepSeek-V3  as LLaMA, with multi-head latent attention (`mla`, blocks/mla.py)
     Mixtral, Qwen3-MoE, OLMoE  as LLaMA, with a sparse mixture-of-experts MLP (`moe`: MoEConfig)
 """
 from __future__ import annotations
@@ -22,6 +23,29 @@ NORM_POSITIONS = ("pre", "post")
 MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
 POSITIONS = ("none", "rope", "alibi")
 QK_NORMS = ("none", "head", "proj")
+
+
+@dataclass(frozen=True)
+class MLAConfig:
+    """The widths of DeepSeek's multi-head latent attention (blocks/mla.py)."""
+    kv_lora_rank: int               # R, the latent every key and value head is made from
+    qk_nope_head_dim: int           # Dn, the part of a query/key head without RoPE
+    qk_rope_head_dim: int           # Dr, the RoPE part; one RoPE key is shared by every head
+    v_head_dim: int                 # Dv, a value head
+    q_lora_rank: int | None = None  # Rq, the queries' low rank (None: one plain projection)
+    rope_interleave: bool = False   # RoPE pairs dims (2i, 2i+1), as DeepSeek's checkpoints
+    mscale_all_dim: float = 0.0     # yarn: the softmax scale grows by mscale(factor, this)^2
+
+    def __post_init__(self):
+        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                     "q_lora_rank"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise GlassformerError(f"MLA {name} must be an integer >= 1, got {value!r}")
+        if self.qk_rope_head_dim % 2:
+            raise GlassformerError(f"MLA needs an even qk_rope_head_dim, got "
+                                   f"{self.qk_rope_head_dim}")
 
 
 @dataclass(frozen=True)
@@ -83,6 +107,8 @@ class BlockConfig:
     rope_theta: float = 10000.0     # RoPE base
     rope_scaling: RopeScaling | None = None  # scaled RoPE frequencies (None: plain RoPE)
     dropout: float = 0.0            # residual dropout after attention and MLP (training only)
+    mla: MLAConfig | None = None    # multi-head latent attention instead of q/k/v heads;
+                                    # head_dim is then its RoPE width Dr (as HF's DeepSeek-V3)
     moe: MoEConfig | None = None    # sparse mixture-of-experts MLP (None: the dense one)
     qk_norm: str = "none"           # RMSNorm on q and k before RoPE: "head" (each head's D,
                                     # Qwen3) or "proj" (the whole projection, OLMoE)
@@ -100,6 +126,10 @@ class BlockConfig:
         if self.kv_heads < 1 or self.n_head % self.kv_heads:
             raise GlassformerError(f"n_head={self.n_head} must be a multiple of "
                                    f"n_kv_head={self.kv_heads}")
+        if self.mla is not None and self.dim_per_head != self.mla.qk_rope_head_dim:
+            raise GlassformerError(f"an MLA block's head_dim is its RoPE width "
+                                   f"qk_rope_head_dim={self.mla.qk_rope_head_dim}, got "
+                                   f"{self.dim_per_head}")
         if self.position == "rope" and self.dim_per_head % 2:
             raise GlassformerError(f"RoPE needs an even head dim D, got {self.dim_per_head}")
 

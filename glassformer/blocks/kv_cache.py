@@ -9,6 +9,11 @@ advances it, once per forward, with `advance`;
 a chat that reuses the cache for its next turn cuts it back to the prefix it shares with the new
 prompt, with `keep` (the positions past it are overwritten by the next forward).
 
+DeepSeek's multi-head latent attention (blocks/mla.py) keeps a latent cache in the same arrays:
+per layer `k` holds the normalised latent (B, 1, T_max, R) and `v` the rotated RoPE key
+(B, 1, T_max, Dr), two widths (`allocate(..., value_dim=Dr)`); keys and values are rebuilt from
+them at every step.
+
     position:   0   1   2   3   4   5  ...  T_max-1
     layer l k:  k0  k1  k2  k3  .   .        .         length = 4
                  ^^^^ filled ^^^  ^^ the next forward writes here
@@ -26,15 +31,23 @@ from glassformer.errors import GlassformerError
 class KVCache:
     """Preallocated per-layer keys/values and the number of filled positions."""
     k: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D)
-    v: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D)
+    v: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D) (MLA: (B, 1, T_max, Dr))
     length: int = 0
 
     @classmethod
     def allocate(cls, *, n_layer: int, batch: int, n_kv_head: int, max_len: int,
-                 head_dim: int, dtype=np.float32) -> "KVCache":
+                 head_dim: int, dtype=np.float32, value_dim: int | None = None) -> "KVCache":
+        """value_dim: the width of `v` when it differs from `k`'s (MLA's latent cache)."""
         shape = (batch, n_kv_head, max_len, head_dim)  # (B, K, T_max, D)
+        v_shape = shape if value_dim is None else shape[:-1] + (value_dim,)
         return cls(k=[np.zeros(shape, dtype) for _ in range(n_layer)],
-                   v=[np.zeros(shape, dtype) for _ in range(n_layer)], length=0)
+                   v=[np.zeros(v_shape, dtype) for _ in range(n_layer)], length=0)
+
+    def nbytes_per_token(self) -> int:
+        """Bytes one more position costs, over every layer and batch row: the memory a cache
+        saves or spends per token."""
+        arrays = self.k + self.v
+        return int(sum(a.nbytes for a in arrays) // (self.max_len * self.k[0].shape[0]))
 
     @property
     def max_len(self) -> int:

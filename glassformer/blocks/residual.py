@@ -1,4 +1,6 @@
 """A Transformer layer: attention and MLP sub-blocks, each wrapped in a residual connection.
+The attention sub-block is blocks/attention.py's, or DeepSeek's latent attention (blocks/mla.py)
+when the config has `mla`.
 
     pre-norm  (GPT-2, LLaMA):                post-norm (BERT, original Transformer):
         h   = x + Attn(Norm1(x))                 h   = Norm1(x + Attn(x))
@@ -26,6 +28,8 @@ from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_bac
                                           head_weights, init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.mla import (MLACtx, init_mla, mla_block_backward, mla_block_forward,
+                                    mla_shapes)
 from glassformer.blocks.mlp import MLPCtx, init_mlp, mlp_backward, mlp_forward, mlp_shapes
 from glassformer.blocks.moe import (MoECtx, init_moe, moe_backward, moe_forward, moe_output,
                                     moe_shapes)
@@ -40,7 +44,7 @@ from glassformer.ops.linear import linear_forward
 class SubCtx(NamedTuple):
     """One residual sub-block: its norm, its body (attention or MLP) and its dropout."""
     norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
-    body: AttentionBlockCtx | MLPCtx | MoECtx
+    body: AttentionBlockCtx | MLACtx | MLPCtx | MoECtx
     drop: DropoutCtx
 
 
@@ -133,10 +137,16 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     # self-attention sub-block
     norm1 = sub_params(params, "norm1.")
     a, norm_ctx = _residual_in(norm1, x, cfg)                                 # (B, T, C)
-    a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
-                                          key_mask=key_mask, positions=positions,
-                                          rope_tables=rope_tables, kv_cache=kv_cache,
-                                          layer=layer, frozen=frozen, train=train, rng=rng)
+    if cfg.mla is not None:  # DeepSeek's latent attention (no LoRA adapters)
+        a, body_ctx = mla_block_forward(sub_params(params, "attn."), a, cfg, causal=causal,
+                                        key_mask=key_mask, positions=positions,
+                                        rope_tables=rope_tables, kv_cache=kv_cache, layer=layer)
+    else:
+        a, body_ctx = attention_block_forward(sub_params(params, "attn."), a, cfg,
+                                              causal=causal, key_mask=key_mask,
+                                              positions=positions, rope_tables=rope_tables,
+                                              kv_cache=kv_cache, layer=layer, frozen=frozen,
+                                              train=train, rng=rng)
     h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
     # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
     cross_ctx = None
@@ -186,7 +196,10 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
         grads.update(prefixed({**out_norm, **in_norm}, "norm_cross."))
     # self-attention sub-block
     out_norm, dbody, dskip = _residual_out_backward(dh, ctx.attn, pos)
-    attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
+    if isinstance(ctx.attn.body, MLACtx):
+        attn_grads, dbody_in = mla_block_backward(dbody, ctx.attn.body)
+    else:
+        attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
     in_norm, dx = _residual_in_backward(dbody_in, dskip, ctx.attn, pos)
     grads.update(prefixed(attn_grads, "attn."))
     grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
@@ -211,8 +224,12 @@ def moe_block_ctx(ctx: BlockCtx) -> MoECtx | None:
 
 def attention_weights(ctx: BlockCtx, *, cross: bool = False) -> np.ndarray:
     """The layer's self-attention (or cross-attention) weights, (B, H, T, S): a view of the
-    float32 weights the forward used (blocks/attention.py: head_weights)."""
-    return head_weights(attention_block_ctx(ctx, cross=cross))
+    float32 weights the forward used (blocks/attention.py: head_weights; an MLA layer's are
+    (B, H, T, S) as they are)."""
+    body = attention_block_ctx(ctx, cross=cross)
+    if isinstance(body, MLACtx):
+        return body.attn.softmax.probs                                      # (B, H, T, S)
+    return head_weights(body)
 
 
 def layer_input(ctx: BlockCtx) -> np.ndarray | None:
@@ -252,7 +269,8 @@ def block_shapes(cfg: BlockConfig, *, cross: bool = False, layer: int = 0
                  ) -> dict[str, tuple[int, ...]]:
     """Param names (block-local) and shapes of layer `layer`, in the order init_block makes them
     (the layer decides, with cfg.moe, whether its MLP is dense or sparse)."""
-    shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attention_shapes(cfg), "attn.")}
+    attn_shapes = attention_shapes(cfg) if cfg.mla is None else mla_shapes(cfg)
+    shapes = {**prefixed(norm_shapes(cfg), "norm1."), **prefixed(attn_shapes, "attn.")}
     if cross:
         shapes.update(prefixed(norm_shapes(cfg), "norm_cross."))
         shapes.update(prefixed(attention_shapes(cfg), "cross."))
@@ -269,8 +287,8 @@ def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
     sub-blocks draw in that order (attention, cross-attention, MLP or mixture of experts)."""
     params = {}
     params.update(prefixed(init_norm(cfg, dtype), "norm1."))
-    params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),
-                           "attn."))
+    init_attn = init_attention if cfg.mla is None else init_mla
+    params.update(prefixed(init_attn(cfg, rng, std=std, out_std=out_std, dtype=dtype), "attn."))
     if cross:
         params.update(prefixed(init_norm(cfg, dtype), "norm_cross."))
         params.update(prefixed(init_attention(cfg, rng, std=std, out_std=out_std, dtype=dtype),

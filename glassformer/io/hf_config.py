@@ -7,6 +7,7 @@ glassformer arch it loads as, the keys it reads, the switch values it requires, 
     llama, qwen2, mistral  -> LlamaConfig    io/hf/llama.py
     bert                   -> BertConfig     io/hf/bert.py
     marian, bart, mbart    -> Seq2SeqConfig  io/hf/seq2seq.py
+    deepseek_v3            -> DeepseekV3Config  io/hf/deepseek_v3.py
 
 `config_from_hf` accepts a config.json only if every key is known, either as one the model_type
 reads (`ModelType.reads`), as harmless metadata (`METADATA_KEYS`), or as a switch set to the one

@@ -88,7 +88,8 @@ class Model:
         if self.family.kv_layout is None:
             raise GlassformerError(f"{self.arch} is an encoder: it reads the whole sequence at "
                                    "once, keeps no KV cache and cannot generate")
-        kv_heads, head_dim = self.family.kv_layout(self.cfg)
-        return KVCache.allocate(n_layer=self.cfg.n_layer, batch=batch, n_kv_head=kv_heads,
-                                max_len=max_len or self.context_len, head_dim=head_dim,
-                                dtype=self.params["tok_emb"].dtype)
+        layout = self.family.kv_layout(self.cfg)   # (K, D), or (K, D, Dv): MLA's latent cache
+        value_dim = layout[2] if len(layout) == 3 else None
+        return KVCache.allocate(n_layer=self.cfg.n_layer, batch=batch, n_kv_head=layout[0],
+                                max_len=max_len or self.context_len, head_dim=layout[1],
+                                dtype=self.params["tok_emb"].dtype, value_dim=value_dim)

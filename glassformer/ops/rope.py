@@ -27,6 +27,10 @@ In vector form, with cos and sin tables that repeat the D/2 angles in both halve
 
 (Meta's original LLaMA code pairs adjacent dims (2i, 2i+1); HF checkpoints permute the rows of wq
 and wk once at conversion so that rotate-half gives the same scores. We follow HF.)
+DeepSeek-V3's checkpoints keep the adjacent pairs (config.json rope_interleave): `deinterleave`
+moves dims (2i, 2i+1) to (i, i + D/2) before the rotation, exactly what transformers'
+apply_rotary_pos_emb_interleave computes, and `interleave` (its inverse and its transpose) carries
+the gradient back.
 
 Backward: the op is linear in x, out = x * cos + R(x) * sin with R = rotate_half, a fixed signed
 permutation with R^T = -R. So
@@ -178,3 +182,27 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray
 def rope_backward(dout: np.ndarray, ctx: RopeCtx) -> np.ndarray:
     """dx = dout * cos - rotate_half(dout * sin), the transpose of the rotation. (..., T, D)."""
     return dout * ctx.cos - rotate_half(dout * ctx.sin)
+
+
+def deinterleave(x: np.ndarray) -> np.ndarray:
+    """[x0 x1 x2 x3 ...] -> [x0 x2 ... | x1 x3 ...] on the last axis: adjacent pairs (2i, 2i+1)
+    become rotate-half's pairs (i, i + D/2). (..., D) -> (..., D), a copy.
+
+    >>> deinterleave(np.array([0.0, 1.0, 2.0, 3.0])).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)     # (..., D)
+
+
+def interleave(x: np.ndarray) -> np.ndarray:
+    """The inverse of `deinterleave`, and its backward: a permutation's transpose is its
+    inverse. (..., D) -> (..., D).
+
+    >>> interleave(np.array([0.0, 2.0, 1.0, 3.0])).tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
+    half = x.shape[-1] // 2
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., :half]
+    out[..., 1::2] = x[..., half:]
+    return out

@@ -149,8 +149,11 @@ def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
     """One head's sub-steps, read from its attention ctx, labelled with the seed's own text."""
     block = attention_block_ctx(inspection.ctx.blocks[layer])
     attn = block.attn                        # the op's ctx: q (B, K, G, T, D), k (B, K, 1, S, D)
-    groups = attn.q.shape[2]
-    kv_head, g = divmod(head, groups)
+    if attn.q.ndim == 4:    # latent attention (blocks/mla.py): (B, H, T, D), a key head per head
+        kv_head, pick = head, (0, head)
+    else:
+        kv_head, g = divmod(head, attn.q.shape[2])
+        pick = (0, kv_head, g)
     scores, weights = attention_arrays(attn)                    # (B, K, G, T, S) each
     if attn.bias is not None:
         scores = scores + attn.bias
@@ -159,7 +162,6 @@ def head_steps(inspection: Inspection, layer: int, head: int) -> dict:
     merged = merged_heads(block)                                # (B, T, H*D)
     d = attn.v.shape[-1]
     output = merged[0, :, head * d:(head + 1) * d]              # (T, D)
-    pick = (0, kv_head, g)
     masked_row = masked[pick]
     return {
         "layer": layer, "head": head, "kv_head": kv_head,

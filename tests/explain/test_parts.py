@@ -51,6 +51,9 @@ FORWARD_KEYS = {
     "mha": ["x", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "q", "k", "v", "q_heads",
             "k_heads", "v_heads", "groups", "scale", "scores", "weights", "head_out", "merged",
             "y"],
+    "mla": ["x", "wq_a", "q_norm.w", "wq_b", "wkv_a", "kv_norm.w", "wkv_b", "wo", "q_low",
+            "latent", "k_pe", "q_heads", "k_heads", "v_heads", "scale", "scores_nope",
+            "scores_rope", "scores", "weights", "merged", "y", "cache", "cache_v3"],
     "cross_attention": ["source", "x", "memory", "mask", "q", "k", "v", "weights", "reads",
                         "merged", "y"],
     "block": ["x", "norm1", "weights", "merged", "attn_out", "resid1", "norm2", "mlp_up",
@@ -76,6 +79,7 @@ BACKWARD_KEYS = {
     "rope": ["G", "dq"],
     "lora": ["G", "g", "dB", "dh", "dA", "dx", "dW"],
     "mha": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx"],
+    "mla": ["G", "dwo", "dwkv_b", "dkv_norm.w", "dwkv_a", "dwq_b", "dq_norm.w", "dwq_a", "dx"],
     "cross_attention": ["G", "dwo", "dbo", "dwv", "dbv", "dwk", "dbk", "dwq", "dbq", "dx",
                         "dmemory"],
     "block": ["G", "dmlp.w_down", "dnorm2.w", "dattn.wq", "dattn.bk", "dnorm1.b", "dx"],
@@ -294,6 +298,27 @@ def test_mha_values_are_the_blocks_with_gqa_shapes():
     weights = shown["weights"]
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
     assert np.all(weights[..., np.triu_indices(4, k=1)[0], np.triu_indices(4, k=1)[1]] == 0.0)
+
+
+def test_mla_values_are_the_blocks_and_the_cache_counts_add_up():
+    from glassformer.blocks.mla import latent_cache, mla_block_forward
+    setup = setup_of("mla")
+    static = setup.static
+    cfg = static["cfg"]
+    y, _ = mla_block_forward(static["params"], setup.inputs["x"], cfg)
+    result = explain_part("mla", {}, seed=0, grad="random")
+    shown = values(result)
+    np.testing.assert_array_equal(shown["y"], y)
+    np.testing.assert_allclose((shown["scores_nope"] + shown["scores_rope"]) * shown["scale"],
+                               shown["scores"], atol=READ_OFF_ATOL)
+    dn = cfg.mla.qk_nope_head_dim
+    for head in range(cfg.n_head):      # the RoPE part of every head's key is the one k_pe
+        np.testing.assert_array_equal(shown["k_heads"][:, head, :, dn:], shown["k_pe"])
+    cache = latent_cache(cfg, n_layer=1, batch=1, max_len=4)
+    mla_floats, mha_floats, gqa_floats = shown["cache"].tolist()
+    assert cache.nbytes_per_token() == 4 * mla_floats
+    assert (mha_floats, gqa_floats) == (4 * (4 + 2), 2 * (4 + 2))   # H=4, K=2, Dn+Dr=4, Dv=2
+    assert result.check.ok
 
 
 def test_block_residual_adds_reach_the_blocks_output():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from glassformer.io.pretrained import load_pretrained, save_pretrained
-from glassformer.models import bert, gpt2, llama, seq2seq
+from glassformer.models import bert, deepseek_v3, gpt2, llama, seq2seq
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 
@@ -40,6 +40,10 @@ CONFIGS = {
                                    logits_bias=True), "BartForConditionalGeneration"),
     "mbart": (seq2seq.Seq2SeqConfig(**SEQ2SEQ, positions="learned", pos_offset=2, emb_norm=True,
                                     norm_position="pre"), "MBartForConditionalGeneration"),
+    "deepseek_v3": (deepseek_v3.DeepseekV3Config(**SIZES, n_layer=2, d_ff=24, q_lora_rank=6,
+                                                 kv_lora_rank=5, qk_nope_head_dim=3,
+                                                 qk_rope_head_dim=4, v_head_dim=6),
+                    "DeepseekV3ForCausalLM"),
 }
 # What transformers' classes always have comes back, as zeros: GPT-2's biases and the
 # encoder-decoder's final_logits_bias.

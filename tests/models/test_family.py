@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.models import bert, gpt2, llama, mixtral, moe, seq2seq
+from glassformer.models import bert, deepseek_v3, gpt2, llama, mixtral, moe, seq2seq
 from glassformer.models.model import Model
 from glassformer.models.registry import FAMILIES, arch_of, config_from_dict, family
 
@@ -28,6 +28,8 @@ CONFIGS = [
                        shared_gate=True, first_dense_layers=1),
     moe.MoeLlamaConfig(**TINY, n_experts=0),
     mixtral.MixtralConfig(**TINY, n_experts=3, experts_per_token=2),
+    deepseek_v3.DeepseekV3Config(**TINY, d_ff=12, q_lora_rank=3, kv_lora_rank=4,
+                                 qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=3),
 ]
 
 
@@ -61,7 +63,7 @@ def test_bad_config_dicts_are_clear_errors():
 def test_registry_holds_each_module_record():
     assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY,
                         "transformer": seq2seq.FAMILY, "moe": moe.FAMILY,
-                        "mixtral": mixtral.FAMILY}
+                        "mixtral": mixtral.FAMILY, "deepseek_v3": deepseek_v3.FAMILY}
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH
     assert gpt2.FAMILY.sliding_context and not llama.FAMILY.sliding_context

@@ -15,6 +15,7 @@ from glassformer.explain.parts.cross_attention import CROSS_ATTENTION
 from glassformer.explain.parts.embedding import EMBEDDING
 from glassformer.explain.parts.gpt2 import GPT2
 from glassformer.explain.parts.lora import LORA
+from glassformer.explain.parts.mla import MLA
 from glassformer.explain.parts.moe import MOE
 from glassformer.explain.parts.norm import LAYER_NORM, RMS_NORM
 from glassformer.explain.parts.residual_block import BLOCK
@@ -23,7 +24,7 @@ from glassformer.explain.parts.softmax import CROSS_ENTROPY, SOFTMAX
 
 PARTS: dict[str, Part] = {part.name: part for part in (
     ATTENTION, LAYER_NORM, RMS_NORM, GELU, SILU, SWIGLU, SOFTMAX, CROSS_ENTROPY, EMBEDDING, ROPE,
-    LORA, MHA, CROSS_ATTENTION, BLOCK, GPT2, MOE)}
+    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE)}
 
 
 def explain_part(name: str, given: dict, *, seed: int, grad: str | None = None) -> Result:

@@ -16,6 +16,7 @@ from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import lora
+from glassformer.gradcheck.cases import mla
 from glassformer.gradcheck.cases import mlp_block
 from glassformer.gradcheck.cases import moe
 from glassformer.gradcheck.cases import moe_balance
@@ -41,6 +42,7 @@ _MODULES = [
     swiglu,
     rope,
     attention_block,
+    mla,
     mlp_block,
     moe,
     residual_block,

@@ -7,6 +7,7 @@
     llama.py      LLaMA (llama, qwen2, mistral)
     bert.py       BERT (bert)
     seq2seq.py    the encoder-decoder (marian, bart, mbart)
+    deepseek_v3.py  DeepSeek-V3 (deepseek_v3): multi-head latent attention
     registry.py   the lookups: hf_family(arch), model_type(name)
 
 The generic code that uses them: io/hf_config.py (config.json), io/hf_names.py (tensor names),
