@@ -44,6 +44,12 @@ MODEL_FLAGS = {
     "--experts-per-token": ("experts_per_token", "--arch moe: experts k each token is sent to"),
     "--shared-experts": ("shared_experts", "--arch moe: always-on shared experts, each as wide "
                                            "as a routed one"),
+    "--attention": ("attention", "--arch moe: mha (grouped-query attention with QK-norm; "
+                                 "exports as Qwen3MoeForCausalLM) or mla (DeepSeek's multi-head "
+                                 "latent attention and sigmoid router; exports as "
+                                 "DeepseekV3ForCausalLM)"),
+    "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
+                                       "and layer"),
 }
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run's own settings; "
                "only --max-iters, --eval-interval, --lr-decay-iters, --min-lr and --workers may "

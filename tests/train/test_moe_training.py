@@ -125,11 +125,34 @@ def test_exported_run_loads_in_transformers_with_the_same_logits(corpus, tmp_pat
     np.testing.assert_allclose(logits, expected, atol=EXPORT_ATOL)
 
 
+@pytest.mark.slow
+def test_mla_run_logs_expert_load_and_exports_as_deepseek_v3(corpus, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    run, folder = tmp_path / "run", tmp_path / "hf"
+    assert main(["train", "--data", str(corpus), *TINY, "--attention", "mla",
+                 "--kv-lora-rank", "8", "--out", str(run), "--max-iters", "3"]) == 0
+    assert [r["iter"] for r in read_train_log(run) if "expert_load" in r] == [0, 3]
+    assert main(["convert", "--model", str(run), "--out", str(folder)]) == 0
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["DeepseekV3ForCausalLM"]
+    assert config["kv_lora_rank"] == 8 and config["n_routed_experts"] == 4
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, experts_implementation="eager").eval()
+    from glassformer.io.pretrained import load_pretrained
+    ids = np.array([[1, 5, 2, 7, 3, 3, 9]])
+    logits, _ = load_pretrained(run).forward(ids)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(ids)).logits.numpy()
+    np.testing.assert_allclose(logits, expected, atol=EXPORT_ATOL)
+
+
 @pytest.mark.parametrize("flag, value, words", [
     ("--experts-per-token", "0", "experts_per_token=0 must be between 1 and n_experts=4"),
     ("--experts-per-token", "5", "experts_per_token=5 must be between 1 and n_experts=4"),
     ("--balance", "sometimes", "balance must be one of aux, bias, none"),
     ("--router-aux-coef", "-1", "router_aux_coef must be >= 0"),
+    ("--attention", "gqa", "--attention must be one of mha, mla, got 'gqa'"),
 ])
 def test_bad_settings_say_one_line_and_write_nothing(corpus, tmp_path, capsys, flag, value,
                                                      words):

@@ -87,7 +87,8 @@ SHAKESPEARE = Recipe(
 MOE = Recipe(
     name="shakespeare-char-moe", objective="moe-next-token",
     model={**SHAKESPEARE.model, "arch": "moe", "n_experts": 8, "experts_per_token": 2,
-           "expert_d_ff": 172, "shared_experts": 0, "router_bias": False},
+           "expert_d_ff": 172, "shared_experts": 0, "router_bias": False, "attention": "mha",
+           "kv_lora_rank": 32},
     train=dict())
 
 TANG_BERT = Recipe(
@@ -153,6 +154,7 @@ def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
     model = {**recipe.model, **model_given}
     if "router_bias" in recipe.model:     # an MoE recipe: --balance bias moves the routers' bias
         model["router_bias"] = train_cfg.balance == "bias"
+    model = with_attention(model)
     if recipe.start is None:
         return model, Start(None, train_cfg, None)
     return model, recipe.start(model, train_cfg)
@@ -179,3 +181,20 @@ def with_shared_width(model: dict) -> dict:
     if shared < 0:
         raise GlassformerError(f"--shared-experts must be at least 0, got {shared}")
     return {**model, "shared_d_ff": shared * model["expert_d_ff"]}
+
+
+ATTENTIONS = ("mha", "mla")
+
+
+def with_attention(model: dict) -> dict:
+    """--attention mla of an MoE recipe: DeepSeek-V3's model (models/deepseek_v3.py: multi-head
+    latent attention with a --kv-lora-rank latent, its sigmoid router with the selection bias,
+    --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; mha (or a
+    recipe without the setting) keeps the model as it is."""
+    attention = model.get("attention", "mha")
+    if attention not in ATTENTIONS:
+        raise GlassformerError(f"--attention must be one of {', '.join(ATTENTIONS)}, "
+                               f"got {attention!r}")
+    if attention == "mha":
+        return model
+    return {**model, "arch": "deepseek_v3", "n_shared_experts": model.get("shared_experts", 0)}
