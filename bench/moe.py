@@ -35,6 +35,7 @@ from glassformer.blas import blas_threads
 from glassformer.cli import main
 from glassformer.io.checkpoint import read_train_log
 from glassformer.io.pretrained import load_pretrained, save_pretrained
+from glassformer.models.model import Model
 from glassformer.models.registry import family
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives.moe_next_token import MOE_NEXT_TOKEN
@@ -128,7 +129,6 @@ def versus_torch(data: Path, steps: int, out: Path) -> dict:
     cfg = model_config(MOE.model, len(chars), train_cfg.block_size)
     moe = family("moe")
     params = moe.init_params(cfg, np.random.default_rng(0))
-    from glassformer.models.model import Model
     folder = save_pretrained(Model(cfg, {k: v.copy() for k, v in params.items()}, None),
                              out / "hf")
     torch_step = torch_side(folder, train_cfg)
