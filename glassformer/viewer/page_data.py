@@ -100,7 +100,7 @@ def model_page_data(inspection: Inspection, *, name: str, text: str | None, laye
 
 def model_experts(inspection: Inspection, pad: np.ndarray) -> dict | None:
     """The experts view of an MoE model (viewer/experts.py), None for a dense one."""
-    moe = getattr(inspection.model.cfg.block_config(), "moe", None)
+    moe = inspection.model.cfg.block_config().moe
     if moe is None:
         return None
     routes = routes_of(inspection.ctx, inspection.ids.shape[1])

@@ -91,7 +91,7 @@ def bias_rule(params: dict, grads: dict, train_cfg) -> None:
 def check_moe(family, cfg, tokenizer=None) -> None:
     """A causal LM with mixture-of-experts layers (one line otherwise)."""
     check_kind(CAUSAL, family)
-    if getattr(cfg.block_config(), "moe", None) is None:
+    if cfg.block_config().moe is None:
         raise GlassformerError(f"the moe-next-token objective trains a mixture-of-experts "
                                f"model (--arch moe); {family.name} has dense MLPs only")
 
