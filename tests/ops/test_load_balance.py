@@ -2,10 +2,13 @@
 (forward and torch autograd gradient), the router z-loss against Switch Transformers'
 `router_z_loss_func`, float64 finite differences for every `moe_*` case, dtypes, the
 expert-load count and DeepSeek-V3's bias update, and one clear error for each bad input."""
+import json
+
 import numpy as np
 import pytest
 from ops_parity import assert_close, needs_torch, torch
 
+from glassformer.cli import main
 from glassformer.errors import GlassformerError, ShapeError
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases import ALL_CASES
@@ -24,6 +27,13 @@ MOE_CASES = [case for case in ALL_CASES if case.name in ("moe_aux_loss", "moe_z_
 def test_gradcheck(case):
     result = run_case(case, tolerance=GRADCHECK_TOL)
     assert result.ok, result.per_input
+
+
+def test_gradcheck_command_lists_the_moe_rows(capsys):
+    assert main(["gradcheck", "moe_aux_loss", "moe_z_loss", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(row["name"], row["mode"]) for row in rows] == [(c.name, c.mode) for c in MOE_CASES]
+    assert all(row["ok"] for row in rows)
 
 
 def _routing(seed, shape, top_k, dtype=np.float32, padded=()):
