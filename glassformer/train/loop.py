@@ -65,7 +65,7 @@ class TrainConfig:
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
     balance: str = "aux"          # MoE routers: "aux" loss, DeepSeek-V3's "bias" update, "none"
-    router_aux_coef: float = 0.01  # MoE: weight of the auxiliary balance loss (Switch's 0.01)
+    router_aux_coef: float = 0.1  # MoE: weight of the auxiliary balance loss (docs/moe.md)
 
     def __post_init__(self):
         for name in ("batch_size", "block_size", "grad_accum", "eval_interval", "eval_iters"):
