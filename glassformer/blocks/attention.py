@@ -17,11 +17,8 @@ fused c_attn has one adapter over all three ("wqkv.lora_A" (C, r), "wqkv.lora_B"
 which only the joined product can apply: the block refuses it on the other paths (merge it first
 for decoding: io/peft.py).
 
-QK-norm (cfg.qk_norm) puts an RMSNorm on the queries and keys right after their projections,
-before RoPE: over each head's D (Qwen3: q_norm, k_norm (D,), shared by the heads) or over the
-whole projection (OLMoE: q_norm (H*D,), k_norm (K*D,)). It keeps q . k bounded, so attention
-logits cannot grow without limit (Dehghani et al. 2023, "Scaling Vision Transformers to 22B").
-The norm's math is ops/rms_norm.py's, eps = cfg.norm_eps, as HF's Qwen3RMSNorm / OlmoeRMSNorm.
+QK-norm (cfg.qk_norm: blocks/qk_norm.py) normalises q and k before RoPE, per head or over the
+whole projection (then before the heads are split).
 
 Self-attention over several tokens (training, eval, a prompt, with or without a KV cache)
 projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one
@@ -40,13 +37,14 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
 from glassformer.blocks.projection import projection_backward, projection_forward
+from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
+                                        qk_norm_shapes)
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.lora import LoraCtx, LoraLinearCtx, lora_delta_backward, lora_delta_forward
 from glassformer.ops.position import alibi_bias
-from glassformer.ops.rms_norm import RMSNormCtx, rms_norm_backward, rms_norm_forward
 from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tables_at
 
 
@@ -63,9 +61,7 @@ class AttentionBlockCtx(NamedTuple):
     cross: bool        # keys/values came from `memory`
     cached: bool       # keys/values came from a KV cache: no backward
     qkv_adapters: dict | None = None   # joined product: {"q"/"k"/"v": LoraCtx} of its adapters
-    qk_norm: str = "none"              # cfg.qk_norm
-    q_norm: RMSNormCtx | None = None   # QK-norm's ctx on q (B, H, T, D) or (B, T, H*D)
-    k_norm: RMSNormCtx | None = None   # and on k (B, K, S, D) or (B, S, K*D)
+    qk_norm: QKNormCtx | None = None   # QK-norm's, when cfg.qk_norm is set
 
 
 def split_heads(x: np.ndarray, n: int) -> np.ndarray:
@@ -197,48 +193,36 @@ def _check_inputs(x: np.ndarray, memory: np.ndarray | None, cfg: BlockConfig) ->
 def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cfg: BlockConfig,
            *, frozen: bool, train: bool, rng):
     """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v), the joined
-    product's adapters and QK-norm's two ctxs (None, None without it). Keys and values come
+    product's adapters and QK-norm's ctx (None without it). Keys and values come
     from memory_kv as given (decoding with cross-attention: projected once by `cross_kv`), else
     from memory or x."""
     if memory_kv is not None:
         q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
         k, v = memory_kv                                                    # (B, K, S, D) each
         projections = (None, q_proj, None, None)
-        return split_heads(q_lin, cfg.n_head), k, v, projections, None, (None, None)
+        return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
     source = x if memory is None else memory
     joined = memory is None and x.shape[1] > 1  # see the module docstring
     (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
         params, x, source, joined, frozen=frozen, train=train, rng=rng)
-    norms = None, None
+    qk = None
     if cfg.qk_norm == "proj":  # OLMoE: over the whole projection, before the heads are split
-        (q_lin, k_lin), norms = _qk_norm(params, q_lin, k_lin, cfg)       # (B, T, H*D) ...
+        q_lin, k_lin, qk = qk_norm_forward(params, q_lin, k_lin, cfg)      # (B, T, H*D) ...
     q = split_heads(q_lin, cfg.n_head)                                      # (B, H, T, D)
     k = split_heads(k_lin, cfg.kv_heads)                                    # (B, K, S, D)
     v = split_heads(v_lin, cfg.kv_heads)                                    # (B, K, S, D)
     if cfg.qk_norm == "head":  # Qwen3: over each head's D, one scale shared by the heads
-        (q, k), norms = _qk_norm(params, q, k, cfg)                         # (B, H, T, D) ...
-    return q, k, v, projections, qkv_adapters, norms
+        q, k, qk = qk_norm_forward(params, q, k, cfg)                       # (B, H, T, D) ...
+    return q, k, v, projections, qkv_adapters, qk
 
 
-def _qk_norm(params: dict, q: np.ndarray, k: np.ndarray, cfg: BlockConfig):
-    """RMSNorm over the last axis of q and k with params q_norm and k_norm: ((q, k), ctxs)."""
-    q, q_ctx = rms_norm_forward(q, params["q_norm"], eps=cfg.norm_eps)
-    k, k_ctx = rms_norm_forward(k, params["k_norm"], eps=cfg.norm_eps)
-    return (q, k), (q_ctx, k_ctx)
-
-
-def _qk_norm_backward(dq: np.ndarray, dk: np.ndarray, ctx: AttentionBlockCtx
-                      ) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Back through QK-norm: dq (B, H, T, D), dk (B, K, S, D) in and out, and the scales' grads.
-    The "proj" form normalised merged heads, so its gradient is merged and split around it."""
-    if ctx.qk_norm == "proj":
-        dq, dq_norm = rms_norm_backward(merge_heads(dq), ctx.q_norm)        # (B, T, H*D)
-        dk, dk_norm = rms_norm_backward(merge_heads(dk), ctx.k_norm)        # (B, S, K*D)
-        dq, dk = split_heads(dq, ctx.n_head), split_heads(dk, ctx.attn.k.shape[1])
-    else:
-        dq, dq_norm = rms_norm_backward(dq, ctx.q_norm)
-        dk, dk_norm = rms_norm_backward(dk, ctx.k_norm)
-    return dq, dk, {"q_norm": dq_norm, "k_norm": dk_norm}
+def _qk_norm_backward(dq: np.ndarray, dk: np.ndarray, ctx: AttentionBlockCtx):
+    """dq (B, H, T, D), dk (B, K, S, D) back through QK-norm: (dq, dk, the scales' grads). The
+    "proj" form normalised merged heads, so the heads are merged and split around it."""
+    if ctx.qk_norm.kind == "head":
+        return qk_norm_backward(dq, dk, ctx.qk_norm)
+    dq, dk, grads = qk_norm_backward(merge_heads(dq), merge_heads(dk), ctx.qk_norm)
+    return split_heads(dq, ctx.n_head), split_heads(dk, ctx.attn.k.shape[1]), grads
 
 
 def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cfg: BlockConfig):
@@ -288,8 +272,8 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     """
     _check_inputs(x, memory, cfg)
     b, t = x.shape[:2]
-    q, k, v, projections, qkv_adapters, (q_norm, k_norm) = _heads(
-        params, x, memory, memory_kv, cfg, frozen=frozen, train=train, rng=rng)
+    q, k, v, projections, qkv_adapters, qk_norm = _heads(params, x, memory, memory_kv, cfg,
+                                                         frozen=frozen, train=train, rng=rng)
     q_rope = k_rope = None
     if cfg.position == "rope":
         if positions is None:
@@ -309,8 +293,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                                      rng=rng)                               # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, cfg.n_head,
                             cross=memory is not None or memory_kv is not None, cached=cached,
-                            qkv_adapters=qkv_adapters, qk_norm=cfg.qk_norm, q_norm=q_norm,
-                            k_norm=k_norm)
+                            qkv_adapters=qkv_adapters, qk_norm=qk_norm)
     return y, ctx
 
 
@@ -340,7 +323,7 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if ctx.q_rope is not None:
         dq = rope_backward(dq, ctx.q_rope)
         dk = rope_backward(dk, ctx.k_rope)
-    if ctx.q_norm is not None:
+    if ctx.qk_norm is not None:
         dq, dk, norm_grads = _qk_norm_backward(dq, dk, ctx)
         grads.update(norm_grads)
     proj_grads, dx, dsource = _project_backward(dq, dk, dv, ctx)
@@ -391,10 +374,7 @@ def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
         shapes.update(bq=(hd,), bk=(kd,), bv=(kd,))
     if cfg.out_bias:
         shapes["bo"] = (c,)
-    if cfg.qk_norm == "head":
-        shapes.update(q_norm=(cfg.dim_per_head,), k_norm=(cfg.dim_per_head,))   # (D,), (D,)
-    elif cfg.qk_norm == "proj":
-        shapes.update(q_norm=(hd,), k_norm=(kd,))                         # (H*D,), (K*D,)
+    shapes.update(qk_norm_shapes(cfg))                                    # q_norm, k_norm
     return shapes
 
 

@@ -7,6 +7,8 @@ glassformer arch it loads as, the keys it reads, the switch values it requires, 
     llama, qwen2, mistral  -> LlamaConfig    io/hf/llama.py
     bert                   -> BertConfig     io/hf/bert.py
     marian, bart, mbart    -> Seq2SeqConfig  io/hf/seq2seq.py
+    qwen3, qwen3_moe, olmoe -> MoeLlamaConfig io/hf/moe.py
+    mixtral                -> MixtralConfig  io/hf/mixtral.py
     deepseek_v3            -> DeepseekV3Config  io/hf/deepseek_v3.py
 
 `config_from_hf` accepts a config.json only if every key is known, either as one the model_type

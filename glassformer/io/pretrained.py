@@ -108,7 +108,8 @@ def _load_model(path, tokenizer: bool) -> Model:
 def save_pretrained(model: Model, directory) -> Path:
     """Write config.json + model.safetensors that transformers' from_pretrained loads as the same
     model (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, BertForMaskedLM or BertModel,
-    MarianMTModel, BartForConditionalGeneration or MBartForConditionalGeneration: io/hf/), plus
+    MarianMTModel, BartForConditionalGeneration or MBartForConditionalGeneration,
+    Qwen3ForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM or MixtralForCausalLM: io/hf/), plus
     the tokenizer if any (a BERT's as BertTokenizerFast reads it: io/hf/bert.py)."""
     hf = hf_family(model.arch)   # io/hf/<family>.py
     hf_config = config_to_hf(model.cfg)

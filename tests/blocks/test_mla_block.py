@@ -102,7 +102,8 @@ def test_bad_input_is_one_line():
 # ---------------------------------------------------------------- against transformers
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+# the reference pinned: DeepseekV3 with rope_parameters and experts_implementation (5.x)
+transformers = pytest.importorskip("transformers", minversion="5.24")
 from transformers import DeepseekV3Config  # noqa: E402
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds  # noqa: E402
 

@@ -72,6 +72,7 @@ def test_readers_and_output_rebuild():
     y, ctx = moe_forward(params, x, cfg)
     n, k = x.shape[0] * x.shape[1], cfg.moe.experts_per_token
     assert router_logits(ctx).shape == router_probs(ctx).shape == (n, cfg.moe.n_experts)
+    np.testing.assert_array_equal(router_logits(ctx), x.reshape(n, -1) @ params["router"])
     np.testing.assert_allclose(router_probs(ctx).sum(axis=1), 1.0, rtol=1e-6)
     indices = chosen_experts(ctx)
     assert indices.shape == (n, k) and chosen_weights(ctx).shape == (n, k)
@@ -174,7 +175,7 @@ def test_a_layer_with_moe_gradchecks_and_its_readers_work():
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-import torch_moe  # noqa: E402  (needs torch and transformers)
+from torchref import moe as torch_moe  # noqa: E402  (needs torch and transformers)
 
 
 @pytest.mark.parametrize("name", PARITY)

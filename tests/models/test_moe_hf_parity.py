@@ -11,15 +11,20 @@ import json
 import numpy as np
 import pytest
 
+from glassformer.blocks.names import prefixed, sub_params
 from glassformer.errors import CheckpointError
 from glassformer.generate.generate import generate
+from glassformer.io import hf_names
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.io.safetensors import load_safetensors, save_safetensors
+from glassformer.train.step import loss_and_grads
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 HF_ATOL = 1e-4        # the issue's bar for logits (measured: ~1e-6)
+TORCH_RTOL = 1e-5     # float32 gradients, relative to max(|ref|, GRAD_FLOOR)
+GRAD_FLOOR = 1e-6
 EXPORT_RTOL = 1e-5    # the same float32 weights on both sides, relative to the largest logit
 NEW_TOKENS = 12
 V = 61                # an odd vocabulary
@@ -112,6 +117,38 @@ def test_export_loads_in_transformers_and_back(saved, tmp_path):
     assert sorted(back.params) == sorted(model.params)
     for name, value in model.params.items():
         np.testing.assert_array_equal(back.params[name], value, err_msg=name)
+
+
+@pytest.mark.slow
+def test_gradients_equal_torch_autograd(saved):
+    """The whole model's loss and every gradient (router, experts, QK-norm...) against torch's
+    autograd through transformers' model on the same weights and batch."""
+    from torchref import moe as torch_moe
+    kind, reference, folder = saved
+    model = load_pretrained(folder)
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, V, (2, 9)), rng.integers(0, V, (2, 9))
+    loss, grads = loss_and_grads(model.family, model.params, model.cfg, x, y, rng=None)
+    reference.zero_grad()
+    logits = reference(torch.from_numpy(x)).logits
+    torch_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V),
+                                                   torch.from_numpy(y).reshape(-1))
+    torch_loss.backward()
+    assert loss == pytest.approx(torch_loss.item(), rel=TORCH_RTOL)
+    # everything but the fused experts through the rename table; each MoE block by torchref
+    plain = {k: p.grad.numpy() for k, p in reference.named_parameters()
+             if ".experts." not in k and ".mlp.gate." not in k}
+    table = hf_names.hf_keys_by_table_name(model.arch, plain)
+    theirs = hf_names.to_glassformer(model.arch, model.cfg,
+                                     {name: plain[key] for name, key in table.items()})
+    for i, layer in enumerate(reference.model.layers):
+        if hasattr(layer.mlp, "experts"):
+            local = sub_params(model.params, f"blocks.{i}.mlp.")
+            theirs.update(prefixed(torch_moe.grads(layer.mlp, local), f"blocks.{i}.mlp."))
+    assert sorted(grads) == sorted(theirs)
+    for key, grad in grads.items():
+        err = np.abs(grad - theirs[key]).max() / max(np.abs(theirs[key]).max(), GRAD_FLOOR)
+        assert err < TORCH_RTOL, (key, err)
 
 
 def test_bad_folders_are_one_line_and_write_nothing(saved, tmp_path):

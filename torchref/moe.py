@@ -1,5 +1,6 @@
 """transformers' own sparse MoE blocks loaded with glassformer's MoE params, for the float32
-parity tests: the reference is the module HF runs, not a mirror written for the test.
+parity tests (tests/blocks/test_moe_block.py) and the speed bench (bench/moe_block.py): the
+reference is the module HF runs, not a mirror written for the test.
 
     Mixtral     MixtralSparseMoeBlock      softmax, top-k, always renormalised
     Qwen3-MoE   Qwen3MoeSparseMoeBlock     softmax, top-k, norm_topk_prob
@@ -20,10 +21,12 @@ _SHARED = {"shared.w_gate": "gate_proj.weight", "shared.w_up": "up_proj.weight",
            "shared.w_down": "down_proj.weight"}
 
 
-def hf_block(family: str, moe, c: int) -> torch.nn.Module:
+def hf_block(family: str, moe, c: int, experts: str = "eager") -> torch.nn.Module:
     """The HF block of `family` ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe") with our
-    MoEConfig's sizes."""
-    common = dict(hidden_size=c, num_experts_per_tok=moe.experts_per_token)
+    MoEConfig's sizes. experts: transformers' experts implementation, "eager" (a loop over the
+    experts, as ours) or "grouped_mm" (one grouped kernel; needs 16-byte-aligned widths)."""
+    common = dict(hidden_size=c, num_experts_per_tok=moe.experts_per_token,
+                  experts_implementation=experts)
     if family == "mixtral":
         config = transformers.MixtralConfig(intermediate_size=moe.expert_d_ff,
                                             num_local_experts=moe.n_experts, **common)
