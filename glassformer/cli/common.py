@@ -178,6 +178,11 @@ TRAIN_FLAGS = {
                                         "heads stay pointed at the neighbours (a new BERT has "
                                         "them when its heads can point at one position of the "
                                         "block; docs/bert.md)"),
+    "--balance": ("balance", str, "--arch moe: how the routers are kept balanced: aux (the "
+                                  "auxiliary load-balancing loss), bias (DeepSeek-V3's "
+                                  "loss-free bias update) or none"),
+    "--router-aux-coef": ("router_aux_coef", float, "--arch moe: weight of the auxiliary "
+                                                    "load-balancing loss"),
 }
 # Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}

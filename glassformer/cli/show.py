@@ -11,7 +11,8 @@ from glassformer.cli.common import add_model_argument, detect_lang, load_model_s
 from glassformer.viewer.show import check_request, show
 
 NAME = "show"
-HELP = "write one offline HTML page showing a model's attention, logit lens and residual stream"
+HELP = ("write one offline HTML page showing a model's attention, logit lens and residual stream "
+        "(and a mixture-of-experts model's routing)")
 
 
 def add_arguments(parser) -> None:

@@ -15,7 +15,7 @@ from glassformer.train.distributed import (agreed_stop, check_shards, default_wo
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import PAIRS
-from glassformer.train.recipes import SHAKESPEARE, new_run_settings, recipe_for
+from glassformer.train.recipes import MOE, SHAKESPEARE, new_run_settings, recipe_for
 from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
@@ -31,12 +31,24 @@ MODEL_FLAGS = {
     "--arch": ("arch", "model family to train from scratch: gpt2, llama, bert (an encoder, "
                        "trained with --objective mlm), or transformer (the paper's "
                        "encoder-decoder, on --data cmudict, tang-couplets:PATH or a "
-                       "source<TAB>target TSV file; defaults: the G2P recipe, docs/seq2seq.md)"),
+                       "source<TAB>target TSV file; defaults: the G2P recipe, docs/seq2seq.md)"
+                       "; moe: LLaMA with sparse mixture-of-experts MLPs and QK-norm, 8 "
+                       "experts, 2 per token (docs/moe.md)"),
     "--n-layer": ("n_layer", "transformer layers L"),
     "--n-head": ("n_head", "attention heads H"),
     "--n-kv-head": ("n_kv_head", "key/value heads K for --arch llama (default: n-head)"),
     "--d-model": ("d_model", "model width C"),
     "--dropout": ("dropout", "dropout probability"),
+    "--n-experts": ("n_experts", "--arch moe: experts E per MoE layer"),
+    "--experts-per-token": ("experts_per_token", "--arch moe: experts k each token is sent to"),
+    "--shared-experts": ("shared_experts", "--arch moe: always-on shared experts, each as wide "
+                                           "as a routed one"),
+    "--attention": ("attention", "--arch moe: mha (grouped-query attention with QK-norm; "
+                                 "exports as Qwen3MoeForCausalLM) or mla (DeepSeek's multi-head "
+                                 "latent attention and sigmoid router; exports as "
+                                 "DeepseekV3ForCausalLM)"),
+    "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
+                                       "and layer"),
 }
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run's own settings; "
                "only --max-iters, --eval-interval, --lr-decay-iters, --min-lr and --workers may "
@@ -67,7 +79,7 @@ def add_arguments(parser) -> None:
                         help="on --resume, train on a data file that differs from the run's "
                              "recorded one (changed, or another --data)")
     for flag, (field, text) in MODEL_FLAGS.items():
-        default = SHAKESPEARE.model[field]
+        default = SHAKESPEARE.model[field] if field in SHAKESPEARE.model else MOE.model[field]
         kind = type(default) if default is not None else int
         choices = list(FAMILIES) if flag == "--arch" else None
         parser.add_argument(flag, type=kind, default=None, choices=choices,

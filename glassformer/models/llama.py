@@ -162,11 +162,13 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 
-def backward(dlogits: np.ndarray, ctx: LlamaCtx) -> dict:
+def backward(dlogits: np.ndarray, ctx: LlamaCtx, *,
+             drouter_logits: dict[int, np.ndarray] | None = None) -> dict:
     """dlogits (B, T, V) -> grads for every param, same keys as `params` (a LoRA model: for its
-    adapters only)."""
+    adapters only). drouter_logits {layer: (N, E)}: a balance loss's gradient on the router
+    logits of a mixture-of-experts layer (train/objectives/moe_next_token.py)."""
     head_grads, dx = head_backward(dlogits, ctx.head)
-    grads, dx = layers_backward(dx, ctx.blocks)
+    grads, dx = layers_backward(dx, ctx.blocks, drouter_logits)
     if ctx.frozen:
         return adapter_grads(grads)  # nothing below the layers trains: the embedding is skipped
     grads.update(token_embedding_grads(dx, ctx.tok, head_grads))  # tok_emb, and the head's

@@ -231,6 +231,8 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
     mine = np.empty(sizes[rank], dtype=flat.dtype)
     comm.Reduce_scatter(flat, mine, recvcounts=sizes, op=MPI.SUM)
     my_grads = _views(mine, {key: params[key].shape for key in groups[rank]})
+    if objective.rule is not None:
+        objective.rule(params, my_grads, train_cfg)  # this rank's keys: moved, grads zeroed
     # The global norm from every rank's squares, added in clip_grad_norm's order (grads order).
     shares = comm.allgather((my_loss, squared_norms(my_grads)))
     squares = {key: square for _, group_squares in shares for key, square in

@@ -35,6 +35,10 @@ from glassformer.train.schedule import SCHEDULES, scheduled_lr
 from glassformer.train.step import IN_PROCESS, Steps
 
 
+# How a Mixture-of-Experts run keeps its routers balanced (train/objectives/moe_next_token.py)
+BALANCES = ("aux", "bias", "none")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Defaults: nanoGPT's Shakespeare-char recipe as its README runs it on a CPU."""
@@ -70,6 +74,8 @@ class TrainConfig:
     scale_rewards: str = "group"  # GRPO: advantages over the group's std, the batch's, or none
     reward: str = ""              # GRPO: comma-separated rewards, NAME or FILE.py:FUNC
     reward_weights: str = ""      # GRPO: comma-separated weights (default: 1 each)
+    balance: str = "aux"          # MoE routers: "aux" loss, DeepSeek-V3's "bias" update, "none"
+    router_aux_coef: float = 0.1  # MoE: weight of the auxiliary balance loss (docs/moe.md)
 
     def __post_init__(self):
         # note: errors name the command-line flag of each field (flag_of), what users typed
@@ -87,6 +93,11 @@ class TrainConfig:
                                    f"{self.schedule!r}")
         if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
             raise GlassformerError("--schedule inverse-sqrt needs --warmup-iters 1 or more")
+        if self.balance not in BALANCES:
+            raise GlassformerError(f"--balance must be one of {', '.join(BALANCES)}, got "
+                                   f"{self.balance!r}")
+        if not self.router_aux_coef >= 0.0:
+            raise GlassformerError(f"--router-aux-coef must be >= 0, got {self.router_aux_coef}")
         for name in ("label_smoothing", "mask_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise GlassformerError(f"{flag_of(name)} must be in [0, 1), got "
@@ -151,12 +162,16 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
 
 def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
                   train_cfg: TrainConfig, rng: np.random.Generator, split: str,
-                  frozen: dict | None = None) -> float:
-    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss."""
+                  frozen: dict | None = None, batches: list | None = None) -> float:
+    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss.
+
+    batches: a list that receives each (x, y) drawn, when the caller wants them too."""
     objective = objective_of(train_cfg.objective)
     losses = []
     for _ in range(iters):
         x, y = objective.draw(data, train_cfg, rng, split=split)
+        if batches is not None:
+            batches.append((x, y))
         losses.append(steps.eval_loss(family, params, cfg, x, y, objective=objective,
                                       train_cfg=train_cfg, frozen=frozen))
     return float(np.mean(losses))
@@ -164,14 +179,22 @@ def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
 
 def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
               val_data, frozen: dict | None) -> dict:
-    """{"eval_train_loss", "val_loss"} at run.it, from batches seeded by (seed, it)."""
+    """{"eval_train_loss", "val_loss"} at run.it, from batches seeded by (seed, it), and what
+    the objective's eval_stats adds from the val batches (computed in this process)."""
     evals = {}
+    val_batches = []
     for split, data in (("train", train_data), ("val", val_data)):
         eval_rng = np.random.default_rng([train_cfg.seed, run.it])
         evals[split] = estimate_loss(steps, family, run.params, model_cfg, data,
                                      iters=train_cfg.eval_iters, train_cfg=train_cfg,
-                                     rng=eval_rng, split=split, frozen=frozen)
-    return {"eval_train_loss": evals["train"], "val_loss": evals["val"]}
+                                     rng=eval_rng, split=split, frozen=frozen,
+                                     batches=val_batches if split == "val" else None)
+    record = {"eval_train_loss": evals["train"], "val_loss": evals["val"]}
+    objective = objective_of(train_cfg.objective)
+    if objective.eval_stats is not None:
+        record.update(objective.eval_stats(family, run.params, model_cfg, val_batches,
+                                           train_cfg=train_cfg, frozen=frozen))
+    return record
 
 
 def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,

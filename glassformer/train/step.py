@@ -79,6 +79,8 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
         else:
             for key, g in grads.items():
                 summed[key] += g   # fan-in over micro-batches: this function owns `summed`
+    if objective.rule is not None:
+        objective.rule(params, summed, train_cfg)  # moves its params, zeroes their grads
     decay = hold_still(summed, held)
     if grad_clip > 0.0:
         summed, _ = clip_grad_norm(summed, grad_clip)

@@ -14,7 +14,7 @@ from glassformer.errors import GlassformerError
 
 STATIC = Path(__file__).resolve().parent / "static"
 # The scripts of each page, in order: the model page and the encoder-decoder page.
-MODEL_SCRIPTS = ["common.js", "viewer.js"]
+MODEL_SCRIPTS = ["common.js", "experts.js", "viewer.js"]
 SEQ2SEQ_SCRIPTS = ["common.js", "seq2seq.js"]
 
 TEMPLATE = """<!DOCTYPE html>

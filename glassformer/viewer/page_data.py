@@ -12,6 +12,7 @@ static/viewer.js draws it. Keys (docs/viewer.md lists them with the page contrac
     norms   (L + 1) x T residual-stream norms
     steps   one head's sub-steps: {layer, head, kv_head, scores, masked, weights, output, text},
             over the first STEPS_MAX_T tokens (a longer text's T x T matrices would not be read)
+    experts a Mixture-of-Experts model's routing per sparse layer (viewer/experts.py), else null
 
 Budgets (issue 32): `check_page_budget` runs before the forward, from the token count alone, and
 its refusal names --layers and --heads values that fit (so following it works).
@@ -28,6 +29,7 @@ from glassformer.errors import GlassformerError
 from glassformer.explain.parts.attention import TEXT as SEED_TEXT
 from glassformer.explain.parts.attention import attention_arrays
 from glassformer.ops.softmax import masked_logits, softmax_forward
+from glassformer.viewer.experts import experts_data, routes_of
 from glassformer.viewer.pack import pack_layer
 
 # note: "Inspection" (viewer/inspection.py) is named, not imported: its view() draws through this
@@ -120,12 +122,22 @@ def model_page_data(inspection: "Inspection", *, name: str, text: str | None, la
         "norms": np.round(inspection.residual_norms()[:, 0], 3).tolist(),       # (L + 1, T)
         "steps": head_steps(inspection, layers[0], heads[0]),
         "lens": None, "mlm": None, "vocab": {},
+        "experts": model_experts(inspection, pad),
     }
     if causal:
         data["lens"], data["vocab"] = lens_data(inspection, k, layers)
     elif getattr(model.cfg, "mlm_head", False):
         data["mlm"], data["vocab"] = mlm_data(inspection, k)
     return data
+
+
+def model_experts(inspection: "Inspection", pad: np.ndarray) -> dict | None:
+    """The experts view of an MoE model (viewer/experts.py), None for a dense one."""
+    moe = inspection.model.cfg.block_config().moe
+    if moe is None:
+        return None
+    routes = routes_of(inspection.ctx, inspection.ids.shape[1])
+    return experts_data(routes, moe.n_experts, pad)
 
 
 def mlm_data(inspection: "Inspection", k: int) -> tuple[dict, dict]:

@@ -64,6 +64,8 @@ FORWARD_KEYS = {
              "next_probs", "top5"],
     "dpo": ["targets", "logits", "logp", "seq", "ref", "ratios", "delta", "out", "ln2"],
     "grpo": ["rewards", "adv", "logits", "logp", "old", "ratio", "clipped", "out"],
+    "moe": ["x", "router", "logits", "probs", "chosen", "weights", "slot_token", "bounds",
+            "expert.0", "y", "load", "mean_prob", "aux_loss", "z_loss"],
 }
 BACKWARD_KEYS = {
     "dpo": ["G", "dseq", "dlogits"],
@@ -87,6 +89,7 @@ BACKWARD_KEYS = {
     "block": ["G", "dmlp.w_down", "dnorm2.w", "dattn.wq", "dattn.bk", "dnorm1.b", "dx"],
     "gpt2": ["G", "dnorm_f.w", "dblocks.1.mlp.w_down", "dblocks.0.attn.wq", "dtok_emb",
              "dpos_emb"],
+    "moe": ["G", "drouter", "dw_down", "dx", "daux_logits", "aux_check"],
 }
 
 
@@ -428,3 +431,19 @@ def test_cross_attention_on_a_trained_encoder_decoder_shows_its_tokens(tmp_path)
     assert "decoder layer 1" in result.forward[0].text["en"]
     with pytest.raises(GlassformerError, match="needs --prompt"):
         explain_part("cross_attention", {"ckpt": str(tmp_path)}, seed=0)
+
+
+def test_moe_reads_the_block_and_checks_the_balance_loss():
+    from glassformer.blocks.moe import moe_forward
+    from glassformer.blocks.names import sub_params
+    from glassformer.explain.parts.moe import PREFIX
+    from glassformer.ops.load_balance import load_balance_forward
+    setup = setup_of("moe")
+    result = explain_part("moe", {}, seed=0, grad="random")
+    forward, backward = values(result), values(result, "backward")
+    y, ctx = moe_forward(sub_params(setup.inputs, PREFIX), setup.inputs["x"], setup.static["cfg"])
+    assert np.array_equal(forward["y"], y)
+    assert np.isclose(forward["load"].sum(), 1.0)
+    aux, _ = load_balance_forward(ctx.logits[None], ctx.router.indices[None])
+    assert forward["aux_loss"] == aux
+    assert backward["aux_check"] < FD_TOL and result.check.ok

@@ -19,6 +19,7 @@ from glassformer.gradcheck.cases import lora
 from glassformer.gradcheck.cases import mla
 from glassformer.gradcheck.cases import mlp_block
 from glassformer.gradcheck.cases import moe
+from glassformer.gradcheck.cases import moe_balance
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
@@ -47,6 +48,7 @@ _MODULES = [
     residual_block,
     seq2seq,
     bert_mlm,
+    moe_balance,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]

@@ -130,7 +130,7 @@ def to_hf(cfg: DeepseekV3Config) -> dict:
         rope["mscale_all_dim"] = cfg.rope_mscale_all_dim
     return {"architectures": [DEEPSEEK_V3.hf_class], "model_type": DEEPSEEK_V3.name,
             "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model,
-            "intermediate_size": cfg.d_ff, "num_hidden_layers": cfg.n_layer,
+            "intermediate_size": cfg.hidden, "num_hidden_layers": cfg.n_layer,
             "num_attention_heads": cfg.n_head, "num_key_value_heads": cfg.n_head,
             **_moe_to_hf(cfg),
             "q_lora_rank": cfg.q_lora_rank, "kv_lora_rank": cfg.kv_lora_rank,

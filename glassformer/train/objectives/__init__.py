@@ -9,6 +9,7 @@ from glassformer.errors import GlassformerError
 from glassformer.train.objectives.dpo import DPO
 from glassformer.train.objectives.grpo import GRPO
 from glassformer.train.objectives.mlm import MLM
+from glassformer.train.objectives.moe_next_token import MOE_NEXT_TOKEN
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective
 from glassformer.train.objectives.seq2seq import SEQ2SEQ
@@ -22,6 +23,7 @@ OBJECTIVES: dict[str, Objective] = {
     SEQ2SEQ.name: SEQ2SEQ,
     DPO.name: DPO,
     GRPO.name: GRPO,
+    MOE_NEXT_TOKEN.name: MOE_NEXT_TOKEN,
 }
 
 

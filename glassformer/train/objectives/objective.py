@@ -22,6 +22,14 @@ training; an `Objective` holds everything that differs:
         with `metrics`, (loss, grads, {name: float}) logged beside train_loss (DPO's rewards).
     eval_loss(family, params, cfg, x, y, *, train_cfg, frozen) -> float
         the same loss in eval mode (no dropout), forward only.
+    eval_stats(family, params, cfg, batches, *, train_cfg, frozen) -> dict, or None
+        what else an evaluation logs, from the val batches it drew ([(x, y), ...]): a
+        Mixture-of-Experts run's expert load and auxiliary loss (moe_next_token.py).
+    rule(params, grads, train_cfg) -> None, or None
+        params that follow a rule rather than their gradient (DeepSeek-V3's router bias): from
+        what loss_and_grads put in their grads (summed over micro-batches and ranks), it moves
+        them in place and zeroes those grads, so the clip and AdamW leave them as they are. The
+        step calls it once per optimizer step; a data-parallel rank, on its group of keys.
 
 `frozen` holds weights the forward reads but the optimizer never updates (a LoRA run's base
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
@@ -61,6 +69,9 @@ class Objective(NamedTuple):
     char_specials: tuple[str, ...] = ()  # a default char vocabulary's special tokens
     bits_per_byte: bool = False         # its val loss is a next-token code length
     metrics: bool = False               # loss_and_grads also returns a dict the log records
+    eval_stats: Callable | None = None  # (family, params, cfg, batches, *, train_cfg, frozen)
+                                        # -> {log key: value}, more of each eval's record
+    rule: Callable | None = None        # rule(params, grads, train_cfg): params moved by a rule
 
 
 # Family.kind in words, for messages

@@ -7,6 +7,7 @@ override it:
     glassformer train                       SHAKESPEARE   (--arch gpt2 or llama)
     glassformer train --arch bert           TANG_BERT
     glassformer train --arch transformer    G2P
+    glassformer train --arch moe            MOE
     glassformer finetune                    TANG_SFT
     glassformer finetune --objective dpo    TANG_DPO
     glassformer finetune --objective grpo   TANG_GRPO
@@ -17,6 +18,8 @@ override it:
                  GELU, layer 0's neighbour heads held 1,500 iterations (docs/bert.md)
     G2P          the paper's encoder-decoder on CMUdict, sized to finish within 20 minutes on a
                  quiet 2-core machine (docs/seq2seq.md)
+    MOE          SHAKESPEARE's shape with sparse MoE MLPs: 8 experts, 2 per token, as many
+                 parameters per token as the dense --arch llama (train/objectives/moe_next_token.py)
     TANG_SFT     LoRA on SmolLM2-135M-Instruct writing Tang quatrains from tang_sft.jsonl, about
                  half an hour on two CPU cores (docs/finetune.md)
     TANG_DPO     DPO from the TANG_SFT adapter on tang_prefs.jsonl, the SFT adapter frozen as the
@@ -82,6 +85,18 @@ SHAKESPEARE = Recipe(
                bias=False),
     train=dict())
 
+# `glassformer train --arch moe`: SHAKESPEARE's shape (L=4, H=4, C=128) with 8 experts, 2 per
+# token. An expert's width makes the parameters a token uses match the dense --arch llama
+# default: 2 x 3 C F_e + C E (two experts and the router) ~ 3 C F, F = 344 -> F_e ~ 171, taken
+# as 172, a multiple of 4 floats (torch's grouped_mm, bench/moe.py's reference, needs 16-byte
+# strides): 812,672 parameters per token against the dense model's 808,320 (+0.5%).
+MOE = Recipe(
+    name="shakespeare-char-moe", objective="moe-next-token",
+    model={**SHAKESPEARE.model, "arch": "moe", "n_experts": 8, "experts_per_token": 2,
+           "expert_d_ff": 172, "shared_experts": 0, "router_bias": False, "attention": "mha",
+           "kv_lora_rank": 32},
+    train=dict())
+
 TANG_BERT = Recipe(
     name="tang-bert", objective="mlm",
     model={**SHAKESPEARE.model, "arch": "bert", "n_layer": 2, "n_head": 4, "d_model": 128,
@@ -132,9 +147,10 @@ TANG_GRPO = Recipe(
 FINETUNE_RECIPES = {"sft": TANG_SFT, "dpo": TANG_DPO, "grpo": TANG_GRPO}
 
 # --arch -> the recipe `glassformer train` starts from (any other arch: SHAKESPEARE)
-RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P}
+RECIPE_OF_ARCH = {"bert": TANG_BERT, "transformer": G2P, "moe": MOE}
 # objective -> the recipe that trains it from scratch, for messages
-RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P)}
+RECIPE_OF_OBJECTIVE = {recipe.objective: recipe for recipe in (SHAKESPEARE, TANG_BERT, G2P,
+                                                                MOE)}
 
 
 def recipe_for(arch: str | None, objective: str | None = None) -> Recipe:
@@ -163,6 +179,9 @@ def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
     what the recipe does before training (its own init, held keys, a note)."""
     train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective, **train_given})
     model = {**recipe.model, **model_given}
+    if "router_bias" in recipe.model:     # an MoE recipe: --balance bias moves the routers' bias
+        model["router_bias"] = train_cfg.balance == "bias"
+    model = with_attention(model)
     if recipe.start is None:
         return model, Start(None, train_cfg, None)
     return model, recipe.start(model, train_cfg)
@@ -173,7 +192,36 @@ def model_config(model: dict, vocab_size: int, max_seq_len: int):
     another family has, such as --bias for BERT, does not apply); n_kv_head None is n_head."""
     config = family_of(model["arch"]).config
     fields = {field.name for field in dataclasses.fields(config)}
+    model = with_shared_width(model)
     settings = {key: value for key, value in model.items() if key in fields}
     if "n_kv_head" in settings and settings["n_kv_head"] is None:
         settings["n_kv_head"] = model["n_head"]
     return config(**settings, vocab_size=vocab_size, max_seq_len=max_seq_len)
+
+
+def with_shared_width(model: dict) -> dict:
+    """--shared-experts N of an MoE model as its config's shared expert width, N experts' worth
+    (N x expert_d_ff, as DeepSeek-V3 sizes it); other settings as they are."""
+    shared = model.get("shared_experts")
+    if not shared:
+        return model
+    if shared < 0:
+        raise GlassformerError(f"--shared-experts must be at least 0, got {shared}")
+    return {**model, "shared_d_ff": shared * model["expert_d_ff"]}
+
+
+ATTENTIONS = ("mha", "mla")
+
+
+def with_attention(model: dict) -> dict:
+    """--attention mla of an MoE recipe: DeepSeek-V3's model (models/deepseek_v3.py: multi-head
+    latent attention with a --kv-lora-rank latent, its sigmoid router with the selection bias,
+    --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; mha (or a
+    recipe without the setting) keeps the model as it is."""
+    attention = model.get("attention", "mha")
+    if attention not in ATTENTIONS:
+        raise GlassformerError(f"--attention must be one of {', '.join(ATTENTIONS)}, "
+                               f"got {attention!r}")
+    if attention == "mha":
+        return model
+    return {**model, "arch": "deepseek_v3", "n_shared_experts": model.get("shared_experts", 0)}

@@ -345,6 +345,7 @@ function render() {
   const app = document.getElementById("app");
   const sections = [tokensSection(), headView(), modelView(), heatmapSection(), gqaSection(), lensSection()];
   if (D.mlm) sections.push(mlmSection());
+  if (GF.expertsSection) sections.push(GF.expertsSection(render));  /* experts.js: MoE models */
   app.replaceChildren(header(), GF.el("main", {}, sections.concat([normsSection(), stepsSection()])));
 }
 const setLang = GF.languageSetter(render);
@@ -359,6 +360,10 @@ window.glassformerViewer = {
   logitLens: lensAt,
   maskedLM: mlmAt,
   lookAhead: lookAhead,
+  experts: function (layer) {
+    if (!GF.experts) throw new Error("this model has no experts: its MLPs are dense");
+    return GF.experts(layer);
+  },
   decodedLayers: function () { return Array.from(decoded.keys()).sort(function (a, b) { return a - b; }); },
   setLang: setLang,
   lang: function () { return GF.lang; },
