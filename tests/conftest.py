@@ -1,4 +1,9 @@
-"""Shared by tests/notebooks/ (what each notebook computes) and tests/viewer/test_course_pages.py
+"""`browser`: one headless Chromium for every browser test of the session (Debian's
+/usr/bin/chromium, driven by Playwright from PyPI; no browser is downloaded; `.ci/setup-system.sh`
+installs it). One definition here, not one per folder: Playwright's sync API runs an event loop
+of its own, and a second instance started while the first is alive fails to start.
+
+Shared by tests/notebooks/ (what each notebook computes) and tests/viewer/test_course_pages.py
 (how it draws in Chromium): the course's notebooks, each executed once per test session on a fresh kernel of this very
 Python (an ipykernel `python3` spec written for sys.executable and put first on JUPYTER_PATH, so
 a system-wide kernel of another Python is never picked; runs as root too), then rendered to HTML.
@@ -14,6 +19,7 @@ from typing import NamedTuple
 
 import pytest
 
+CHROMIUM = Path("/usr/bin/chromium")
 COURSE = Path(__file__).resolve().parents[1] / "glassformer" / "notebooks"
 CELL_TIMEOUT_S = 300     # the slowest cell: SmolLM2's LoRA step on a loaded machine
 MARK = "RESULTS-JSON "
@@ -62,3 +68,15 @@ def executed(kernel_name):
         return done[name, lang]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium: run .ci/setup-system.sh (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=["--no-sandbox"])
+        yield chromium
+        chromium.close()

@@ -24,12 +24,14 @@ SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}
 CHATML = ("{% for message in messages %}"
           "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
-# Runs glassformer's CLI, then writes its own peak RSS (Linux: ru_maxrss in KiB) on stderr.
+# Runs glassformer's CLI, then writes its own peak RSS (Linux: VmHWM in KiB) on stderr.
+# note: not ru_maxrss, which execve keeps from the forked parent: under a 3 GB pytest it reads 3 GB
 PEAK_RSS = """
-import resource, sys
+import sys
 from glassformer.cli import main
 status = main(sys.argv[1:])
-print("PEAK_RSS_KIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("PEAK_RSS_KIB", peak, file=sys.stderr)
 sys.exit(status)
 """
 

@@ -1,5 +1,5 @@
-"""One headless Chromium for every browser test of the viewer (Debian's /usr/bin/chromium,
-driven by Playwright from PyPI; no browser is downloaded). `.ci/setup-system.sh` installs it.
+"""The viewer's browser tests read pages in the one headless Chromium of tests/conftest.py
+(`browser`, shared with tests/serve/ and the course's pages).
 
 `open_page(path)` opens a page from file:// and returns it; `checked(page)` then asserts that
 the page fetched nothing but its own file and logged no console error.
@@ -7,20 +7,6 @@ the page fetched nothing but its own file and logged no console error.
 from pathlib import Path
 
 import pytest
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.fixture(scope="session")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's chromium: run .ci/setup-system.sh (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                              args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
 
 
 class Watched:

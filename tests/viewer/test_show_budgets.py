@@ -21,12 +21,14 @@ from glassformer.viewer.show import show
 REFUSED_RSS_BYTES = 1 << 30        # the issue's bound for a refused command
 SMOLLM2_SHOW_RSS_BYTES = 2 << 30   # the issue's bound for the first layer and head of SmolLM2
 SAME_LENS_ATOL = 1e-5              # the lens, whole or by chunks of positions: float32 rounding
-# Runs glassformer's CLI, then writes its own peak RSS (Linux: ru_maxrss in KiB) on stderr.
+# Runs glassformer's CLI, then writes its own peak RSS (Linux: VmHWM in KiB) on stderr.
+# note: not ru_maxrss, which execve keeps from the forked parent: under a 3 GB pytest it reads 3 GB
 PEAK_RSS = """
-import resource, sys
+import sys
 from glassformer.cli import main
 status = main(sys.argv[1:])
-print("PEAK_RSS_KIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("PEAK_RSS_KIB", peak, file=sys.stderr)
 sys.exit(status)
 """
 
