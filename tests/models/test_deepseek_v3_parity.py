@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from glassformer.errors import CheckpointError
-from glassformer.generate.generate import generate
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models.deepseek_v3 import FAMILY, DeepseekV3Config
 from glassformer.models.model import Model
 from safetensors.numpy import load_file, save_file
+
+from tests.models.hf_check import assert_logits_and_greedy_match
 
 torch = pytest.importorskip("torch")
 # the reference pinned: DeepseekV3 with rope_parameters and experts_implementation (5.x)
@@ -86,18 +87,8 @@ def test_logits_and_greedy_continuation_match(name, tmp_path):
     model = load_pretrained(tmp_path)
     assert model.arch == "deepseek_v3"
     ids, mask = prompts()
-    logits = model(ids, attention_mask=mask)
-    with torch.no_grad():
-        ref = reference(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits
-    real = mask.astype(bool)  # padded positions' outputs are never read
-    assert np.abs(logits - ref.numpy())[real].max() <= HF_ATOL
-    ours = np.stack(list(generate(model, ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
-                                  temperature=0.0)), axis=1)
-    greedy = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False,
-                                           pad_token_id=0, eos_token_id=None)
-    theirs = reference.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                generation_config=greedy)[:, ids.shape[1]:]
-    np.testing.assert_array_equal(ours, theirs.numpy())
+    assert_logits_and_greedy_match(model, reference, ids, mask, atol=HF_ATOL,
+                                   new_tokens=NEW_TOKENS)
 
 
 EXPORTS = {

@@ -6,13 +6,14 @@ load in transformers with the same logits."""
 import numpy as np
 import pytest
 
-from glassformer.generate.generate import generate
 from glassformer.io import hf_names
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models import gpt2, llama
 from glassformer.models.model import Model
 from glassformer.train.optim import adamw_init, adamw_step
 from glassformer.train.step import loss_and_grads
+
+from tests.models.hf_check import assert_logits_and_greedy_match
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -70,18 +71,8 @@ def test_causal_lm_logits_and_greedy_continuation_match(kind, tmp_path):
     reference.save_pretrained(tmp_path)
     model = load_pretrained(tmp_path)
     ids, mask = prompts()
-    logits = model(ids, attention_mask=mask)
-    with torch.no_grad():
-        ref = reference(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits
-    real = mask.astype(bool)  # padded positions' outputs are never read
-    assert np.abs(logits - ref.numpy())[real].max() <= HF_ATOL
-    ours = np.stack(list(generate(model, ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
-                                  temperature=0.0)), axis=1)
-    greedy = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False,
-                                           pad_token_id=0, eos_token_id=None)
-    theirs = reference.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                generation_config=greedy)[:, ids.shape[1]:]
-    np.testing.assert_array_equal(ours, theirs.numpy())
+    assert_logits_and_greedy_match(model, reference, ids, mask, atol=HF_ATOL,
+                                   new_tokens=NEW_TOKENS)
 
 
 def test_bert_hidden_states_match_with_padding(tmp_path):

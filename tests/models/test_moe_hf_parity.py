@@ -13,11 +13,12 @@ import pytest
 
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.errors import CheckpointError
-from glassformer.generate.generate import generate
 from glassformer.io import hf_names
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.io.safetensors import load_safetensors, save_safetensors
 from glassformer.train.step import loss_and_grads
+
+from tests.models.hf_check import assert_logits_and_greedy_match
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -85,18 +86,8 @@ def test_logits_and_greedy_continuation_match(saved):
     model = load_pretrained(folder)
     assert model.arch == ("mixtral" if kind == "mixtral" else "moe")
     ids, mask = prompts()
-    logits = model(ids, attention_mask=mask)
-    with torch.no_grad():
-        ref = reference(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).logits
-    real = mask.astype(bool)  # padded positions' outputs are never read
-    assert np.abs(logits - ref.numpy())[real].max() <= HF_ATOL
-    ours = np.stack(list(generate(model, ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
-                                  temperature=0.0)), axis=1)
-    greedy = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False,
-                                           pad_token_id=0, eos_token_id=None)
-    theirs = reference.generate(torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                                generation_config=greedy)[:, ids.shape[1]:]
-    np.testing.assert_array_equal(ours, theirs.numpy())
+    assert_logits_and_greedy_match(model, reference, ids, mask, atol=HF_ATOL,
+                                   new_tokens=NEW_TOKENS)
 
 
 @pytest.mark.slow
