@@ -1,17 +1,21 @@
 """Mixture of Experts against the dense model with as many parameters per token, and against torch.
 
-Three `glassformer train` runs on Tiny Shakespeare, one after another in this process, each for
+Five `glassformer train` runs on Tiny Shakespeare, one after another in this process, each for
 --iters iterations (one rank; the recipe's schedule scaled to --iters: warmup iters / 20, the
 cosine decay ending at --iters, as the 2,000-iteration recipe's 100 and 2,000):
 
     dense   --arch llama                   the default recipe's dense LLaMA (L=4, H=4, C=128)
-    aux     --arch moe                     8 experts, 2 per token, the auxiliary balance loss
+    aux     --arch moe                     8 experts, 2 per token, the auxiliary balance loss of
+                                           each layer (the default)
+    aux-pooled  --balance aux-pooled       the same, one loss pooled over the layers
+                                           (transformers' load_balancing_loss_func)
+    bias    --arch moe --balance bias      DeepSeek-V3's loss-free bias update
     none    --arch moe --balance none      the same model, no balancing at all
 
 For each: the parameters a token uses, the last val loss, the median ms/iter, and for the MoE
 runs the final expert load (max over layers of the busiest expert's share / the even share 1/E).
-Then one MoE training step (forward, backward with the auxiliary loss, clip, AdamW) against
-transformers' Qwen3MoeForCausalLM on the same weights (our model saved with save_pretrained and
+Then one MoE training step (forward, backward with the pooled auxiliary loss, the one
+transformers computes, clip, AdamW) against transformers' Qwen3MoeForCausalLM on the same weights (our model saved with save_pretrained and
 loaded by transformers) and the same batches, in blocks of steps alternated between the two,
 with the same thread count; their first-step losses are printed side by side.
 
@@ -46,6 +50,8 @@ from glassformer.train.step import train_step
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 RUNS = {"dense": ["--arch", "llama"], "aux": ["--arch", "moe"],
+        "aux-pooled": ["--arch", "moe", "--balance", "aux-pooled"],
+        "bias": ["--arch", "moe", "--balance", "bias"],
         "none": ["--arch", "moe", "--balance", "none"]}
 BLOCK = 5            # torch comparison: steps per block, blocks alternated between the two
 # Both sides on one thread: OpenMP and OpenBLAS threads spin for a while after their work, so
@@ -125,7 +131,7 @@ def versus_torch(data: Path, steps: int, out: Path) -> dict:
     text = data.read_text(encoding="utf-8")
     chars = sorted(set(text))
     vocab = {ch: i for i, ch in enumerate(chars)}
-    train_cfg = TrainConfig()
+    train_cfg = TrainConfig(balance="aux-pooled")     # transformers' loss, the same numbers
     cfg = model_config(MOE.model, len(chars), train_cfg.block_size)
     moe = family("moe")
     params = moe.init_params(cfg, np.random.default_rng(0))
@@ -170,11 +176,11 @@ def run(args) -> dict:
 
 
 def print_table(result: dict) -> None:
-    print(f"{'run':<8}{'active params':>14}{'val loss':>10}{'ms/iter':>10}{'max load/mean':>15}")
+    print(f"{'run':<12}{'active params':>14}{'val loss':>10}{'ms/iter':>10}{'max load/mean':>15}")
     for name, row in result["runs"].items():
         load = row.get("max_load_over_mean")
         shown = f"{load:.2f}" if load is not None else "-"
-        print(f"{name:<8}{row['active_params']:>14,}{row['val_loss']:>10.4f}"
+        print(f"{name:<12}{row['active_params']:>14,}{row['val_loss']:>10.4f}"
               f"{row['ms_per_iter']:>10.1f}{shown:>15}")
     step = result["moe_step_vs_torch"]
     print(f"MoE step: glassformer {step['glassformer_ms_per_step']:.1f} ms, torch "

@@ -179,8 +179,10 @@ TRAIN_FLAGS = {
                                         "them when its heads can point at one position of the "
                                         "block; docs/bert.md)"),
     "--balance": ("balance", str, "--arch moe: how the routers are kept balanced: aux (the "
-                                  "auxiliary load-balancing loss), bias (DeepSeek-V3's "
-                                  "loss-free bias update) or none"),
+                                  "auxiliary load-balancing loss of each layer, averaged, as "
+                                  "the Switch Transformer paper), aux-pooled (one loss pooled "
+                                  "over the layers, as transformers' load_balancing_loss_func), "
+                                  "bias (DeepSeek-V3's loss-free bias update) or none"),
     "--router-aux-coef": ("router_aux_coef", float, "--arch moe: weight of the auxiliary "
                                                     "load-balancing loss"),
 }

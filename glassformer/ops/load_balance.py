@@ -22,6 +22,18 @@ everywhere, so only P carries one. Backward, with the row weight m_n (1 kept, 0 
     dp_{l,n,e}      = dloss * E * f_e * m_n / R
     dlogits_{l,n,:} = softmax backward of dp_{l,n,:}
 
+Per layer (`per_layer=True`): the Switch Transformer paper gives each MoE layer its own loss and
+sums them into the model's. Pooling lets one layer's favourite expert hide behind another layer's
+different favourite (the pooled f and P stay flat while each layer is skewed); per layer, f and P
+are each layer's own (over its N kept rows) and the loss is their mean over the L layers, so an
+even router still gives k:
+
+    f_{l,e} = #{(n, j): chosen_{l,n,j} = e} / N      P_{l,e} = sum_n p_{l,n,e} / N
+    loss    = (1 / L) * sum_l E * sum_e f_{l,e} * P_{l,e}
+
+and backward is the same line with f_{l,e} in the place of f_e (R = L * N in both). With L = 1
+the two are one loss.
+
 `chosen` is an input, not recomputed: with DeepSeek-V3's selection bias (ops/expert_bias.py) the
 chosen experts are not the top-k of the probabilities. Derivation: docs/derivations/load_balance.md.
 """
@@ -41,8 +53,8 @@ class LoadBalanceCtx(NamedTuple):
     """Saved for backward.
 
     softmax:   the router softmax's ctx (its probabilities (L, N, E)), for the chain rule.
-    fraction:  f (E,), the pooled routed fraction: dloss/dP_e = E * f_e.
-    row_scale: (N, 1) m_n / R, each row's weight in the pooled mean (0 for padding).
+    fraction:  f (1, 1, E) pooled or (L, 1, E) per layer, the routed fraction: dloss/dP = E * f.
+    row_scale: (N, 1) m_n / R, each row's weight in the mean (0 for padding).
     """
     softmax: SoftmaxCtx
     fraction: np.ndarray
@@ -114,8 +126,10 @@ def expert_load(chosen: np.ndarray, n_experts: int, mask: np.ndarray | None = No
 
 
 def load_balance_forward(logits: np.ndarray, chosen: np.ndarray, *,
-                         mask: np.ndarray | None = None) -> tuple[np.ndarray, LoadBalanceCtx]:
-    """E * sum_e f_e * P_e, pooled over layers and kept rows, as transformers computes it.
+                         mask: np.ndarray | None = None,
+                         per_layer: bool = False) -> tuple[np.ndarray, LoadBalanceCtx]:
+    """E * sum_e f_e * P_e, pooled over layers and kept rows, as transformers computes it, or
+    with per_layer=True each layer's own loss, averaged over the layers (Switch Transformer).
 
     logits (L, N, E) router logits, chosen (L, N, k) expert ids, mask (N,) bool or None ->
     loss, a 0-d array of the logits' dtype. All rows padding gives 0 (transformers: NaN).
@@ -130,21 +144,30 @@ def load_balance_forward(logits: np.ndarray, chosen: np.ndarray, *,
     total_rows = n_layer * float(weights.sum())                            # R
     inv_rows = 1.0 / total_rows if total_rows > 0.0 else 0.0
     probs, softmax_ctx = softmax_forward(logits)                           # (L, N, E)
-    # f: routed slots per expert pooled over layers, per kept row (sums to k over experts).
-    fraction = expert_counts(chosen, n_experts, mask).sum(axis=0) * inv_rows   # (L, E) -> (E,)
+    counts = expert_counts(chosen, n_experts, mask)                        # (L, E)
     row_scale = (weights * inv_rows).astype(logits.dtype)[:, None]         # (N, 1)
-    mean_prob = (probs * row_scale).sum(axis=(0, 1))                        # (L, N, E) -> (E,)
-    loss = float(n_experts) * float(fraction @ mean_prob)
-    ctx = LoadBalanceCtx(softmax=softmax_ctx, fraction=fraction.astype(logits.dtype),
+    if per_layer:
+        # each layer's f and P over its own kept rows: R / L of them (f sums to k per layer)
+        fraction = counts * (n_layer * inv_rows)                           # (L, E)
+        mean_prob = (probs * row_scale).sum(axis=1) * float(n_layer)       # (L, N, E) -> (L, E)
+        loss = float(n_experts) * float((fraction * mean_prob).sum()) / float(n_layer)
+        saved = fraction[:, None, :]                                       # (L, E) -> (L, 1, E)
+    else:
+        # f: routed slots per expert pooled over layers, per kept row (sums to k over experts).
+        fraction = counts.sum(axis=0) * inv_rows                           # (L, E) -> (E,)
+        mean_prob = (probs * row_scale).sum(axis=(0, 1))                    # (L, N, E) -> (E,)
+        loss = float(n_experts) * float(fraction @ mean_prob)
+        saved = fraction[None, None, :]                                    # (E,) -> (1, 1, E)
+    ctx = LoadBalanceCtx(softmax=softmax_ctx, fraction=saved.astype(logits.dtype),
                          row_scale=row_scale)
     return np.array(loss, dtype=logits.dtype), ctx
 
 
 def load_balance_backward(dloss: np.ndarray, ctx: LoadBalanceCtx) -> np.ndarray:
-    """dlogits (L, N, E): softmax backward of dloss * E * f_e * m_n / R (the counts get none)."""
-    n_experts = ctx.fraction.shape[0]
+    """dlogits (L, N, E): softmax backward of dloss * E * f * m_n / R (the counts get none)."""
+    n_experts = ctx.fraction.shape[-1]
     scale = float(dloss) * float(n_experts)                                 # Python float
-    dprob_of_expert = ctx.fraction * scale                                  # (E,)
-    dprobs = ctx.row_scale * dprob_of_expert                                # (N, 1) * (E,) -> (N, E)
-    dprobs = np.broadcast_to(dprobs, ctx.softmax.probs.shape)               # (N, E) -> (L, N, E)
+    dprob_of_expert = ctx.fraction * scale                                  # (1 or L, 1, E)
+    dprobs = ctx.row_scale * dprob_of_expert                                # -> (1 or L, N, E)
+    dprobs = np.broadcast_to(dprobs, ctx.softmax.probs.shape)               # -> (L, N, E)
     return softmax_backward(dprobs, ctx.softmax)

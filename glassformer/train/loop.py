@@ -36,7 +36,7 @@ from glassformer.train.step import IN_PROCESS, Steps
 
 
 # How a Mixture-of-Experts run keeps its routers balanced (train/objectives/moe_next_token.py)
-BALANCES = ("aux", "bias", "none")
+BALANCES = ("aux", "aux-pooled", "bias", "none")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ class TrainConfig:
     scale_rewards: str = "group"  # GRPO: advantages over the group's std, the batch's, or none
     reward: str = ""              # GRPO: comma-separated rewards, NAME or FILE.py:FUNC
     reward_weights: str = ""      # GRPO: comma-separated weights (default: 1 each)
-    balance: str = "aux"          # MoE routers: "aux" loss, DeepSeek-V3's "bias" update, "none"
+    balance: str = "aux"          # MoE routers: "aux" loss per layer, "aux-pooled" over layers,
+    #                               DeepSeek-V3's "bias" update, "none"
     router_aux_coef: float = 0.1  # MoE: weight of the auxiliary balance loss (docs/moe.md)
 
     def __post_init__(self):

@@ -66,6 +66,41 @@ def test_aux_loss_and_gradient_match_transformers(seed, shape, top_k, padded):
 
 
 @needs_torch
+@pytest.mark.parametrize("seed, shape, top_k, padded", [
+    (3, (3, 12, 8), 2, ()),
+    (4, (2, 10, 5), 3, (1, 4, 9)),
+])
+def test_per_layer_aux_loss_is_the_mean_of_each_layers_transformers_loss(seed, shape, top_k,
+                                                                          padded):
+    """per_layer=True: transformers' loss of each layer alone, averaged (the Switch paper's)."""
+    qwen3_moe = pytest.importorskip("transformers.models.qwen3_moe.modeling_qwen3_moe",
+                                    exc_type=ImportError)
+    logits, chosen, mask = _routing(seed, shape, top_k, padded=padded)
+    loss, ctx = load_balance_forward(logits, chosen, mask=mask if padded else None,
+                                     per_layer=True)
+    dlogits = load_balance_backward(np.array(1.0, np.float32), ctx)
+    layers = torch.from_numpy(logits.copy()).requires_grad_(True)
+    batch_mask = torch.from_numpy(mask.reshape(1, -1).astype(np.int64)) if padded else None
+    ref = sum(qwen3_moe.load_balancing_loss_func((layer,), shape[2], top_k, batch_mask)
+              for layer in layers) / shape[0]
+    ref.backward()
+    assert loss.dtype == np.float32 and dlogits.dtype == np.float32
+    assert_close(loss, ref.detach().numpy(), TORCH_RTOL)
+    assert_close(dlogits, layers.grad.numpy(), TORCH_RTOL)
+
+
+def test_per_layer_sees_the_skew_pooling_hides():
+    """Layer 0 sends every row to expert 0, layer 1 to expert 1: pooled, f and P look even
+    over the two experts; per layer, each layer's loss is at its largest (E * k)."""
+    logits = np.array([[[9.0, -9.0]] * 4, [[-9.0, 9.0]] * 4])             # (L=2, N=4, E=2)
+    chosen = np.array([[[0]] * 4, [[1]] * 4])                               # (2, 4, k=1)
+    pooled, _ = load_balance_forward(logits, chosen)
+    each, _ = load_balance_forward(logits, chosen, per_layer=True)
+    assert float(pooled) == pytest.approx(1.0, abs=1e-6)    # the even router's value, k
+    assert float(each) == pytest.approx(2.0, abs=1e-6)      # E * k: all on one expert
+
+
+@needs_torch
 @pytest.mark.parametrize("seed", range(2))
 def test_z_loss_and_gradient_match_switch_transformers(seed):
     switch = pytest.importorskip(

@@ -37,28 +37,29 @@ def tiny_model(dtype=np.float64, **fields):
     return moe, cfg, params
 
 
-def total_loss(moe, cfg, params, x, y, coef):
-    """What the objective differentiates: cross-entropy + coef * the pooled auxiliary loss."""
+def total_loss(moe, cfg, params, x, y, coef, per_layer):
+    """What the objective differentiates: cross-entropy + coef * the auxiliary loss."""
     logits, ctx = moe.forward(params, x, cfg)
     loss, _ = cross_entropy_forward(logits, y)
-    aux, _ = load_balance_forward(*routing(ctx))
+    aux, _ = load_balance_forward(*routing(ctx), per_layer=per_layer)
     return float(loss) + coef * float(aux)
 
 
-def test_aux_gradient_matches_central_differences():
+@pytest.mark.parametrize("balance, per_layer", [("aux", True), ("aux-pooled", False)])
+def test_aux_gradient_matches_central_differences(balance, per_layer):
     moe, cfg, params = tiny_model()
     rng = np.random.default_rng(1)
     x, y = rng.integers(0, 11, (2, 5)), rng.integers(0, 11, (2, 5))
-    train_cfg = TrainConfig(balance="aux", router_aux_coef=0.5)
+    train_cfg = TrainConfig(balance=balance, router_aux_coef=0.5)
     loss, grads = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
                                                 train_cfg=train_cfg)
     for key in ("blocks.0.mlp.router", "blocks.1.mlp.router", "blocks.1.attn.wq"):
         for index in [(0, 0), (3, 2), (7, 1)]:
             nudged = {name: value.copy() for name, value in params.items()}
             nudged[key][index] += FD_EPS
-            plus = total_loss(moe, cfg, nudged, x, y, 0.5)
+            plus = total_loss(moe, cfg, nudged, x, y, 0.5, per_layer)
             nudged[key][index] -= 2 * FD_EPS
-            minus = total_loss(moe, cfg, nudged, x, y, 0.5)
+            minus = total_loss(moe, cfg, nudged, x, y, 0.5, per_layer)
             numeric = (plus - minus) / (2 * FD_EPS)
             assert np.isclose(grads[key][index], numeric, rtol=FD_RTOL, atol=1e-9), (key, index)
     plain, _ = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
@@ -150,7 +151,7 @@ def test_mla_run_logs_expert_load_and_exports_as_deepseek_v3(corpus, tmp_path):
 @pytest.mark.parametrize("flag, value, words", [
     ("--experts-per-token", "0", "experts_per_token=0 must be between 1 and n_experts=4"),
     ("--experts-per-token", "5", "experts_per_token=5 must be between 1 and n_experts=4"),
-    ("--balance", "sometimes", "--balance must be one of aux, bias, none"),
+    ("--balance", "sometimes", "--balance must be one of aux, aux-pooled, bias, none"),
     ("--router-aux-coef", "-1", "--router-aux-coef must be >= 0"),
     ("--attention", "gqa", "--attention must be one of mha, mla, got 'gqa'"),
 ])

@@ -1,6 +1,6 @@
 """Gradcheck cases for the Mixture-of-Experts balance losses: the auxiliary load-balancing loss
-(`moe_aux_loss`) and the router z-loss (`moe_z_loss`), pooled over layers, with and without
-padding rows. The chosen experts are the top-k of each row's logits, as a router picks them."""
+(`moe_aux_loss`, pooled over layers as transformers computes it, and per layer as the Switch
+Transformer paper does) and the router z-loss (`moe_z_loss`), with and without padding rows. The chosen experts are the top-k of each row's logits, as a router picks them."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,12 +23,13 @@ def routing_inputs(rng, shape, top_k, padded_rows=()):
     return {"logits": logits, "chosen": top_k_experts(logits, top_k), "mask": mask}
 
 
-def _aux_case(mode, shape, top_k, padded_rows=()):
+def _aux_case(mode, shape, top_k, padded_rows=(), per_layer=False):
     def make(rng):
         return routing_inputs(rng, shape, top_k, padded_rows)
 
     def forward(inp):
-        return load_balance_forward(inp["logits"], inp["chosen"], mask=inp["mask"])
+        return load_balance_forward(inp["logits"], inp["chosen"], mask=inp["mask"],
+                                    per_layer=per_layer)
 
     def backward(dout, ctx):
         return {"logits": load_balance_backward(dout, ctx)}
@@ -52,6 +53,7 @@ def _z_case(mode, shape, padded_rows=()):
 CASES = [
     _aux_case("top-2", (3, 6, 5), 2),                          # (L, N, E), k = 2
     _aux_case("top-1-padding", (2, 7, 4), 1, padded_rows=(2, 5)),
+    _aux_case("per-layer-padding", (3, 7, 5), 2, padded_rows=(1, 4), per_layer=True),
     _z_case("plain", (3, 6, 5)),
     _z_case("padding", (2, 7, 4), padded_rows=(0, 6)),
 ]

@@ -3,10 +3,15 @@ next-token.py, plus the routers' balance.
 
     data, draw   as next-token: B random windows of the token stream
     loss         cross-entropy of the next tokens (what train_loss and val_loss log), and with
-                 train_cfg.balance == "aux" the auxiliary load-balancing loss of every sparse
-                 layer's router, pooled over the layers (ops/load_balance.py, transformers'
-                 load_balancing_loss_func), weighted by train_cfg.router_aux_coef:
+                 train_cfg.balance "aux" the auxiliary load-balancing loss of each sparse
+                 layer's router, averaged over the layers (the Switch Transformer paper's), or
+                 with "aux-pooled" one loss pooled over the layers (transformers'
+                 load_balancing_loss_func; ops/load_balance.py has both), weighted by
+                 train_cfg.router_aux_coef:
                      total = cross_entropy + router_aux_coef * aux
+                 The default is per layer because pooling lets a layer hide: in bench/moe.py's
+                 2,000 iterations the pooled loss left one layer's busiest expert at 2.5x its even
+                 share while the pooled f and P looked flat (docs/moe.md has the table).
                  Its gradient reaches each layer's router logits through the model's backward
                  (`drouter_logits`), beside the gradient of the routing itself.
     eval_stats   at every evaluation, over the val batches: each sparse layer's expert load
@@ -57,10 +62,13 @@ def routing(ctx) -> tuple[np.ndarray, np.ndarray]:
     return logits, chosen
 
 
-def aux_gradients(ctx, scale: float) -> dict:
+AUX_BALANCES = {"aux": True, "aux-pooled": False}     # balance -> the loss is per layer
+
+
+def aux_gradients(ctx, scale: float, per_layer: bool) -> dict:
     """{layer: d(scale * aux)/d router logits (N, E)} for layers_backward's drouter_logits."""
     logits, chosen = routing(ctx)                                         # (L, N, E), (L, N, k)
-    _, aux_ctx = load_balance_forward(logits, chosen)
+    _, aux_ctx = load_balance_forward(logits, chosen, per_layer=per_layer)
     dlogits = load_balance_backward(np.asarray(scale, dtype=logits.dtype), aux_ctx)  # (L, N, E)
     return dict(zip(sparse_layers(ctx), dlogits))
 
@@ -106,8 +114,9 @@ def moe_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
                                          label_smoothing=train_cfg.label_smoothing)
     dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
     drouter = None
-    if train_cfg.balance == "aux" and train_cfg.router_aux_coef > 0.0:
-        drouter = aux_gradients(ctx, dloss * train_cfg.router_aux_coef)
+    if train_cfg.balance in AUX_BALANCES and train_cfg.router_aux_coef > 0.0:
+        drouter = aux_gradients(ctx, dloss * train_cfg.router_aux_coef,
+                                AUX_BALANCES[train_cfg.balance])
     grads = family.backward(dlogits, ctx, drouter_logits=drouter)
     if train_cfg.balance == "bias":
         grads.update(bias_loads(ctx, dloss))   # the router biases' zero grads carry their loads
@@ -116,12 +125,14 @@ def moe_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
 
 def moe_eval_stats(family, params: dict, cfg, batches: list, *, train_cfg=None,
                    frozen: dict | None = None) -> dict:
-    """{"expert_load": L rows of E shares, "val_aux_loss"} over the val batches (eval mode)."""
+    """{"expert_load": L rows of E shares, "val_aux_loss"} over the val batches (eval mode); the
+    auxiliary loss as the run trains it (pooled only with "aux-pooled")."""
+    per_layer = train_cfg is None or train_cfg.balance != "aux-pooled"
     counts, aux_losses = None, []
     for x, _ in batches:
         _, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=False)
         router, chosen = routing(ctx)
-        aux, _ = load_balance_forward(router, chosen)
+        aux, _ = load_balance_forward(router, chosen, per_layer=per_layer)
         aux_losses.append(float(aux))
         batch_counts = expert_counts(chosen, router.shape[-1])            # (L, E)
         counts = batch_counts if counts is None else counts + batch_counts
