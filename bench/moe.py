@@ -20,6 +20,10 @@ loaded by transformers) and the same batches, in blocks of steps alternated betw
 with the same thread count; their first-step losses are printed side by side.
 
     python -m bench.moe [--iters 300] [--steps 20] [--data ../shared/data/tinyshakespeare.txt]
+                        [--runs dense,aux,aux-pooled,bias,none]
+
+(--runs picks some of the five; every run starts from the same seed, so a row does not depend
+on which others ran beside it, only its ms/iter on how busy the machine was.)
 
 Last line: one JSON object with every figure.
 """
@@ -168,8 +172,8 @@ def versus_torch(data: Path, steps: int, out: Path) -> dict:
 def run(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        runs = {name: train_run(name, flags, args.data, args.iters, out)
-                for name, flags in RUNS.items()}
+        runs = {name: train_run(name, RUNS[name], args.data, args.iters, out)
+                for name in args.runs}
         step = versus_torch(args.data, args.steps, out)
     return {"iters": args.iters, "runs": runs, "moe_step_vs_torch": step,
             "note": "ms figures measured on a shared machine: compare the ratios"}
@@ -193,7 +197,13 @@ def main_bench() -> None:
     parser.add_argument("--iters", type=int, default=300, help="training iterations per run")
     parser.add_argument("--steps", type=int, default=20, help="steps timed against torch")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="training text")
+    parser.add_argument("--runs", default=",".join(RUNS),
+                        help=f"comma-separated runs to train (of {', '.join(RUNS)})")
     args = parser.parse_args()
+    args.runs = [name.strip() for name in args.runs.split(",") if name.strip()]
+    unknown = [name for name in args.runs if name not in RUNS]
+    if unknown:
+        sys.exit(f"--runs: unknown run {unknown[0]!r}; expected some of {', '.join(RUNS)}")
     if not args.data.is_file():
         sys.exit(f"{args.data} not found")
     result = run(args)
