@@ -98,8 +98,8 @@ def test_finetune_past_the_limit_is_one_line_and_writes_nothing(chat_model, tmp_
                          {"role": "assistant", "content": "yo"}]}
     data.write_text((json.dumps(line) + "\n") * 4, encoding="utf-8")
     argv = ["finetune", "--model", str(chat_model), "--data", str(data), "--block-size", "32",
-            "--lora-r", "2", "--max-iters", "1", "--warmup-iters", "0", "--eval-interval", "1", "--eval-iters", "1",
-            "--batch-size", "2", "--no-progress"]
+            "--lora-r", "2", "--max-iters", "1", "--warmup-iters", "0", "--eval-interval", "1",
+            "--eval-iters", "1", "--batch-size", "2", "--no-progress"]
     assert main([*argv, "--out", str(tmp_path / "refused"), "--template-max-chars", "20"]) == 2
     assert "--template-max-chars" in one_line(capsys)
     assert not (tmp_path / "refused").exists()
