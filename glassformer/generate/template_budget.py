@@ -142,13 +142,17 @@ def render_within_budget(compiled: jinja2.Template, **context) -> str:
 def too_long(rendering, size: int, max_chars: int, until: float) -> str:
     """The size refusal: the rest of `rendering` counted (never kept) until `until`, to name
     the whole size; or, when it goes on past that, the size reached so far."""
+    growing = True
     try:
         for piece in rendering:
             size += len(piece)
             if time.monotonic() > until:
-                return (f"its text passed {max_chars:,} characters and was still growing at "
-                        f"{size:,} (--template-max-chars raises the limit)")
-    except RenderLimit:
+                break
+        else:
+            growing = False
+    except Exception:   # noqa: BLE001 - the render is refused already; the size is what it says
+        pass
+    if growing:
         return (f"its text passed {max_chars:,} characters and was still growing at {size:,} "
                 "(--template-max-chars raises the limit)")
     return f"its text passed {max_chars:,} characters: it is {size:,}{raise_chars(size)}"
