@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from glassformer.cli.common import (add_adapter_argument, add_model_argument,
-                                    add_sampling_arguments, loading_line, sampling_kwargs)
+                                    add_sampling_arguments, add_template_budget_arguments,
+                                    loading_line, sampling_kwargs, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.tasks.chat import ChatSession, open_chat
 
@@ -42,6 +43,7 @@ def add_arguments(parser) -> None:
                              "and reused from the KV cache, and prefill and decode tokens/s")
     # SmolLM2-Instruct's model card recommends temperature 0.2 and top-p 0.9.
     add_sampling_arguments(parser, max_new_tokens=256, temperature=0.2, top_p=0.9)
+    add_template_budget_arguments(parser)
 
 
 def note(text: str) -> None:
@@ -51,8 +53,10 @@ def note(text: str) -> None:
 
 def load(args) -> ChatSession:
     """open_chat, with a loading line at a terminal (a large model takes seconds)."""
+    budget = template_budget(args)   # a bad limit: one line before the (slow) load
     with loading_line(args.model):
-        session = open_chat(args.model, system=args.system, adapter=args.adapter)
+        session = open_chat(args.model, system=args.system, adapter=args.adapter,
+                            template_budget=budget)
     if session.template.fallback:
         note("note: this model's files hold no chat template; chatting in ChatML, which it may "
              "not have been trained on")

@@ -10,6 +10,8 @@
     add_adapter_argument    --adapter DIR: a LoRA adapter (PEFT's format) merged into --model
     add_model_argument      --model, required, for a command that runs one model
     check_at_least_one      a one-line error for a size flag below 1 (--top-k 0, --beam 0)
+    add_template_budget_arguments  --template-max-chars --template-timeout (chat templates)
+    template_budget         those flags as a RenderBudget, each refused unless more than 0
     detect_lang             zh or en from the locale, for the commands with --lang
     TRAIN_FLAGS             the training flags `train` and `finetune` share (TrainConfig fields)
     given_train_flags       those given on the command line, as TrainConfig fields
@@ -138,6 +140,30 @@ def load_model_shown(name_or_path, adapter=None):
 def add_model_argument(parser, what: str) -> None:
     """--model, required, for a command that runs one model: `what` says which (model_help)."""
     parser.add_argument("--model", required=True, help=model_help(what))
+
+
+def add_template_budget_arguments(parser) -> None:
+    """The limits of a chat template's render (generate/template_budget.py), for the commands
+    that render one: chat, finetune, eval, serve."""
+    parser.add_argument("--template-max-chars", type=int, default=None, metavar="N",
+                        help="the most characters a chat template may render for one "
+                             "conversation (default: 4000000); past it one line names a "
+                             "value that fits")
+    parser.add_argument("--template-timeout", type=float, default=None, metavar="S",
+                        help="the most seconds a chat template may take to render one "
+                             "conversation (default: 10)")
+
+
+def template_budget(args):
+    """--template-max-chars and --template-timeout as a RenderBudget (None: the defaults)."""
+    from glassformer.generate.template_budget import RenderBudget
+    if args.template_max_chars is not None and args.template_max_chars < 1:
+        raise GlassformerError(f"--template-max-chars must be at least 1, got "
+                               f"{args.template_max_chars}")
+    if args.template_timeout is not None and not args.template_timeout > 0.0:   # (NaN too)
+        raise GlassformerError(f"--template-timeout must be more than 0 seconds, got "
+                               f"{args.template_timeout}")
+    return RenderBudget(args.template_max_chars, args.template_timeout)
 
 
 def check_at_least_one(**flags) -> None:

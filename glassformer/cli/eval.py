@@ -7,7 +7,8 @@ import sys
 
 from tqdm import tqdm
 
-from glassformer.cli.common import add_model_argument, load_model_shown
+from glassformer.cli.common import (add_model_argument, add_template_budget_arguments,
+                                    load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
@@ -45,6 +46,7 @@ def add_arguments(parser) -> None:
                         help="preference pairs: the DPO beta of the rewards (default: 0.1)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (there is none when stderr is not a terminal)")
+    add_template_budget_arguments(parser)   # preference pairs are rendered with the template
 
 
 def is_preference_file(path: str) -> bool:
@@ -65,9 +67,11 @@ def run_preferences(args) -> int:
     if args.adapter is None:
         raise GlassformerError("preference pairs are scored for an adapter against its base: "
                                "give --adapter DIR")
+    budget = template_budget(args)
     model = load_model_shown(args.model)
     result = preference_accuracy(model, args.adapter, args.data, beta=args.beta,
-                                 batch_size=args.batch_size, ref_adapter=args.ref_adapter)
+                                 batch_size=args.batch_size, ref_adapter=args.ref_adapter,
+                                 template_budget=budget)
     if args.json:
         print(json.dumps(result._asdict()))
     else:

@@ -10,7 +10,8 @@ import dataclasses
 import sys
 from functools import partial
 
-from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
+from glassformer.cli.common import (TRAIN_FLAGS, add_template_budget_arguments,
+                                    given_train_flags, model_help, run_ended, template_budget)
 from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
@@ -126,6 +127,7 @@ def add_align_arguments(parser) -> None:
                         help="dpo's reference: base = the model with the trained adapter "
                              "switched off (default, as TRL with PEFT), adapter = the starting "
                              "adapter (--adapter) frozen")
+    add_template_budget_arguments(parser)
 
 
 def say(line: str) -> None:
@@ -151,6 +153,7 @@ def lora_config(args) -> LoraConfig | None:
 
 def check_flags(args) -> None:
     """What only the command line can get wrong."""
+    template_budget(args)   # a limit below 1: one line, before anything is loaded
     if args.workers is not None and args.workers < 1:
         raise GlassformerError(f"--workers must be at least 1, got {args.workers} (leave it out "
                                "to train in one process)")
@@ -234,7 +237,8 @@ def finetune_here(args, comm=None) -> int:
                      should_stop=should_stop, steps=training_steps(comm))
         if args.resume:
             run_state, _ = resume_finetune(out_dir=args.out, data=args.data, given=given,
-                                           allow_new_data=args.allow_new_data, **hooks)
+                                           allow_new_data=args.allow_new_data,
+                                           template_budget=template_budget(args), **hooks)
         else:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
@@ -244,5 +248,6 @@ def finetune_here(args, comm=None) -> int:
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
                                         adapter=args.adapter, objective=args.objective,
-                                        ref=args.ref or "base", **hooks)
+                                        ref=args.ref or "base",
+                                        template_budget=template_budget(args), **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from glassformer.cli.common import (add_adapter_argument, add_model_argument,
-                                    check_at_least_one, load_model_shown)
+                                    add_template_budget_arguments, check_at_least_one,
+                                    load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.serve.run import serve
@@ -35,6 +36,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
+    add_template_budget_arguments(parser)
 
 
 def served_name(model: str) -> str:
@@ -47,8 +49,10 @@ def run(args) -> int:
                        context=args.context)
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
+    budget = template_budget(args)
     model = load_model_shown(args.model, adapter=args.adapter)
     embed_max_length = max_length_of(resolve_path(args.model, MODEL), MAX_LENGTH)
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
-                 context=args.context, embed_max_length=embed_max_length)
+                 context=args.context, embed_max_length=embed_max_length,
+                 template_budget=budget)

@@ -30,6 +30,10 @@ def add_arguments(parser) -> None:
                         help="the page's budget for attention, in MB (default: 12); past it "
                              "show refuses before computing, naming --layers and --heads that "
                              "fit (decoders and encoders)")
+    parser.add_argument("--max-png-mpixels", type=float, default=None, metavar="MPIXELS",
+                        help="with --png: the largest figure, in millions of pixels (default: "
+                             "100, about 0.4 GB to draw); past it show refuses before "
+                             "computing, naming the value that fits")
     parser.add_argument("--top-k", type=int, default=5,
                         help="guesses per cell in the logit lens, or per position of a "
                              "masked-LM BERT (default: 5)")
@@ -51,6 +55,6 @@ def run(args) -> int:
     path = show(model, args.text, args.out, name=os.path.basename(str(args.model).rstrip("/")),
                 lang=lang, layers=args.layers, heads=args.heads, top_k=args.top_k,
                 png_dir=args.png, pad_to=args.pad_to, target=args.target,
-                max_page_mb=args.max_page_mb)
+                max_page_mb=args.max_page_mb, max_png_mpixels=args.max_png_mpixels)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
     return 0

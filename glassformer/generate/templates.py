@@ -32,27 +32,23 @@ rule; the roles come from the chat itself, never from what the user types. A mod
 template gets ChatML (`CHATML_TEMPLATE`) when its tokenizer has ChatML's tokens, and the chat says
 so; otherwise it cannot chat.
 
-Budgets (issue 32): a template is a program, and a hostile or broken one could run for minutes or
-fill the memory. Rendering stops with one line when its text passes RENDER_MAX_CHARS or its time
-RENDER_MAX_S (checked at every piece of output and every RANGE_CHECK_EVERY steps of a `range`);
-before that, a repetition (`'x' * n`, `list * n`), a power (`10 ** n`) or any call given a number
-past RENDER_MAX_CHARS is refused before it allocates, and `range` keeps Jinja's sandbox bound
-(MAX_RANGE) with a line instead of an OverflowError.
+Budgets (issue 32): a template is a program; template_budget.py bounds its render in size and
+time (RenderBudget, raised with `--template-max-chars` and `--template-timeout`).
 """
 from __future__ import annotations
 
 import json
-import math
-import time
 from datetime import datetime
-from functools import partial
 from typing import NamedTuple
 
 import jinja2
 import regex
-from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.template_budget import (RENDER_MAX_CHARS, RENDER_MAX_S,  # noqa: F401
+                                                  BoundedSandbox, RenderBudget, RenderLimit,
+                                                  render_within_budget)
 
 # Private-use characters (the same as transformers') around control tokens found in user text.
 MARK_START, MARK_END = "\U000f0000", "\U000f0001"
@@ -64,10 +60,6 @@ CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
-RENDER_MAX_CHARS = 4_000_000  # a prompt past this (~1M tokens) is past every model's context
-RENDER_MAX_S = 10.0           # real templates render in milliseconds
-RANGE_CHECK_EVERY = 1024      # a range looks at the clock every this many steps
-POWER_MAX_BITS = 1 << 16      # `a ** b` with a result past this many bits is refused
 
 
 class ChatTemplate(NamedTuple):
@@ -75,17 +67,19 @@ class ChatTemplate(NamedTuple):
     source: str                 # the Jinja text
     variables: dict[str, str]   # bos_token, eos_token, ...: the named tokens the template reads
     fallback: bool = False      # True: ChatML, because the model's files hold no template
+    budget: RenderBudget = RenderBudget()   # the render's size and time limits
 
 
-def chat_template_of(tokenizer) -> ChatTemplate:
+def chat_template_of(tokenizer, budget: RenderBudget | None = None) -> ChatTemplate:
     """The template that came with `tokenizer` (tokenizer.config), or ChatML when it has none but
-    has ChatML's two tokens; GlassformerError when it has neither."""
+    has ChatML's two tokens; GlassformerError when it has neither. budget: its render limits."""
     config = tokenizer.config
     variables = dict(config.named_tokens or {})
+    budget = budget or RenderBudget()
     if config.chat_template:
-        return ChatTemplate(config.chat_template, variables)
+        return ChatTemplate(config.chat_template, variables, budget=budget)
     if all(token in tokenizer.special_tokens for token in CHATML_TOKENS):
-        return ChatTemplate(CHATML_TEMPLATE, variables, fallback=True)
+        return ChatTemplate(CHATML_TEMPLATE, variables, fallback=True, budget=budget)
     raise GlassformerError("this model has no chat template, so it was not trained to chat; "
                            "use `glassformer generate` to continue a text instead")
 
@@ -129,95 +123,17 @@ class TemplateNamespace(jinja2.utils.Namespace):
                 f"a chat template may not store the underscore name {name!r} on a namespace")
 
 
-class RenderLimit(Exception):
-    """A template passed a budget (see the module docstring); the message says which."""
-
-
-class BoundedSandbox(ImmutableSandboxedEnvironment):
-    """transformers' sandbox, with repetitions, powers and calls bounded before they allocate."""
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context, operator: str, left, right):
-        if operator == "*":
-            _check_repeat(left, right)
-            _check_repeat(right, left)
-        elif _is_int(left) and _is_int(right) and abs(left) > 1 and right > 0 and \
-                right * math.log2(abs(left)) > POWER_MAX_BITS:
-            raise RenderLimit(f"it computes {left} ** {right}, a number of more than "
-                              f"{POWER_MAX_BITS:,} bits")
-        return super().call_binop(context, operator, left, right)
-
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
-        for value in (*args, *kwargs.values()):
-            # (range has its own bound, with its own line)
-            if _is_int(value) and abs(value) > RENDER_MAX_CHARS and \
-                    getattr(__obj, "func", None) is not _timed_range:
-                raise RenderLimit(f"it calls {getattr(__obj, '__name__', 'a function')} with "
-                                  f"{value:,}, past the {RENDER_MAX_CHARS:,} characters a "
-                                  "prompt may have")
-        return super().call(__context, __obj, *args, **kwargs)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_repeat(sequence, times) -> None:
-    """Refuse `sequence * times` whose result would be past RENDER_MAX_CHARS items."""
-    if isinstance(sequence, (str, list, tuple)) and _is_int(times) and \
-            len(sequence) * times > RENDER_MAX_CHARS:
-        raise RenderLimit(f"it repeats {len(sequence):,} items {times:,} times, past the "
-                          f"{RENDER_MAX_CHARS:,} characters a prompt may have")
-
-
-class TimedRange:
-    """`range` in a template: Jinja's sandbox bound, and the render's deadline."""
-
-    def __init__(self, numbers: range, deadline: float) -> None:
-        self.numbers, self.deadline = numbers, deadline
-
-    def __len__(self) -> int:
-        return len(self.numbers)
-
-    def __iter__(self):
-        for step, number in enumerate(self.numbers):
-            if step % RANGE_CHECK_EVERY == 0 and time.monotonic() > self.deadline:
-                raise RenderLimit(f"it was still rendering after {RENDER_MAX_S:.0f} s")
-            yield number
-
-
-def _timed_range(deadline: float, *args) -> TimedRange:
-    numbers = range(*args)
-    if len(numbers) > MAX_RANGE:
-        raise RenderLimit(f"it asks for a range of {len(numbers):,} numbers; templates may use "
-                          f"at most {MAX_RANGE:,}")
-    return TimedRange(numbers, deadline)
-
-
-def render_within_budget(compiled: jinja2.Template, **context) -> str:
-    """compiled.render(**context), piece by piece, stopped at RENDER_MAX_CHARS or
-    RENDER_MAX_S (RenderLimit)."""
-    deadline = time.monotonic() + RENDER_MAX_S
-    pieces, size = [], 0
-    for piece in compiled.generate(range=partial(_timed_range, deadline), **context):
-        size += len(piece)
-        if size > RENDER_MAX_CHARS:
-            raise RenderLimit(f"its text passed {RENDER_MAX_CHARS:,} characters")
-        if time.monotonic() > deadline:
-            raise RenderLimit(f"it was still rendering after {RENDER_MAX_S:.0f} s")
-        pieces.append(piece)
-    return "".join(pieces)
-
-
 def template_dict(*args, **kwargs) -> dict:
     """dict() for templates: builds a dict, nothing else reachable."""
     return dict(*args, **kwargs)
 
 
-def environment() -> ImmutableSandboxedEnvironment:
-    """The sandbox transformers renders chat templates in (a fresh one per render: no state)."""
+def environment(budget: RenderBudget | None = None) -> ImmutableSandboxedEnvironment:
+    """The sandbox transformers renders chat templates in (a fresh one per compile: no state
+    but its budget)."""
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
                          extensions=["jinja2.ext.loopcontrols"])
+    env.budget = budget or RenderBudget()
     env.filters["tojson"] = tojson
     env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now,
                        namespace=TemplateNamespace, dict=template_dict)
@@ -238,12 +154,13 @@ def check_messages(messages) -> list[dict]:
             for message in messages]
 
 
-def compile_template(source: str) -> jinja2.Template:
+def compile_template(source: str, budget: RenderBudget | None = None) -> jinja2.Template:
     """The Jinja source compiled in the sandbox, for a caller that renders it many times
-    (compiling costs ~100x a render: train/datasets/chat.py renders each conversation several times).
+    (compiling costs ~100x a render: train/datasets/chat.py renders each conversation several times);
+    every render of it keeps to `budget`.
     Raises GlassformerError for a syntax error or a sandbox refusal."""
     try:
-        return environment().from_string(source)
+        return environment(budget).from_string(source)
     except jinja2.exceptions.SecurityError as err:
         raise GlassformerError(f"the chat template was refused by the sandbox: {err}") from None
     except jinja2.exceptions.TemplateSyntaxError as err:
@@ -252,13 +169,16 @@ def compile_template(source: str) -> jinja2.Template:
 
 
 def render_chat(template: str | jinja2.Template, messages: list[dict],
-                add_generation_prompt: bool = False, **variables) -> str:
+                add_generation_prompt: bool = False, *, budget: RenderBudget | None = None,
+                **variables) -> str:
     """The text `template` (Jinja source, or compile_template's result) renders for `messages`,
     as transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...)
     gives it.
 
     variables: what else the template reads (bos_token, eos_token, tools, ...); `tools` and
     `documents` are None unless given, as in transformers.
+    budget: the render's size and time limits, for Jinja source (a compiled template keeps the
+    budget it was compiled with).
     Raises GlassformerError, one line: the template's own raise_exception message, a sandbox
     refusal, a Jinja syntax error (with its line) or any other failure of the template.
 
@@ -268,7 +188,7 @@ def render_chat(template: str | jinja2.Template, messages: list[dict],
     """
     messages = check_messages(messages)
     try:
-        compiled = compile_template(template) if isinstance(template, str) else template
+        compiled = compile_template(template, budget) if isinstance(template, str) else template
         context = {"tools": None, "documents": None, **variables}
         return render_within_budget(compiled, messages=messages,
                                     add_generation_prompt=add_generation_prompt, **context)
@@ -339,5 +259,5 @@ def chat_prompt_ids(tokenizer, template: ChatTemplate, messages: list[dict],
     pattern = control_pattern(tokenizer.special_tokens)
     marked = mark_control_tokens(check_messages(messages), pattern)
     rendered = render_chat(template.source, marked, add_generation_prompt=add_generation_prompt,
-                           **template.variables)
+                           budget=template.budget, **template.variables)
     return encode_rendered(tokenizer, rendered)

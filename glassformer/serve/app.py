@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 from dataclasses import replace
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -47,9 +48,10 @@ class Served:
     """What the routes share: the model, its name, the engine (causal models), the key."""
 
     def __init__(self, model, name: str, engine=None, api_key: str | None = None,
-                 embed_max_length: int = 256):
+                 embed_max_length: int = 256, template_budget=None):
         self.model, self.name, self.engine, self.api_key = model, name, engine, api_key
         self.embed_max_length = embed_max_length
+        self.template_budget = template_budget   # chat templates' render limits (None: default)
 
 
 def create_app(served: Served) -> Starlette:
@@ -195,7 +197,7 @@ async def generate(request, *, chat: bool):
     check_model(body, served)
     check_kind(served, CAUSAL, "completions")
     settings, n = protocol.settings(body, chat=chat)
-    prepare = chat_prompt if chat else text_prompt
+    prepare = partial(chat_prompt, budget=served.template_budget) if chat else text_prompt
     try:
         prompt, stop_ids = await run_in_threadpool(prepare, served.model, body)
     except GlassformerError as err:

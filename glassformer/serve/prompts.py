@@ -45,9 +45,9 @@ def check_messages(messages) -> list[dict]:
     return checked
 
 
-def chat_prompt(model, body: dict) -> tuple[list[int], list[int]]:
+def chat_prompt(model, body: dict, budget=None) -> tuple[list[int], list[int]]:
     messages = check_messages(body.get("messages"))
-    session = ChatSession(model, chat_template_of(model.tokenizer))
+    session = ChatSession(model, chat_template_of(model.tokenizer, budget))
     return session.prompt_ids(messages), session.stop_ids()
 
 

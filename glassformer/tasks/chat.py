@@ -45,7 +45,8 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
 from glassformer.generate.stream import StreamStep, end_of_text_ids, stream_text
-from glassformer.generate.templates import ChatTemplate, chat_prompt_ids, chat_template_of
+from glassformer.generate.templates import (ChatTemplate, RenderBudget, chat_prompt_ids,
+                                            chat_template_of)
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
 
@@ -53,17 +54,19 @@ IM_END = "<|im_end|>"
 
 
 def open_chat(name_or_path: str | Path, *, system: str | None = None,
-              adapter: str | Path | None = None) -> "ChatSession":
+              adapter: str | Path | None = None,
+              template_budget: RenderBudget | None = None) -> "ChatSession":
     """Load a chat model (a .gguf file, an HF folder, a run, or a named model such as smollm2)
     with the chat template its tokenizer carries (ChatML when it has none: template.fallback).
 
     system: a system prompt replacing the template's default one.
     adapter: a LoRA adapter folder (PEFT's format), merged into the model (io/peft.py).
+    template_budget: the chat template's render limits (generate/template_budget.py).
     """
     model = load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter)
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot chat")
-    template = chat_template_of(model.tokenizer)
+    template = chat_template_of(model.tokenizer, template_budget)
     messages = [] if system is None else [{"role": "system", "content": system}]
     return ChatSession(model, template, messages)
 

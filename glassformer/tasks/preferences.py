@@ -36,10 +36,11 @@ class PreferenceResult(NamedTuple):
 
 def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
                         beta: float = DEFAULT_BETA, batch_size: int = 8,
-                        ref_adapter: str | Path | None = None, limit: int | None = None
-                        ) -> PreferenceResult:
+                        ref_adapter: str | Path | None = None, limit: int | None = None,
+                        template_budget=None) -> PreferenceResult:
     """Reward accuracy and mean margin of base + adapter against the base (or base +
-    ref_adapter), on a pairs file (its first `limit` pairs when given)."""
+    ref_adapter), on a pairs file (its first `limit` pairs when given); template_budget: the
+    chat template's render limits (generate/template_budget.RenderBudget)."""
     if model.family.kind != CAUSAL:
         raise GlassformerError(f"preference accuracy needs a causal LM, got {model.arch}")
     adapters, _ = load_adapter(adapter, model)
@@ -47,7 +48,8 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
     reference = model.params
     if ref_adapter is not None:
         reference = {**model.params, **load_adapter(ref_adapter, model)[0]}
-    data = encode_pref_file(path, model.tokenizer, chat_template_of(model.tokenizer),
+    data = encode_pref_file(path, model.tokenizer, chat_template_of(model.tokenizer,
+                                                                    template_budget),
                             block_size=model.cfg.max_seq_len - 1)
     accurate, margins = [], []
     n = data.n if limit is None else min(limit, data.n)

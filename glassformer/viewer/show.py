@@ -5,7 +5,7 @@ What `glassformer show` runs; notebooks can call it too.
 Budgets before work (issue 32): a decoder's text is tokenized first, and before the forward runs
 `show` refuses, in one line, a text past the model's context, a page past its attention budget
 (page_data.check_page_budget: naming --layers and --heads values that fit) and PNG figures past
-PNG_MAX_PIXELS; then the forward keeps only the chosen layers (inspection.py), so a long text on a
+PNG_MAX_PIXELS (a default `show --max-png-mpixels` raises); then the forward keeps only the chosen layers (inspection.py), so a long text on a
 large model costs about one layer's attention, not all of them.
 """
 from __future__ import annotations
@@ -40,16 +40,30 @@ def check_request(text: str, out: str | Path, png_dir: str | Path | None = None)
     return out
 
 
-def check_png_budget(t: int) -> None:
-    """One line when the figures of a t-token text would pass PNG_MAX_PIXELS (a square heatmap
-    of 0.22 inch a token: 3,000 tokens would be 66,200 pixels a side)."""
+def check_png_budget(t: int, max_pixels: int | None = None) -> None:
+    """One line when the figures of a t-token text would pass max_pixels (default
+    PNG_MAX_PIXELS; `show --max-png-mpixels`): a square heatmap of 0.22 inch a token, so 3,000
+    tokens would be 66,200 pixels a side. The line names the flag and a value that fits."""
+    max_pixels = PNG_MAX_PIXELS if max_pixels is None else max_pixels
     side = int((max(4.0, PNG_INCHES_PER_TOKEN * t + 2.0)) * PNG_DPI)
-    if side * side <= PNG_MAX_PIXELS:
+    if side * side <= max_pixels:
         return
-    fits = int((PNG_MAX_PIXELS ** 0.5 / PNG_DPI - 2.0) / PNG_INCHES_PER_TOKEN)
+    fits = max(0, int((max_pixels ** 0.5 / PNG_DPI - 2.0) / PNG_INCHES_PER_TOKEN))
+    needed = -(-side * side // 1_000_000)   # megapixels, rounded up
     raise GlassformerError(f"--png: the figures of {t} tokens would be {side:,} x {side:,} pixels "
                            f"({4 * side * side / 1e9:.1f} GB to draw); figures fit texts of up "
-                           f"to {fits} tokens: shorten the text, or leave out --png")
+                           f"to {fits} tokens: shorten the text, or leave out --png, or raise "
+                           f"the budget of {max_pixels / 1e6:g} M pixels with "
+                           f"--max-png-mpixels {needed}")
+
+
+def png_budget_pixels(max_png_mpixels: float | None) -> int | None:
+    """`show --max-png-mpixels` as a pixel count (None: the default), refused unless > 0."""
+    if max_png_mpixels is None:
+        return None
+    if not max_png_mpixels > 0.0:   # (NaN too)
+        raise GlassformerError(f"--max-png-mpixels must be more than 0, got {max_png_mpixels}")
+    return int(max_png_mpixels * 1e6)
 
 
 def check_context(model, t: int) -> None:
@@ -72,13 +86,15 @@ def padded(model, text: str, pad_to: int) -> tuple[list[int], list[int]]:
 def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
          layers: str | None = None, heads: str | None = None, top_k: int = 5,
          png_dir: str | Path | None = None, pad_to: int | None = None,
-         target: str | None = None, max_page_mb: float | None = None) -> Path:
+         target: str | None = None, max_page_mb: float | None = None,
+         max_png_mpixels: float | None = None) -> Path:
     """Write the page for `model` on `text` to `out`; with png_dir, the PNG figures too.
 
     layers, heads: selections such as "0,2,5-7" (default: all). pad_to: encoders only, append
     padding up to that many tokens (the page greys it out). An encoder-decoder reads `text` as
     its source and `target` as its output (default: its own greedy translation). max_page_mb:
     a decoder's or encoder's page budget for its attention (default page_data's 12 MB).
+    max_png_mpixels: the largest PNG figure, in millions of pixels (default PNG_MAX_PIXELS).
     """
     out = check_request(text, out, png_dir)
     if model.family.kind == ENCODER_DECODER:
@@ -90,6 +106,7 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     if max_page_mb is not None and not max_page_mb > 0.0:   # (NaN too)
         raise GlassformerError(f"--max-page-mb must be more than 0, got {max_page_mb}")
     budget = None if max_page_mb is None else int(max_page_mb * 1e6)
+    max_pixels = png_budget_pixels(max_png_mpixels)
     chosen_layers = parse_selection(layers, model.cfg.n_layer, "layers")
     chosen_heads = parse_selection(heads, cfg.n_head, "heads")
     if pad_to is not None:
@@ -104,7 +121,7 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
         check_page_budget(chosen_layers, chosen_heads, len(ids), len(ids),
                           model.family.kind == CAUSAL, budget)
         if png_dir is not None:
-            check_png_budget(len(ids))
+            check_png_budget(len(ids), max_pixels)
     inspection = inspect(model, ids, attention_mask=None if mask is None else [mask],
                          layers=chosen_layers)
     data = model_page_data(inspection, name=name, text=text, layers=chosen_layers,

@@ -104,6 +104,25 @@ def test_png_figures_past_their_budget_are_refused_and_png_makes_its_folder(tmp_
     assert (tmp_path / "new" / "figures" / "model_view.png").is_file()
 
 
+def test_the_png_budget_is_a_flag_named_in_its_one_line(tmp_path, capsys):
+    """--max-png-mpixels: past it one line, exit 2, naming the flag and a value that fits;
+    that value then draws. 12 tokens make 464 x 464 = 215,296 pixels."""
+    pytest.importorskip("matplotlib")
+    save_pretrained(byte_llama(), tmp_path / "model")
+    argv = ["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "p.html"),
+            "--layers", "0", "--heads", "0", "--png", str(tmp_path / "figures")]
+    assert main([*argv, "--max-png-mpixels", "0.1", text_of(12)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "464 x 464 pixels" in err and "budget of 0.1 M pixels" in err
+    assert err.rstrip().endswith("--max-png-mpixels 1"), err
+    assert not (tmp_path / "figures").exists() and not (tmp_path / "p.html").exists()
+    assert main([*argv, "--max-png-mpixels", "-1", text_of(12)]) == 2
+    assert "--max-png-mpixels must be more than 0, got -1.0" in capsys.readouterr().err
+    assert main([*argv, "--max-png-mpixels", "1", text_of(12)]) == 0
+    assert (tmp_path / "figures" / "model_view.png").is_file()
+
+
 def test_the_layers_shown_are_the_layers_kept_with_the_same_numbers():
     model = byte_llama(n_layer=3)
     whole = inspect(model, text_of(300))

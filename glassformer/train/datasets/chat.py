@@ -127,7 +127,7 @@ def reply_spans(template: ChatTemplate, marked: list[dict], compiled=None
     """
     def render(messages, header=False):
         return render_chat(compiled or template.source, messages, add_generation_prompt=header,
-                           **template.variables)
+                           budget=template.budget, **template.variables)
 
     replies = [i for i, message in enumerate(marked) if message["role"] == "assistant"]
     if not replies:
@@ -178,7 +178,7 @@ def encode_chat_file(path: str | Path, tokenizer, template: ChatTemplate, *,
     rows, masks = [], []
     truncated = skipped = 0
     conversations = read_conversations(path)
-    compiled = compile_template(template.source)   # once: compiling costs ~100 renders
+    compiled = compile_template(template.source, template.budget)   # once: costs ~100 renders
     for number, messages in conversations:
         if any(message["role"] == "assistant" and not str(message.get("content") or "").strip()
                for message in messages):

@@ -117,7 +117,7 @@ def encode_pref_file(path: str | Path, tokenizer, template: ChatTemplate, *,
                      block_size: int) -> PrefData:
     """Every pair of a preference JSONL file as PrefData (errors name the line)."""
     chosen_rows, rejected_rows, chosen_masks, rejected_masks = [], [], [], []
-    compiled = compile_template(template.source)
+    compiled = compile_template(template.source, template.budget)
     for number, record in read_json_lines(path):
         try:
             prompt, chosen, rejected = pair_ids(tokenizer, template, compiled, record)

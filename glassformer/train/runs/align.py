@@ -27,15 +27,16 @@ ALIGN_OBJECTIVES = (DPO.name, GRPO.name)
 REFS = ("base", "adapter")   # --ref: the model with the adapters off, or the starting adapter
 
 
-def template_or_none(tokenizer):
-    """The model's chat template, or None for a model that has none (plain-text data only)."""
+def template_or_none(tokenizer, budget=None):
+    """The model's chat template (rendered within `budget`), or None for a model that has none
+    (plain-text data only)."""
     try:
-        return chat_template_of(tokenizer)
+        return chat_template_of(tokenizer, budget)
     except GlassformerError:
         return None
 
 
-def align_data(path: str | Path, model, train_cfg) -> tuple:
+def align_data(path: str | Path, model, train_cfg, template_budget=None) -> tuple:
     """(train data, val data) of an alignment objective's data file, every setting and (GRPO)
     every reward function checked first, so a refused run writes nothing."""
     if train_cfg.workers > 1:
@@ -43,7 +44,7 @@ def align_data(path: str | Path, model, train_cfg) -> tuple:
         # groups: not wired yet (docs/align.md)
         raise GlassformerError(f"{train_cfg.objective} trains in one process for now: use "
                                "--workers 1")
-    template = template_or_none(model.tokenizer)
+    template = template_or_none(model.tokenizer, template_budget)
     if train_cfg.objective == DPO.name:
         if template is None:
             raise GlassformerError("DPO renders the pairs with the model's chat template, and "

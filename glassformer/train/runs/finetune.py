@@ -108,17 +108,17 @@ def adapter_setup(model, folder: str) -> tuple[Base, LoraConfig]:
     return Base(model, params, {**model.params, **constants}), lora_cfg
 
 
-def encode_data(path: str | Path, model, train_cfg: TrainConfig):
+def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget=None):
     """(train data, val data, the objective's name, conversations cut, conversations left out
     for an empty reply) for the data file, all in
     memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
     which load_base has checked the model for)."""
     tokenizer = model.tokenizer
     if train_cfg.objective in ALIGN_OBJECTIVES:   # chosen by --objective, not by the file
-        train_data, val_data = align_data(path, model, train_cfg)
+        train_data, val_data = align_data(path, model, train_cfg, template_budget)
         return train_data, val_data, train_cfg.objective, 0, 0
     if is_chat_file(path):
-        data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer),
+        data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer, template_budget),
                                 block_size=train_cfg.block_size)
         train_data, val_data = split_chat(data)
         return train_data, val_data, SFT.name, data.truncated, data.skipped
@@ -174,13 +174,15 @@ def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layo
 def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
                  lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
                  should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None,
-                 objective: str | None = None, ref: str = "base") -> tuple[RunState, object]:
+                 objective: str | None = None, ref: str = "base",
+                 template_budget=None) -> tuple[RunState, object]:
     """Start a fine-tuning run and train it; returns (final RunState, model config).
 
     model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
     adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
     objective: "dpo" (train/objectives/) reads preference pairs; None: chosen by the data file
     (chat: sft, text: next-token). ref: DPO's reference, "base" or "adapter" (runs/align.py).
+    template_budget: the chat template's render limits (generate/template_budget.RenderBudget).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
@@ -203,7 +205,8 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
         base = Base(base_model, dict(base_model.params), {})
     if objective is not None:
         train_cfg = dataclasses.replace(train_cfg, objective=objective)
-    train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg)
+    train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg,
+                                                                      template_budget)
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     if needs_reference(train_cfg):
         base = with_reference(base, ref, lora_cfg)
@@ -255,9 +258,11 @@ def read_record(out: Path) -> dict:
 
 def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None = None,
                     allow_new_data: bool = False, on_note=None, on_start=None, on_step=None,
-                    should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                    should_stop=None, steps: Steps = IN_PROCESS,
+                    template_budget=None) -> tuple[RunState, object]:
     """Continue the fine-tuning run in `out_dir` from its last checkpoint, on its own base model
-    and LoRA; given: the training settings given explicitly (see train/runs/checks.py)."""
+    and LoRA; given: the training settings given explicitly (see train/runs/checks.py);
+    template_budget: the chat template's render limits (not part of the run's settings)."""
     hooks = RunHooks(on_note, on_start, on_step, should_stop, steps)
     out = run_folder(out_dir)
     if not out.is_dir():
@@ -285,7 +290,8 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                                        lora_cfg)
             base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
-        train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg)
+        train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg,
+                                                    template_budget)
         run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
                      ckpt.tokenizer_json, hooks)
     return run, base_model.cfg
