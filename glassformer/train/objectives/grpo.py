@@ -18,6 +18,13 @@ Old log-probs are the policy's own (one update per generation, TRL's num_iterati
 ratio is 1. The sampling seed comes from the batch draw, so a resumed run samples what the
 uninterrupted one would have. eval_loss is minus the mean reward of a sampled group on val
 prompts (higher reward, lower "loss").
+Data parallelism (--workers): each rank takes whole groups (shard_groups) and samples them with
+its own seed, drawn from the batch's and its rank, so a run on N ranks is reproducible (its
+completions differ from one process's, which samples all groups from one stream). Rewards are
+scored where they were sampled; the advantages, the loss (its token normaliser spans the
+batch) and every metric are the whole batch's on every rank, from the gathered rewards and
+per-token log-probs (train/objectives/ranks.py), so on the same completions N ranks compute
+one process's loss and gradient.
 Logged as TRL names them: reward, reward_std, rewards/<name>/mean and /std,
 frac_reward_zero_std, completions/mean_length (min, max, clipped_ratio), clip_ratio/*, kl.
 """
@@ -39,6 +46,7 @@ from glassformer.ops.token_logps import token_logps_backward, token_logps_forwar
 from glassformer.train.datasets.prompts import PromptData, left_padded
 from glassformer.train.objectives.dpo import policy_and_reference
 from glassformer.train.objectives.objective import Objective, check_kind, only_trained
+from glassformer.train.objectives.ranks import gather_rows, gather_token_rows, unit_slice
 from glassformer.train.rewards import call_reward, load_rewards
 
 PROMPTS = "prompts"     # Objective.reads: prompts (train/datasets/prompts.py)
@@ -66,6 +74,15 @@ def draw_prompts(data: PromptData, train_cfg, rng: np.random.Generator, *,
     rows = rng.integers(0, len(data.records), size=train_cfg.batch_size)    # (B,)
     seed = int(rng.integers(0, 2**62))
     return PromptBatch(data, rows, seed), rows
+
+
+def shard_groups(x: PromptBatch, y: np.ndarray, ranks: int, rank: int
+                 ) -> tuple[PromptBatch, np.ndarray]:
+    """Rank `rank`'s whole groups: its share of the batch's prompts, sampled with a seed of
+    its own (from the batch's seed and the rank: the same on every rerun)."""
+    prompts = unit_slice(len(x.rows), ranks, rank, "prompts")
+    seed = int(np.random.default_rng([x.seed, rank]).integers(0, 2**62))
+    return PromptBatch(x.data, x.rows[prompts], seed), y[prompts]
 
 
 def sample_groups(weights: dict, cfg, prompt_ids, prompt_mask, *, group: int, max_tokens: int,
@@ -111,9 +128,10 @@ def completion_logps(family, weights: dict, cfg, rollout: Rollout, *, temperatur
 
 def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantages, *,
                            frozen: dict | None, train_cfg, rng=None, dloss: float = 1.0,
-                           old_logps=None) -> tuple[float, dict, dict]:
+                           old_logps=None, comm=None) -> tuple[float, dict, dict]:
     """The update on fixed completions: (loss, d(dloss * loss)/d params, clip/kl metrics).
-    old_logps None: the policy's own (ratio 1)."""
+    old_logps None: the policy's own (ratio 1). comm: the rollout and advantages are this
+    rank's rows; the loss and metrics are the whole batch's, the grads those of its rows."""
     policy, reference = policy_and_reference(params, frozen)
     temperature = float(train_cfg.temperature)
     logps, ctx, logp_ctx = completion_logps(family, policy, cfg, rollout,
@@ -124,11 +142,18 @@ def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantag
         ref = completion_logps(family, reference, cfg, rollout, temperature=temperature,
                                train=False)[0]
     mask = rollout.y != IGNORE_INDEX
+    # the whole batch's per-token numbers (ranks.py; as they are in one process): the loss
+    # normalises over the batch's tokens and its metrics span the batch
+    whole_logps, mine = gather_token_rows(comm, logps)                 # (N_all, T_max)
+    whole_old = gather_token_rows(comm, logps if old_logps is None else old_logps)[0]
+    whole_ref = None if ref is None else gather_token_rows(comm, ref)[0]
     loss, loss_ctx, metrics = grpo_loss_forward(
-        logps, logps if old_logps is None else old_logps, advantages, mask, ref_logps=ref,
-        beta=beta, epsilon=train_cfg.epsilon, epsilon_high=train_cfg.epsilon_high,
-        loss_type=train_cfg.loss_type, max_completion_length=train_cfg.max_completion_tokens)
-    dlogps = grpo_loss_backward(dloss, loss_ctx).astype(logps.dtype)    # (N, T)
+        whole_logps, whole_old, gather_rows(comm, advantages)[0], gather_token_rows(comm, mask)[0],
+        ref_logps=whole_ref, beta=beta, epsilon=train_cfg.epsilon,
+        epsilon_high=train_cfg.epsilon_high, loss_type=train_cfg.loss_type,
+        max_completion_length=train_cfg.max_completion_tokens)
+    dlogps = grpo_loss_backward(dloss, loss_ctx)[mine, :logps.shape[1]]  # this rank's rows
+    dlogps = dlogps.astype(logps.dtype)                                 # (N, T)
     dlogits = token_logps_backward(dlogps, logp_ctx)                    # (N, T, V)
     if temperature != 1.0:
         dlogits = dlogits * (1.0 / temperature)
@@ -165,27 +190,38 @@ def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[n
     return table, [name for name, _ in rewards]
 
 
-def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg):
-    """Sample and score: (Rollout, advantages (N,), metrics)."""
+def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg, comm=None):
+    """Sample and score: (Rollout, advantages (N,), metrics). comm: the batch is this rank's
+    groups; the advantages and metrics come from every rank's rewards (ranks.py)."""
     prompt_ids, prompt_mask = left_padded(batch.data, batch.rows)       # (B, P)
     completion, completion_mask, truncated = sample_groups(
         policy, cfg, prompt_ids, prompt_mask, group=train_cfg.num_generations,
         max_tokens=train_cfg.max_completion_tokens, temperature=train_cfg.temperature,
         seed=batch.seed, stop_ids=end_of_text_ids(batch.data.tokenizer))
     table, names = score(batch, completion, completion_mask, train_cfg)
-    weights = reward_weights(train_cfg, len(names))
-    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
-                                                     scale=train_cfg.scale_rewards)
+    advantages, metrics = batch_advantages(comm, table, names, completion_mask.sum(axis=1),
+                                           truncated, train_cfg)
     rollout = rollout_of(np.repeat(prompt_ids, train_cfg.num_generations, axis=0),
                          np.repeat(prompt_mask, train_cfg.num_generations, axis=0),
                          completion, completion_mask)
-    return rollout, advantages, reward_metrics(table, names, rewards, std_zero,
-                                               completion_mask, truncated)
+    return rollout, advantages, metrics
 
 
-def reward_metrics(table, names, rewards, std_zero, completion_mask, truncated) -> dict:
-    """TRL's reward and completion-length metrics of one generation batch."""
-    lengths = completion_mask.sum(axis=1)                               # (N,)
+def batch_advantages(comm, table, names, lengths, truncated, train_cfg) -> tuple:
+    """(this rank's advantages (N,), the batch's reward metrics) from its rewards (N, F),
+    completion lengths (N,) and truncated (N,): gathered first, so the advantages of
+    --scale-rewards batch divide by the whole batch's std, as in one process (ranks.py)."""
+    table, mine = gather_rows(comm, table)                              # (N_all, F)
+    weights = reward_weights(train_cfg, len(names))
+    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
+                                                     scale=train_cfg.scale_rewards)
+    metrics = reward_metrics(table, names, rewards, std_zero, gather_rows(comm, lengths)[0],
+                             gather_rows(comm, truncated)[0])
+    return advantages[mine], metrics
+
+
+def reward_metrics(table, names, rewards, std_zero, lengths, truncated) -> dict:
+    """TRL's reward and completion-length metrics of one generation batch (lengths (N,))."""
     metrics = {}
     with np.errstate(all="ignore"):
         for column, name in enumerate(names):
@@ -202,24 +238,25 @@ def reward_metrics(table, names, rewards, std_zero, completion_mask, truncated) 
 
 
 def grpo_loss_and_grads(family, params: dict, cfg, x: PromptBatch, y, *, rng=None,
-                        dloss: float = 1.0, train_cfg=None, frozen: dict | None = None
-                        ) -> tuple[float, dict, dict]:
-    """Sample, reward and update on one batch of prompts (the module docstring's three steps)."""
+                        dloss: float = 1.0, train_cfg=None, frozen: dict | None = None,
+                        comm=None) -> tuple[float, dict, dict]:
+    """Sample, reward and update on one batch of prompts (the module docstring's three steps;
+    comm: this rank's groups of a batch split over ranks)."""
     policy, _ = policy_and_reference(params, frozen)
-    rollout, advantages, metrics = rollout_batch(policy, cfg, x, train_cfg)
+    rollout, advantages, metrics = rollout_batch(policy, cfg, x, train_cfg, comm)
     loss, grads, loss_metrics = rollout_loss_and_grads(
         family, params, cfg, rollout, advantages, frozen=frozen, train_cfg=train_cfg, rng=rng,
-        dloss=dloss)
+        dloss=dloss, comm=comm)
     return loss, grads, {**metrics, **loss_metrics}
 
 
 def grpo_eval_loss(family, params: dict, cfg, x: PromptBatch, y, *, train_cfg=None,
-                   frozen: dict | None = None) -> float:
-    """Minus the mean reward of a sampled group on these prompts."""
+                   frozen: dict | None = None, comm=None) -> float:
+    """Minus the mean reward of a sampled group on these prompts (comm: of the whole batch)."""
     policy, _ = policy_and_reference(params, frozen)
-    return -rollout_batch(policy, cfg, x, train_cfg)[2]["reward"]
+    return -rollout_batch(policy, cfg, x, train_cfg, comm)[2]["reward"]
 
 
 GRPO = Objective(name="grpo", kind=CAUSAL, reads=PROMPTS, draw=draw_prompts,
                  loss_and_grads=grpo_loss_and_grads, eval_loss=grpo_eval_loss,
-                 check=partial(check_kind, CAUSAL), metrics=True)
+                 check=partial(check_kind, CAUSAL), metrics=True, shard=shard_groups)
