@@ -11,11 +11,14 @@ What is asserted, and why:
   with a seed of its own, so its completions differ from those one process samples from one
   stream. A 2-rank GRPO run is asserted reproducible instead: stopped and resumed, its losses,
   rewards and adapters equal the uninterrupted run's bit for bit.
+- Ctrl-C stops both ranks of a GRPO run at one checkpoint with one line, and it resumes.
 - A batch that does not split into whole pairs or groups per rank is one line."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -93,6 +96,32 @@ def test_grpo_on_two_ranks_is_reproducible_and_resumes_exactly(tiny_base, tmp_pa
     resumed = load_checkpoint(halves).params
     for key, value in load_checkpoint(straight).params.items():
         np.testing.assert_array_equal(resumed[key], value, err_msg=key)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_both_ranks_of_a_grpo_run_at_a_checkpoint(tiny_base, tmp_path, capsys):
+    reward = tmp_path / "reward.py"
+    reward.write_text(IDS_REWARD, encoding="utf-8")
+    data = write_jsonl(tmp_path / "prompts.jsonl", prompt_records())
+    out = tmp_path / "stopped"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "glassformer", "finetune", "--model", str(tiny_base), "--data",
+         str(data), "--out", str(out), *FAST, *LORA, *GRPO_FLAGS, "--reward", f"{reward}:ids",
+         "--batch-size", "2", "--max-iters", "100000", "--workers", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 60
+    while not (out / "latest").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)     # a terminal's Ctrl-C reaches the whole group
+    _, err = proc.communicate(timeout=60)
+    stopped = [line for line in err.splitlines() if "stopped by" in line]
+    assert proc.returncode == 130 and len(stopped) == 1 and "Traceback" not in err, err
+    at = load_checkpoint(out).state["iter"]
+    assert f"at iteration {at}" in stopped[0] and "--resume" in stopped[0]
+    assert main(["finetune", "--out", str(out), "--resume", "--max-iters", str(at + 1),
+                 "--no-progress"]) == 0
+    assert max(steps_of(out)) == at
 
 
 GRPO_UPDATE = r"""
