@@ -20,6 +20,7 @@ from glassformer.train.distributed import (agreed_stop, check_shards, mpi_comm,
                                            mpi_installed, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT
+from glassformer.train.runs.align import check_align_shards
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
 from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
@@ -196,10 +197,11 @@ def run(args) -> int:
     comm = mpi_comm()
     if comm is not None:
         return as_rank(comm, partial(finetune_as_rank, args, comm))
-    settings = saved_settings(args.out) if args.resume else RECIPE
+    settings = saved_settings(args.out) if args.resume else recipe_of(args.objective)
     workers = args.workers or (settings.workers if args.resume else 1)
     if workers > 1:
         batch_size = args.batch_size or settings.batch_size
+        check_align_shards(args.objective or settings.objective, batch_size, workers)
         check_shards(batch_size, workers)
         if workers > usable_cores():
             raise GlassformerError(f"--workers {workers} is more than the {usable_cores()} "
@@ -209,6 +211,11 @@ def run(args) -> int:
         say(f"note: mpi4py is not installed here, so --workers {workers} trains in one process "
             "(docs/distributed.md)")
     return finetune_here(args)
+
+
+def recipe_of(objective: str | None) -> TrainConfig:
+    """The settings a new run of --objective starts from (the Tang SFT recipe by default)."""
+    return TrainConfig(**FINETUNE_RECIPES.get(objective or "sft", TANG_SFT).train)
 
 
 def saved_settings(out: str) -> TrainConfig:
@@ -243,8 +250,7 @@ def finetune_here(args, comm=None) -> int:
             if "max_iters" in given and "lr_decay_iters" not in given:
                 given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
             given.update(align_given(args))
-            recipe = FINETUNE_RECIPES.get(args.objective or "sft", TANG_SFT)
-            train_cfg = dataclasses.replace(TrainConfig(**recipe.train), **given)
+            train_cfg = dataclasses.replace(recipe_of(args.objective), **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
                                         train_cfg=train_cfg, lora_cfg=lora_config(args),
                                         adapter=args.adapter, objective=args.objective,

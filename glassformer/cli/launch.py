@@ -49,7 +49,8 @@ from glassformer.train.runs.signals import stop_on_signals
 
 ROOT_VARIABLES = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 ERROR_PREFIX = "glassformer train: error: "
-STOPPED_PREFIX = "glassformer train: stopped by "
+# rank 0's line after a stop, of train or finetune
+STOPPED_LINE = re.compile(r"glassformer [a-z]+: stopped by ")
 # Open MPI frames its explanations between lines of dashes.
 FRAME = re.compile(r"^-{20,}$")
 KILLED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on\s+signal (\d+)")
@@ -124,7 +125,7 @@ class _Relay:
         elif text.startswith(ERROR_PREFIX):
             self.errors.append(text[len(ERROR_PREFIX):])
         else:
-            self.stopped = self.stopped or text.startswith(STOPPED_PREFIX)
+            self.stopped = self.stopped or bool(STOPPED_LINE.match(text))
             try:
                 sys.stderr.write(text + end)
                 sys.stderr.flush()

@@ -103,10 +103,16 @@ def reduction_weights(mask: np.ndarray, loss_type: str, max_completion_length: i
 def grpo_loss_forward(logps: np.ndarray, old_logps: np.ndarray, advantages: np.ndarray,
                       mask: np.ndarray, *, ref_logps: np.ndarray | None = None,
                       beta: float = 0.0, epsilon: float = 0.2, epsilon_high: float | None = None,
-                      loss_type: str = "dapo", max_completion_length: int = 1
-                      ) -> tuple[float, GrpoCtx, dict]:
+                      loss_type: str = "dapo", max_completion_length: int = 1,
+                      weight: np.ndarray | None = None) -> tuple[float, GrpoCtx, dict]:
     """logps, old_logps (and ref_logps) (N, T), advantages (N,), mask (N, T) bool ->
-    (loss, ctx, TRL's clip (and kl) metrics). Computed in float64."""
+    (loss, ctx, TRL's clip (and kl) metrics). Computed in float64.
+
+    weight (N, T): each token's weight in a larger batch's loss, when these rows are part of it
+    (a chunk of rows, a rank's rows): reduction_weights of the whole batch's mask, these rows'
+    entries. The loss is then these rows' share of that loss (shares add up to it); each
+    token's gradient needs only its own numbers and weight, so the shares' backward passes add
+    up to the whole batch's. None: reduction_weights(mask, loss_type, ...), these rows alone."""
     eps_low, eps_high = float(epsilon), float(epsilon if epsilon_high is None else epsilon_high)
     logps = logps.astype(np.float64)
     adv = advantages.astype(np.float64)[:, None]                               # (N, 1)
@@ -128,7 +134,8 @@ def grpo_loss_forward(logps: np.ndarray, old_logps: np.ndarray, advantages: np.n
         # d(k3 rho)/d logp = (1 - exp(gap)) rho + k3 rho   (d rho / d logp = rho)
         dtoken = dtoken + beta * ratio * (1.0 - np.exp(gap) + k3)
         metrics["kl"] = float((kl * mask).sum() / max(float(mask.sum()), 1.0))
-    weight = reduction_weights(mask, loss_type, max_completion_length)         # (N, T)
+    if weight is None:
+        weight = reduction_weights(mask, loss_type, max_completion_length)     # (N, T)
     loss = float((per_token * weight).sum())
     return loss, GrpoCtx(dtoken=np.where(mask, dtoken, 0.0), weight=weight), metrics
 

@@ -186,26 +186,49 @@ def balanced_groups(params: dict[str, np.ndarray], n: int) -> list[list[str]]:
     return groups
 
 
+def _shard_loss_and_grads(comm, family, params: dict, cfg, x, y, *, generator, n: int,
+                          objective: Objective, train_cfg, frozen: dict | None
+                          ) -> tuple[float, dict, dict]:
+    """(this rank's weighted share of one micro-batch's loss / n, its grads, the objective's
+    metrics). An objective with `shard` takes whole units and returns the whole batch's loss
+    and metrics on every rank (train/objectives/ranks.py): its share is loss / ranks."""
+    ranks, rank = comm.Get_size(), comm.Get_rank()
+    if objective.shard is not None:
+        x_mine, y_mine = objective.shard(x, y, ranks, rank)
+        loss, grads, metrics = objective.loss_and_grads(
+            family, params, cfg, x_mine, y_mine, rng=generator, dloss=1.0 / n, comm=comm,
+            train_cfg=train_cfg, frozen=frozen or {})
+        return loss / ranks / n, grads, metrics
+    rows = shard_rows(y.shape[0], ranks, rank)
+    weight = shard_weights(y, ranks)[rank]
+    loss, grads = loss_and_grads(family, params, cfg, rows_of(x, rows), y[rows], rng=generator,
+                                 dloss=weight / n, objective=objective, train_cfg=train_cfg,
+                                 frozen=frozen)
+    return weight * loss / n, grads, {}
+
+
 def _shard_grads(comm, family, params: dict, cfg, micro_batches: list,
-                 rng: np.random.Generator | None, **objective_args) -> tuple[float, dict]:
+                 rng: np.random.Generator | None, **objective_args) -> tuple[float, dict, dict]:
     """This rank's part of the step: its shard of every micro-batch, forward and backward.
-    Returns (its weighted share of the mean loss, its grads summed over micro-batches)."""
+    Returns (its weighted share of the mean loss, its grads summed over micro-batches, the
+    objective's metrics averaged over micro-batches)."""
     ranks, rank, n = comm.Get_size(), comm.Get_rank(), len(micro_batches)
-    total, summed = 0.0, None
+    total, summed, measured = 0.0, None, {}
     for x, y in micro_batches:
-        rows = shard_rows(y.shape[0], ranks, rank)
-        weight = shard_weights(y, ranks)[rank]
         seed = shard_seeds(rng, ranks)[rank]
         generator = None if seed is None else np.random.default_rng(seed)
-        loss, grads = loss_and_grads(family, params, cfg, rows_of(x, rows), y[rows],
-                                     rng=generator, dloss=weight / n, **objective_args)
-        total += weight * loss / n
+        share, grads, metrics = _shard_loss_and_grads(comm, family, params, cfg, x, y,
+                                                      generator=generator, n=n,
+                                                      **objective_args)
+        total += share
+        for name, value in metrics.items():
+            measured[name] = measured.get(name, 0.0) + value / n
         if summed is None:
             summed = grads
         else:
             for key, g in grads.items():
                 summed[key] += g   # fan-in over micro-batches: this function owns `summed`
-    return total, summed
+    return total, summed, measured
 
 
 def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt: AdamWState, *,
@@ -215,14 +238,16 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                        train_cfg=None, frozen: dict | None = None,
                        held: frozenset = frozenset()) -> tuple[float, AdamWState]:
     """`step.train_step` over the ranks of `comm` (call it on every rank with the same arguments):
-    the same loss, and the same params and moments on every rank afterwards."""
+    the same loss (and an objective's metrics, of the whole batch), and the same params and
+    moments on every rank afterwards."""
     from mpi4py import MPI
 
     if not micro_batches:
         raise GlassformerError("expected at least one micro-batch")
     ranks, rank = comm.Get_size(), comm.Get_rank()
-    my_loss, grads = _shard_grads(comm, family, params, cfg, micro_batches, rng,
-                                  objective=objective, train_cfg=train_cfg, frozen=frozen)
+    my_loss, grads, measured = _shard_grads(comm, family, params, cfg, micro_batches, rng,
+                                            objective=objective, train_cfg=train_cfg,
+                                            frozen=frozen)
     decay = hold_still(grads, held)
     groups = balanced_groups(params, ranks)
     sizes = [sum(params[key].size for key in group) for group in groups]
@@ -250,6 +275,8 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
     loss = 0.0
     for share, _ in shares:
         loss += share     # in rank order, so every rank adds the same floats alike
+    if objective.metrics:
+        return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1), measured
     return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1)
 
 
@@ -287,6 +314,10 @@ def data_parallel_eval_loss(comm, family, params: dict, cfg, x, y: np.ndarray, *
                             frozen: dict | None = None) -> float:
     """`step.eval_loss` over the ranks of `comm`: each its shard, the weighted losses added."""
     ranks, rank = comm.Get_size(), comm.Get_rank()
+    if objective.shard is not None:   # the whole batch's loss on every rank (see _shard_grads)
+        x_mine, y_mine = objective.shard(x, y, ranks, rank)
+        return objective.eval_loss(family, params, cfg, x_mine, y_mine, train_cfg=train_cfg,
+                                   frozen=frozen or {}, comm=comm)
     rows = shard_rows(y.shape[0], ranks, rank)
     mine = shard_weights(y, ranks)[rank] * eval_loss(family, params, cfg, rows_of(x, rows),
                                                      y[rows], objective=objective,

@@ -18,6 +18,9 @@ weights and adapter constants); the reference is read from the same dict:
                     adapter there (TRL's frozen "ref" adapter); a --full run puts a copy of
                     every starting weight there (TRL's ref_model).
 
+Data parallelism (--workers): each rank takes whole pairs (shard_pairs) and the loss, which
+couples a pair's rows, is the whole batch's on every rank (train/objectives/ranks.py).
+
 The reference runs in eval mode (no dropout); the policy in train mode. Gradients flow through
 the policy's log-probs only, back through the model's own backward (LoRA: ops/lora.py).
 Beta: TrainConfig.beta, 0.1 when None (TRL's DPOConfig default).
@@ -31,11 +34,13 @@ import numpy as np
 from glassformer.blocks.lora import LORA_A, LORA_B, LORA_DROPOUT, LORA_SCALE
 from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL
+from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward, dpo_rewards
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.train.datasets.prefs import PrefData, pair_rows
 from glassformer.train.objectives.objective import (Objective, check_kind, only_trained,
                                                     with_frozen)
+from glassformer.train.objectives.ranks import gather_rows, unit_slice
 
 PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/prefs.py)
 REF_PREFIX = "ref."     # frozen entries that are the reference's own weights
@@ -89,36 +94,59 @@ def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
     return sequence_logps(family, reference, cfg, x, y, train=False)[0]
 
 
+def shard_pairs(x: np.ndarray, y: np.ndarray, ranks: int, rank: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Rank `rank`'s whole pairs of a batch (2B, T): its chosen rows, then the same pairs'
+    rejected rows (2B/ranks, T_r), cut to the last column any of them counts on."""
+    n = y.shape[0] // 2
+    pairs = unit_slice(n, ranks, rank, "preference pairs")
+    chosen = np.arange(pairs.start, pairs.stop)                        # (B/ranks,)
+    rows = np.concatenate([chosen, n + chosen])                        # (2B/ranks,)
+    counts = (y[rows] != IGNORE_INDEX).any(axis=0)                     # (T,)
+    width = int(np.nonzero(counts)[0].max()) + 1 if counts.any() else y.shape[1]
+    return x[rows, :width], y[rows, :width]
+
+
+def pair_logps(comm, logps: np.ndarray, ref: np.ndarray) -> tuple[tuple, slice]:
+    """(policy chosen, policy rejected, reference chosen, reference rejected) of the whole
+    batch's pairs, each (B,), from this rank's rows (2b,); and where its b pairs lie (ranks.py)."""
+    n = len(logps) // 2
+    parts = (logps[:n], logps[n:], ref[:n], ref[n:])
+    gathered = [gather_rows(comm, part) for part in parts]
+    return tuple(whole for whole, _ in gathered), gathered[0][1]
+
+
 def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
-                       dloss: float = 1.0, train_cfg=None, frozen: dict | None = None
-                       ) -> tuple[float, dict, dict]:
-    """(DPO loss, d(dloss * loss)/d params, TRL's metrics) on one batch of 2B rows."""
+                       dloss: float = 1.0, train_cfg=None, frozen: dict | None = None,
+                       comm=None) -> tuple[float, dict, dict]:
+    """(DPO loss, d(dloss * loss)/d params, TRL's metrics) on one batch of 2B rows.
+    comm: this rank holds some of the batch's pairs (shard_pairs); the loss and metrics are
+    the whole batch's, the grads those of its rows."""
     policy, reference = policy_and_reference(params, frozen)
     beta = beta_of(train_cfg)
     logps, ctx, logp_ctx = sequence_logps(family, policy, cfg, x, y, train=True, rng=rng)
-    ref = reference_logps(family, reference, cfg, x, y)                # (2B,)
-    n = len(logps) // 2
-    loss, loss_ctx = dpo_loss_forward(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta)
+    ref = reference_logps(family, reference, cfg, x, y)                # (2b,)
+    pairs, mine = pair_logps(comm, logps, ref)                         # 4 x (B,)
+    loss, loss_ctx = dpo_loss_forward(*pairs, beta=beta)
     dchosen, drejected = dpo_loss_backward(dloss, loss_ctx)           # (B,), (B,)
-    dseq = np.concatenate([dchosen, drejected])                        # (2B,)
+    dseq = np.concatenate([dchosen[mine], drejected[mine]])            # (2b,): this rank's rows
     # d(sum_t logp[b, t]) / d logp[b, t] = 1 on the completion: each row's weight, broadcast
-    dtoken = np.broadcast_to(dseq[:, None], y.shape)                   # (2B,) -> (2B, T)
-    dlogits = token_logps_backward(dtoken, logp_ctx)                   # (2B, T, V)
+    dtoken = np.broadcast_to(dseq[:, None], y.shape)                   # (2b,) -> (2b, T)
+    dlogits = token_logps_backward(dtoken, logp_ctx)                   # (2b, T, V)
     grads = only_trained(family.backward(dlogits, ctx), params)
-    metrics = dpo_rewards(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta)
-    return loss, grads, metrics
+    return loss, grads, dpo_rewards(*pairs, beta=beta)
 
 
 def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
-                  frozen: dict | None = None) -> float:
-    """The DPO loss in eval mode (no dropout), forward only."""
+                  frozen: dict | None = None, comm=None) -> float:
+    """The DPO loss in eval mode (no dropout), forward only (comm: of the whole batch)."""
     policy, reference = policy_and_reference(params, frozen)
     logps = sequence_logps(family, policy, cfg, x, y, train=False)[0]
     ref = reference_logps(family, reference, cfg, x, y)
-    n = len(logps) // 2
-    return dpo_loss_forward(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta_of(train_cfg))[0]
+    pairs, _ = pair_logps(comm, logps, ref)
+    return dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
 
 
 DPO = Objective(name="dpo", kind=CAUSAL, reads=PREFS, draw=draw_pairs,
                 loss_and_grads=dpo_loss_and_grads, eval_loss=dpo_eval_loss,
-                check=partial(check_kind, CAUSAL), metrics=True)
+                check=partial(check_kind, CAUSAL), metrics=True, shard=shard_pairs)

@@ -9,15 +9,25 @@ One step, on B prompts drawn from PromptData (train/datasets/prompts.py):
                 its first end-of-text id (which is kept: the model learns to stop)
     2. reward   every reward function (train/rewards/) on the decoded completions, summed
                 with reward_weights; advantages per group (ops/grpo_loss.group_advantages)
-    3. update   one forward of prompt + completion (left-padded prompts: key mask and
+    3. update   the forward of prompt + completion (left-padded prompts: key mask and
                 positions from the mask), per-token log-probs of the completion
                 (ops/token_logps.py, logits / temperature as TRL), the clipped surrogate
-                (+ beta * k3 KL to the reference: train/objectives/dpo.py's), backward
+                (+ beta * k3 KL to the reference: train/objectives/dpo.py's), backward; in
+                chunks of rows (row_chunks), so the (rows, T, V) logits stay within
+                LOGITS_CHUNK_BYTES (TRL bounds it alike: its update runs on per-device
+                micro-batches of the generation batch, its no-grad log-probs in chunks)
 
 Old log-probs are the policy's own (one update per generation, TRL's num_iterations=1), so the
 ratio is 1. The sampling seed comes from the batch draw, so a resumed run samples what the
 uninterrupted one would have. eval_loss is minus the mean reward of a sampled group on val
 prompts (higher reward, lower "loss").
+Data parallelism (--workers): each rank takes whole groups (shard_groups) and samples them with
+its own seed, drawn from the batch's and its rank, so a run on N ranks is reproducible (its
+completions differ from one process's, which samples all groups from one stream). Rewards are
+scored where they were sampled; the advantages, the loss (its token normaliser spans the
+batch) and every metric are the whole batch's on every rank, from the gathered rewards and
+per-token log-probs (train/objectives/ranks.py), so on the same completions N ranks compute
+one process's loss and gradient.
 Logged as TRL names them: reward, reward_std, rewards/<name>/mean and /std,
 frac_reward_zero_std, completions/mean_length (min, max, clipped_ratio), clip_ratio/*, kl.
 """
@@ -34,14 +44,19 @@ from glassformer.generate.stream import end_of_text_ids
 from glassformer.models.family import CAUSAL
 from glassformer.models.model import Model
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.ops.grpo_loss import group_advantages, grpo_loss_backward, grpo_loss_forward
+from glassformer.ops.grpo_loss import (group_advantages, grpo_loss_backward, grpo_loss_forward,
+                                        reduction_weights)
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.train.datasets.prompts import PromptData, left_padded
 from glassformer.train.objectives.dpo import policy_and_reference
-from glassformer.train.objectives.objective import Objective, check_kind, only_trained
+from glassformer.train.objectives.objective import Objective, check_kind, only_trained, rows_of
+from glassformer.train.objectives.ranks import gather_rows, gather_token_rows, unit_slice
 from glassformer.train.rewards import call_reward, load_rewards
 
 PROMPTS = "prompts"     # Objective.reads: prompts (train/datasets/prompts.py)
+# the update's logits per chunk of rows (float32), which bounds its peak memory: SmolLM2's
+# 49,152-entry vocabulary over 111 positions is 22 MB a row, so 6 rows a chunk
+LOGITS_CHUNK_BYTES = 128 * 2**20
 
 
 class PromptBatch(NamedTuple):
@@ -66,6 +81,15 @@ def draw_prompts(data: PromptData, train_cfg, rng: np.random.Generator, *,
     rows = rng.integers(0, len(data.records), size=train_cfg.batch_size)    # (B,)
     seed = int(rng.integers(0, 2**62))
     return PromptBatch(data, rows, seed), rows
+
+
+def shard_groups(x: PromptBatch, y: np.ndarray, ranks: int, rank: int
+                 ) -> tuple[PromptBatch, np.ndarray]:
+    """Rank `rank`'s whole groups: its share of the batch's prompts, sampled with a seed of
+    its own (from the batch's seed and the rank: the same on every rerun)."""
+    prompts = unit_slice(len(x.rows), ranks, rank, "prompts")
+    seed = int(np.random.default_rng([x.seed, rank]).integers(0, 2**62))
+    return PromptBatch(x.data, x.rows[prompts], seed), y[prompts]
 
 
 def sample_groups(weights: dict, cfg, prompt_ids, prompt_mask, *, group: int, max_tokens: int,
@@ -109,30 +133,77 @@ def completion_logps(family, weights: dict, cfg, rollout: Rollout, *, temperatur
     return token_logp, ctx, logp_ctx
 
 
-def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantages, *,
-                           frozen: dict | None, train_cfg, rng=None, dloss: float = 1.0,
-                           old_logps=None) -> tuple[float, dict, dict]:
-    """The update on fixed completions: (loss, d(dloss * loss)/d params, clip/kl metrics).
-    old_logps None: the policy's own (ratio 1)."""
-    policy, reference = policy_and_reference(params, frozen)
+def row_chunks(rollout: Rollout, vocab: int, rows: int | None) -> list[slice]:
+    """The update's rows in chunks of at most `rows` (None: as many as keep a chunk's (rows, T,
+    V) float32 logits within LOGITS_CHUNK_BYTES, at least one)."""
+    n, width = rollout.y.shape
+    if rows is None:
+        rows = max(1, LOGITS_CHUNK_BYTES // (4 * width * vocab))
+    return [slice(start, min(start + rows, n)) for start in range(0, n, rows)]
+
+
+def chunk_loss_grads(family, policy: dict, params: dict, cfg, part: Rollout, advantages,
+                     weight, old_logps, ref, *, train_cfg, rng, dloss: float):
+    """(per-token log-probs (n, T), grads) of one chunk of rows, its logits freed on return.
+    weight (n, T): its tokens' weights in the whole batch's loss (grpo_loss_forward)."""
     temperature = float(train_cfg.temperature)
-    logps, ctx, logp_ctx = completion_logps(family, policy, cfg, rollout,
-                                            temperature=temperature, train=True, rng=rng)
-    beta = float(train_cfg.beta or 0.0)
-    ref = None
-    if beta != 0.0:
-        ref = completion_logps(family, reference, cfg, rollout, temperature=temperature,
-                               train=False)[0]
-    mask = rollout.y != IGNORE_INDEX
-    loss, loss_ctx, metrics = grpo_loss_forward(
-        logps, logps if old_logps is None else old_logps, advantages, mask, ref_logps=ref,
-        beta=beta, epsilon=train_cfg.epsilon, epsilon_high=train_cfg.epsilon_high,
-        loss_type=train_cfg.loss_type, max_completion_length=train_cfg.max_completion_tokens)
-    dlogps = grpo_loss_backward(dloss, loss_ctx).astype(logps.dtype)    # (N, T)
-    dlogits = token_logps_backward(dlogps, logp_ctx)                    # (N, T, V)
+    logps, ctx, logp_ctx = completion_logps(family, policy, cfg, part, temperature=temperature,
+                                            train=True, rng=rng)            # (n, T)
+    _, loss_ctx, _ = grpo_loss_forward(
+        logps, logps if old_logps is None else old_logps, advantages, part.y != IGNORE_INDEX,
+        ref_logps=ref, beta=float(train_cfg.beta or 0.0), epsilon=train_cfg.epsilon,
+        epsilon_high=train_cfg.epsilon_high, weight=weight)
+    dlogps = grpo_loss_backward(dloss, loss_ctx).astype(logps.dtype)    # (n, T)
+    dlogits = token_logps_backward(dlogps, logp_ctx)                    # (n, T, V)
     if temperature != 1.0:
         dlogits = dlogits * (1.0 / temperature)
-    return loss, only_trained(family.backward(dlogits, ctx), params), metrics
+    return logps, only_trained(family.backward(dlogits, ctx), params)
+
+
+def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantages, *,
+                           frozen: dict | None, train_cfg, rng=None, dloss: float = 1.0,
+                           old_logps=None, comm=None, chunk_rows: int | None = None
+                           ) -> tuple[float, dict, dict]:
+    """The update on fixed completions: (loss, d(dloss * loss)/d params, clip/kl metrics).
+    old_logps None: the policy's own (ratio 1). comm: the rollout and advantages are this
+    rank's rows; the loss and metrics are the whole batch's, the grads those of its rows.
+    The forward and backward run in chunks of rows (row_chunks; chunk_rows None: by
+    LOGITS_CHUNK_BYTES), which bounds the memory of the logits and activations: a token's
+    gradient needs only its own log-prob and its weight in the whole batch's loss, known from
+    the masks before any forward. (With dropout, the chunks draw their masks in turn.)"""
+    policy, reference = policy_and_reference(params, frozen)
+    temperature, beta = float(train_cfg.temperature), float(train_cfg.beta or 0.0)
+    mask = rollout.y != IGNORE_INDEX                                    # (N, T)
+    whole_mask, mine = gather_token_rows(comm, mask)                    # (N_all, T_max)
+    weight = reduction_weights(whole_mask, train_cfg.loss_type, train_cfg.max_completion_tokens)
+    weight = weight[mine, :mask.shape[1]]                               # (N, T): this rank's
+    chunks = row_chunks(rollout, cfg.vocab_size, chunk_rows)
+    ref = None
+    if beta != 0.0:
+        ref = np.concatenate([completion_logps(family, reference, cfg, rows_of(rollout, rows),
+                                               temperature=temperature, train=False)[0]
+                              for rows in chunks])                      # (N, T)
+    parts, grads = [], None
+    for rows in chunks:
+        logps, chunk_grads = chunk_loss_grads(
+            family, policy, params, cfg, rows_of(rollout, rows), advantages[rows], weight[rows],
+            None if old_logps is None else old_logps[rows], None if ref is None else ref[rows],
+            train_cfg=train_cfg, rng=rng, dloss=dloss)
+        parts.append(logps)
+        if grads is None:
+            grads = chunk_grads
+        else:
+            for key, g in chunk_grads.items():
+                grads[key] += g   # fan-in over chunks: this function owns `grads`
+    logps = np.concatenate(parts)                                       # (N, T)
+    # the whole batch's loss and metrics from every rank's per-token numbers (ranks.py)
+    whole_old = gather_token_rows(comm, logps if old_logps is None else old_logps)[0]
+    loss, _, metrics = grpo_loss_forward(
+        gather_token_rows(comm, logps)[0], whole_old, gather_rows(comm, advantages)[0],
+        whole_mask, ref_logps=None if ref is None else gather_token_rows(comm, ref)[0],
+        beta=beta, epsilon=train_cfg.epsilon, epsilon_high=train_cfg.epsilon_high,
+        loss_type=train_cfg.loss_type, max_completion_length=train_cfg.max_completion_tokens)
+    return loss, grads, metrics
 
 
 def reward_weights(train_cfg, count: int) -> np.ndarray:
@@ -165,27 +236,38 @@ def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[n
     return table, [name for name, _ in rewards]
 
 
-def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg):
-    """Sample and score: (Rollout, advantages (N,), metrics)."""
+def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg, comm=None):
+    """Sample and score: (Rollout, advantages (N,), metrics). comm: the batch is this rank's
+    groups; the advantages and metrics come from every rank's rewards (ranks.py)."""
     prompt_ids, prompt_mask = left_padded(batch.data, batch.rows)       # (B, P)
     completion, completion_mask, truncated = sample_groups(
         policy, cfg, prompt_ids, prompt_mask, group=train_cfg.num_generations,
         max_tokens=train_cfg.max_completion_tokens, temperature=train_cfg.temperature,
         seed=batch.seed, stop_ids=end_of_text_ids(batch.data.tokenizer))
     table, names = score(batch, completion, completion_mask, train_cfg)
-    weights = reward_weights(train_cfg, len(names))
-    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
-                                                     scale=train_cfg.scale_rewards)
+    advantages, metrics = batch_advantages(comm, table, names, completion_mask.sum(axis=1),
+                                           truncated, train_cfg)
     rollout = rollout_of(np.repeat(prompt_ids, train_cfg.num_generations, axis=0),
                          np.repeat(prompt_mask, train_cfg.num_generations, axis=0),
                          completion, completion_mask)
-    return rollout, advantages, reward_metrics(table, names, rewards, std_zero,
-                                               completion_mask, truncated)
+    return rollout, advantages, metrics
 
 
-def reward_metrics(table, names, rewards, std_zero, completion_mask, truncated) -> dict:
-    """TRL's reward and completion-length metrics of one generation batch."""
-    lengths = completion_mask.sum(axis=1)                               # (N,)
+def batch_advantages(comm, table, names, lengths, truncated, train_cfg) -> tuple:
+    """(this rank's advantages (N,), the batch's reward metrics) from its rewards (N, F),
+    completion lengths (N,) and truncated (N,): gathered first, so the advantages of
+    --scale-rewards batch divide by the whole batch's std, as in one process (ranks.py)."""
+    table, mine = gather_rows(comm, table)                              # (N_all, F)
+    weights = reward_weights(train_cfg, len(names))
+    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
+                                                     scale=train_cfg.scale_rewards)
+    metrics = reward_metrics(table, names, rewards, std_zero, gather_rows(comm, lengths)[0],
+                             gather_rows(comm, truncated)[0])
+    return advantages[mine], metrics
+
+
+def reward_metrics(table, names, rewards, std_zero, lengths, truncated) -> dict:
+    """TRL's reward and completion-length metrics of one generation batch (lengths (N,))."""
     metrics = {}
     with np.errstate(all="ignore"):
         for column, name in enumerate(names):
@@ -202,24 +284,25 @@ def reward_metrics(table, names, rewards, std_zero, completion_mask, truncated) 
 
 
 def grpo_loss_and_grads(family, params: dict, cfg, x: PromptBatch, y, *, rng=None,
-                        dloss: float = 1.0, train_cfg=None, frozen: dict | None = None
-                        ) -> tuple[float, dict, dict]:
-    """Sample, reward and update on one batch of prompts (the module docstring's three steps)."""
+                        dloss: float = 1.0, train_cfg=None, frozen: dict | None = None,
+                        comm=None) -> tuple[float, dict, dict]:
+    """Sample, reward and update on one batch of prompts (the module docstring's three steps;
+    comm: this rank's groups of a batch split over ranks)."""
     policy, _ = policy_and_reference(params, frozen)
-    rollout, advantages, metrics = rollout_batch(policy, cfg, x, train_cfg)
+    rollout, advantages, metrics = rollout_batch(policy, cfg, x, train_cfg, comm)
     loss, grads, loss_metrics = rollout_loss_and_grads(
         family, params, cfg, rollout, advantages, frozen=frozen, train_cfg=train_cfg, rng=rng,
-        dloss=dloss)
+        dloss=dloss, comm=comm)
     return loss, grads, {**metrics, **loss_metrics}
 
 
 def grpo_eval_loss(family, params: dict, cfg, x: PromptBatch, y, *, train_cfg=None,
-                   frozen: dict | None = None) -> float:
-    """Minus the mean reward of a sampled group on these prompts."""
+                   frozen: dict | None = None, comm=None) -> float:
+    """Minus the mean reward of a sampled group on these prompts (comm: of the whole batch)."""
     policy, _ = policy_and_reference(params, frozen)
-    return -rollout_batch(policy, cfg, x, train_cfg)[2]["reward"]
+    return -rollout_batch(policy, cfg, x, train_cfg, comm)[2]["reward"]
 
 
 GRPO = Objective(name="grpo", kind=CAUSAL, reads=PROMPTS, draw=draw_prompts,
                  loss_and_grads=grpo_loss_and_grads, eval_loss=grpo_eval_loss,
-                 check=partial(check_kind, CAUSAL), metrics=True)
+                 check=partial(check_kind, CAUSAL), metrics=True, shard=shard_groups)

@@ -31,9 +31,16 @@ training; an `Objective` holds everything that differs:
         them in place and zeroes those grads, so the clip and AdamW leave them as they are. The
         step calls it once per optimizer step; a data-parallel rank, on its group of keys.
 
+    shard(x, y, ranks, rank) -> (x_r, y_r), or None
+        for objectives whose rows come in units (DPO's pairs, GRPO's groups): rank r's whole
+        units of a batch. Their loss_and_grads and eval_loss then also take `comm` and return
+        the whole batch's loss and metrics on every rank, with the grads of the rank's own
+        rows (ranks.py).
+
 `frozen` holds weights the forward reads but the optimizer never updates (a LoRA run's base
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
-y's rows over the ranks, and weighs each rank's loss by its share of the counted targets.
+y's rows over the ranks, and weighs each rank's loss by its share of the counted targets (an
+objective with `shard` splits and weighs its own way).
 
 Each objective is one file beside this one (next_token.py, mlm.py, seq2seq.py, sft.py) and one
 line in train/objectives/__init__.py; CONTRIBUTING.md's "Adding an objective" lists the rest.
@@ -72,6 +79,7 @@ class Objective(NamedTuple):
     eval_stats: Callable | None = None  # (family, params, cfg, batches, *, train_cfg, frozen)
                                         # -> {log key: value}, more of each eval's record
     rule: Callable | None = None        # rule(params, grads, train_cfg): params moved by a rule
+    shard: Callable | None = None       # shard(x, y, ranks, rank) -> rank's whole units
 
 
 # Family.kind in words, for messages

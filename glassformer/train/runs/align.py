@@ -2,6 +2,7 @@
 
     align_data         the data file read for the objective: preference pairs (DPO) split into
                        train and val, as finetune's encode_data does for chat data
+    check_align_shards --workers N: whole pairs (DPO) or groups (GRPO) per rank
     reference_weights  the frozen entries that hold the reference (train/objectives/dpo.py):
                        none for the default (adapters off), the starting adapter for
                        `--ref adapter`, a copy of every starting weight for a --full run
@@ -39,11 +40,7 @@ def template_or_none(tokenizer, budget=None):
 def align_data(path: str | Path, model, train_cfg, template_budget=None) -> tuple:
     """(train data, val data) of an alignment objective's data file, every setting and (GRPO)
     every reward function checked first, so a refused run writes nothing."""
-    if train_cfg.workers > 1:
-        # note: ranks split a batch's rows, and DPO's come in chosen/rejected pairs, GRPO's in
-        # groups: not wired yet (docs/align.md)
-        raise GlassformerError(f"{train_cfg.objective} trains in one process for now: use "
-                               "--workers 1")
+    check_align_shards(train_cfg.objective, train_cfg.batch_size, train_cfg.workers)
     template = template_or_none(model.tokenizer, template_budget)
     if train_cfg.objective == DPO.name:
         if template is None:
@@ -58,6 +55,19 @@ def align_data(path: str | Path, model, train_cfg, template_budget=None) -> tupl
                               max_completion_tokens=train_cfg.max_completion_tokens)
     probe_rewards(rewards, data.records[0], train_cfg.num_generations, data.conversational)
     return split_prompts(data)
+
+
+# what a rank of a data-parallel run takes whole (train/objectives/ranks.py)
+UNITS = {DPO.name: ("pairs", "a pair's chosen and rejected rows stay on one rank"),
+         GRPO.name: ("prompts", "a prompt's group of completions stays on one rank")}
+
+
+def check_align_shards(objective: str, batch_size: int, workers: int) -> None:
+    """--batch-size (pairs, prompts) must split evenly over --workers ranks, in one line."""
+    if objective in UNITS and workers > 1 and batch_size % workers:
+        unit, why = UNITS[objective]
+        raise GlassformerError(f"--batch-size {batch_size} ({unit}) does not split evenly over "
+                               f"{workers} ranks ({why}); use a multiple of {workers}")
 
 
 def check_grpo_config(train_cfg) -> None:
