@@ -112,7 +112,8 @@ def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, f
                     x, adapter.a, adapter.b, scale=adapter.scale, dropout=adapter.dropout,
                     train=train, rng=rng)                                   # (B, T, hi - lo)
                 qkv[..., lo:hi] += delta
-        q_lin, k_lin, v_lin = np.split(qkv, [width_q, width_q + width_kv], axis=-1)  # views
+        q_lin, k_lin = qkv[..., :width_q], qkv[..., width_q:width_q + width_kv]     # views
+        v_lin = qkv[..., width_q + width_kv:]
         return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None), adapters
     if adapter_of(params, "wqkv") is not None:
         raise GlassformerError("a fused q|k|v LoRA adapter (GPT-2's c_attn) applies to "
@@ -204,8 +205,8 @@ def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cf
         projections = (None, q_proj, None, None)
         return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
     source = x if memory is None else memory
-    packed = lie_packed(params, ("wq", "wk", "wv"), ("bq", "bk", "bv"))
-    joined = memory is None and (x.shape[1] > 1 or packed)  # see the module docstring
+    joined = memory is None and (x.shape[1] > 1 or lie_packed(  # see the module docstring
+        params, ("wq", "wk", "wv"), ("bq", "bk", "bv")))
     (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
         params, x, source, joined, frozen=frozen, train=train, rng=rng)
     qk = None

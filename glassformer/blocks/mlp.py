@@ -17,7 +17,7 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.lora import adapter_of
-from glassformer.blocks.packed import join_columns, lie_packed
+from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
@@ -58,10 +58,11 @@ def _gate_and_up(params: dict, x: np.ndarray, options: dict):
     that part's weight: what a product of its own returns), so the backward is unchanged."""
     plain = "b_up" not in params and all(adapter_of(params, name) is None
                                          for name in ("w_gate", "w_up"))
-    if plain and lie_packed(params, ("w_gate", "w_up")):
-        both, ctx = linear_forward(x, join_columns([params["w_gate"], params["w_up"]]),
-                                   frozen=options["frozen"])             # (B, T, 2F)
-        gate, up = np.split(both, 2, axis=-1)                            # (B, T, F) views
+    whole = packed_whole([params["w_gate"], params["w_up"]]) if plain else None
+    if whole is not None:
+        both, ctx = linear_forward(x, whole, frozen=options["frozen"])   # (B, T, 2F)
+        width = params["w_gate"].shape[1]
+        gate, up = both[..., :width], both[..., width:]                  # (B, T, F) views
         return gate, up, ctx._replace(w=params["w_gate"]), ctx._replace(w=params["w_up"])
     up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)      # (B, T, F)
     gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # (B, T, F)
