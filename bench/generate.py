@@ -43,6 +43,7 @@ from glassformer.allocator import keep_freed_memory
 from glassformer.blas import blas_threads, find_blas, free_cores
 from glassformer.generate.generate import generate
 from glassformer.models import gpt2
+from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.model import Model
 
 CONFIG = dict(vocab_size=50257, max_seq_len=1024, n_layer=12, n_head=12, d_model=768)
@@ -57,8 +58,11 @@ def peak_rss_mib() -> float:
 
 
 def our_model() -> Model:
+    """Random weights laid out as a loaded model's are (models/layout.py: q|k|v packed)."""
     cfg = gpt2.GPT2Config(**CONFIG, activation="gelu_tanh")
-    return Model(cfg, gpt2.init_params(cfg, np.random.default_rng(0)))
+    params = gpt2.init_params(cfg, np.random.default_rng(0))
+    lay_out_for_decoding(params)
+    return Model(cfg, params)
 
 
 def hf_model(model: Model):

@@ -25,7 +25,8 @@ projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: 
 (C, (H + 2K) D) product runs faster than three narrow ones (fewer, larger BLAS calls, which split
 better over threads), and its backward is one dx and one dW product instead of three each.
 Decoding one token at a time keeps three products, because joining the weights would copy them
-once per generated token, more bytes than the product itself reads. Both give the same numbers.
+once per generated token, more bytes than the product itself reads, unless they lie packed side
+by side already (blocks/packed.py; models/layout.py packs a loaded model's). Same numbers.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
+from glassformer.blocks.packed import join_columns, lie_packed
 from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
                                         qk_norm_shapes)
@@ -78,11 +80,11 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 
 def _joined(params: dict, prefix: str) -> np.ndarray | None:
     """[q | k | v] of one kind of param ("w": (C, (H+2K) D) columns; "b": ((H+2K) D,)), or None
-    when the block has no such params."""
+    when the block has no such params. No copy when they lie packed (blocks/packed.py)."""
     parts = [params.get(f"{prefix}{name}") for name in "qkv"]
     if parts[0] is None:
         return None
-    return np.concatenate(parts, axis=-1)  # join along the output features
+    return join_columns(parts)  # join along the output features
 
 
 def _slices(widths: tuple[int, int, int]) -> list[tuple[str, int, int]]:
@@ -110,7 +112,8 @@ def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, f
                     x, adapter.a, adapter.b, scale=adapter.scale, dropout=adapter.dropout,
                     train=train, rng=rng)                                   # (B, T, hi - lo)
                 qkv[..., lo:hi] += delta
-        q_lin, k_lin, v_lin = np.split(qkv, [width_q, width_q + width_kv], axis=-1)  # views
+        q_lin, k_lin = qkv[..., :width_q], qkv[..., width_q:width_q + width_kv]     # views
+        v_lin = qkv[..., width_q + width_kv:]
         return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None), adapters
     if adapter_of(params, "wqkv") is not None:
         raise GlassformerError("a fused q|k|v LoRA adapter (GPT-2's c_attn) applies to "
@@ -202,7 +205,8 @@ def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cf
         projections = (None, q_proj, None, None)
         return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
     source = x if memory is None else memory
-    joined = memory is None and x.shape[1] > 1  # see the module docstring
+    joined = memory is None and (x.shape[1] > 1 or lie_packed(  # see the module docstring
+        params, ("wq", "wk", "wv"), ("bq", "bk", "bv")))
     (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
         params, x, source, joined, frozen=frozen, train=train, rng=rng)
     qk = None

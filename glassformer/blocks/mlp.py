@@ -5,7 +5,8 @@
     gated (LLaMA, Qwen2):           y = (silu(x W_gate) * (x W_up)) W_down        (SwiGLU)
 
 x (B, T, C) -> hidden (B, T, F) -> y (B, T, C). In the gated form x feeds two projections, so its
-gradient is the sum of both paths, on one visible line in the backward.
+gradient is the sum of both paths, on one visible line in the backward. When the two weights lie
+packed side by side (blocks/packed.py: a loaded model's layout) one product computes both.
 Each projection adds its LoRA adapter when the params hold one (blocks/projection.py).
 """
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.lora import adapter_of
+from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward, silu_backward, silu_forward)
-from glassformer.ops.linear import LinearCtx
+from glassformer.ops.linear import LinearCtx, linear_forward
 from glassformer.ops.lora import LoraLinearCtx
 from glassformer.ops.swiglu import swiglu_backward, swiglu_forward
 
@@ -49,6 +52,23 @@ def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
     return gelu_backward(dout, ctx)
 
 
+def _gate_and_up(params: dict, x: np.ndarray, options: dict):
+    """(x W_gate, x W_up, their ctxs): one product when the two lie packed side by side
+    (blocks/packed.py) with no bias or adapter, its ctx then given as each part's (the same x,
+    that part's weight: what a product of its own returns), so the backward is unchanged."""
+    plain = "b_up" not in params and all(adapter_of(params, name) is None
+                                         for name in ("w_gate", "w_up"))
+    whole = packed_whole([params["w_gate"], params["w_up"]]) if plain else None
+    if whole is not None:
+        both, ctx = linear_forward(x, whole, frozen=options["frozen"])   # (B, T, 2F)
+        width = params["w_gate"].shape[1]
+        gate, up = both[..., :width], both[..., width:]                  # (B, T, F) views
+        return gate, up, ctx._replace(w=params["w_gate"]), ctx._replace(w=params["w_up"])
+    up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)      # (B, T, F)
+    gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # (B, T, F)
+    return gate, up, gate_ctx, up_ctx
+
+
 def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: bool = False,
                 frozen: bool = False, train: bool = False,
                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, MLPCtx]:
@@ -59,12 +79,12 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only."""
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     options = dict(frozen=frozen, train=train, rng=rng)
-    up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)   # (B, T, C) -> (B, T, F)
     gate_ctx = None
     if cfg.mlp == "swiglu":
-        gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # -> (B, T, F)
+        gate, up, gate_ctx, up_ctx = _gate_and_up(params, x, options)    # (B, T, F) each
         hidden, act_ctx = swiglu_forward(gate, up)                       # (B, T, F)
     else:
+        up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)  # -> (B, T, F)
         hidden, act_ctx = _activation_forward(cfg.mlp, up, inference)    # (B, T, F)
     y, down_ctx = projection_forward(params, "w_down", "b_down", hidden, **options)  # (B, T, C)
     return y, MLPCtx(cfg.mlp, up_ctx, gate_ctx, act_ctx, down_ctx)

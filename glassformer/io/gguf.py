@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
 from glassformer.models.registry import family
@@ -91,6 +92,7 @@ def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
     """The `Model` of an open GGUF file (see load_gguf)."""
     cfg = llama_config(reader, path)
     params = read_params(reader, cfg, path)
+    lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
     tokenizer = None
     if with_tokenizer:
         tokenizer = load_tokenizer(path)

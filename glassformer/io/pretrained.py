@@ -32,6 +32,7 @@ from glassformer.io.hf_config import config_from_hf, config_to_hf
 from glassformer.json_object import read_json_object
 from glassformer.io.peft import load_adapter, merge_adapters, not_a_model
 from glassformer.io.safetensors import load_safetensors, read_safetensors_header, save_safetensors
+from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
 from glassformer.ops.position import fixed_position_table
@@ -102,6 +103,8 @@ def _load_model(path, tokenizer: bool) -> Model:
     tensors = _read_tensors(folder, headers, table)
     _check_tied_copies(folder, arch, cfg, tensors)
     params = hf_names.to_glassformer(arch, cfg, tensors)
+    del tensors                    # the params hold what they need: the layout can free the rest
+    lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
     return Model(cfg, params, _tokenizer(folder) if tokenizer else None)
 
 
@@ -298,7 +301,10 @@ def _load_glassformer_run(folder: Path, tokenizer: bool) -> Model:
         # A checkpoint stores tokenizer.json only; the run keeps the tokenizer's other files (chat
         # template, named tokens: train --init from a chat model) once, in run/tokenizer/.
         tok.config = read_tokenizer_config(ckpt.path.parent / RUN_TOKENIZER)
-    return Model(cfg, {k: np.asarray(v, dtype=np.float32) for k, v in ckpt.params.items()}, tok)
+    params = {k: np.asarray(v, dtype=np.float32) for k, v in ckpt.params.items()}
+    del ckpt
+    lay_out_for_decoding(params)   # in place (models/layout.py)
+    return Model(cfg, params, tok)
 
 
 def _load_glassformer_folder(folder: Path, config: dict, tokenizer: bool) -> Model:
@@ -310,6 +316,7 @@ def _load_glassformer_folder(folder: Path, config: dict, tokenizer: bool) -> Mod
     _check_our_params(folder / WEIGHTS, cfg, shapes)
     params = {k: np.asarray(v, dtype=np.float32)
               for k, v in load_safetensors(folder / WEIGHTS).items()}
+    lay_out_for_decoding(params)   # in place (models/layout.py)
     return Model(cfg, params, _tokenizer(folder) if tokenizer else None)
 
 

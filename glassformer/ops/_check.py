@@ -51,18 +51,20 @@ def check_shape(name: str, x: np.ndarray, dims: tuple[str, ...],
     `dims` may start with "..." for any number of leading dims (bound as a tuple under "...").
     Integers in `dims` are literal sizes. Returns `sizes` for chaining.
     """
-    known = dict(sizes)  # what the message shows: the sizes bound before this array
+    # note: letters are only ever added (setdefault), so the sizes bound before this array, which
+    # a message shows, are the first `before` entries; no copy is made unless the check fails
+    before = len(sizes)
     fixed = dims[1:] if dims and dims[0] == "..." else dims
     has_lead = len(fixed) != len(dims)
     if x.ndim < len(fixed) or (not has_lead and x.ndim != len(fixed)):
-        raise ShapeError(f"expected {name} of shape {_describe(dims, known)}, "
+        raise ShapeError(f"expected {name} of shape {_describe(dims, sizes)}, "
                          f"got {tuple(x.shape)}")
     tail = x.shape[x.ndim - len(fixed):]
     if has_lead:
         lead = tuple(x.shape[:x.ndim - len(fixed)])
         if "..." in sizes and sizes["..."] != lead:
             raise ShapeError(
-                f"expected {name} of shape {_describe(dims, known)} with leading dims "
+                f"expected {name} of shape {_describe(dims, sizes)} with leading dims "
                 f"{sizes['...']}, got {tuple(x.shape)}")
         sizes.setdefault("...", lead)
     for letter, size in zip(fixed, tail):
@@ -71,6 +73,7 @@ def check_shape(name: str, x: np.ndarray, dims: tuple[str, ...],
         else:
             ok = sizes.setdefault(letter, size) == size
         if not ok:
+            known = dict(list(sizes.items())[:before])
             sizes.clear()
             sizes.update(known)  # leave `sizes` as it was when the check fails
             raise ShapeError(f"expected {name} of shape {_describe(dims, known)}, "
