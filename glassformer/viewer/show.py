@@ -99,7 +99,8 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
     out = check_request(text, out, png_dir)
     if model.family.kind == ENCODER_DECODER:
         return show_seq2seq(model, text, out, name=name, lang=lang, layers=layers, heads=heads,
-                            png_dir=png_dir, pad_to=pad_to, target=target)
+                            png_dir=png_dir, pad_to=pad_to, target=target,
+                            max_pixels=png_budget_pixels(max_png_mpixels))
     if target is not None:
         raise GlassformerError(f"--target is for encoder-decoders; {model.arch} reads one text")
     cfg = model.cfg.block_config()
@@ -133,7 +134,8 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
 
 
 def show_seq2seq(model, source: str, out: Path, *, name: str, lang: str, layers: str | None,
-                 heads: str | None, png_dir, pad_to, target: str | None) -> Path:
+                 heads: str | None, png_dir, pad_to, target: str | None,
+                 max_pixels: int | None = None) -> Path:
     """The encoder-decoder page: cross-attention (output tokens x source tokens), encoder and
     decoder self-attention (viewer/seq2seq_page.py, static/seq2seq.js)."""
     if pad_to is not None:
@@ -156,6 +158,9 @@ def show_seq2seq(model, source: str, out: Path, *, name: str, lang: str, layers:
                              translated=target is None, enc_layers=enc_layers,
                              dec_layers=dec_layers, heads=chosen_heads)
     if png_dir is not None:
+        # the figures' largest side: the longer of the source and the decoder's tokens
+        check_png_budget(max(inspection.source_ids.shape[1],
+                             inspection.decoder_input_ids.shape[1]), max_pixels)
         from glassformer.viewer.seq2seq_figures import write_seq2seq_figures  # the `plot` extra
         write_seq2seq_figures(inspection, data, png_dir)
     return write_page(out, data, title=f"glassformer · {name}", lang=lang,

@@ -133,3 +133,15 @@ def test_png_figures_of_the_three_kinds(tmp_path):
     names = sorted(path.name for path in tmp_path.glob("*.png"))
     assert names == ["cross_L1_H0.png", "decoder_L1_H0.png", "encoder_L1_H0.png"]
     assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in names)
+
+
+def test_png_figures_past_their_budget_are_one_line_before_drawing(tmp_path, capsys):
+    """--max-png-mpixels holds for the encoder-decoder's figures too (the longer of the source
+    and the decoder's tokens sets the side), refused before any figure is drawn."""
+    tiny_model_folder(tmp_path / "model")
+    pngs = tmp_path / "figures"
+    assert main(["show", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "p.html"),
+                 "--png", str(pngs), "--max-png-mpixels", "0.01", SOURCE]) == 2
+    err = capsys.readouterr().err
+    assert "--max-png-mpixels" in err and err.count("\n") == 1
+    assert not list(tmp_path.rglob("*.png")) and not (tmp_path / "p.html").exists()
