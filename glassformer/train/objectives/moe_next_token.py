@@ -127,7 +127,7 @@ def moe_eval_stats(family, params: dict, cfg, batches: list, *, train_cfg=None,
                    frozen: dict | None = None) -> dict:
     """{"expert_load": L rows of E shares, "val_aux_loss"} over the val batches (eval mode); the
     auxiliary loss as the run trains it (pooled only with "aux-pooled")."""
-    per_layer = train_cfg is None or train_cfg.balance != "aux-pooled"
+    per_layer = AUX_BALANCES.get(train_cfg.balance, True) if train_cfg is not None else True
     counts, aux_losses = None, []
     for x, _ in batches:
         _, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=False)
