@@ -110,6 +110,7 @@ def align_given(args) -> dict:
     given = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
              for flag in GRPO_FLAGS}
     given["beta"] = args.beta
+    given["sft_weight"] = args.sft_weight
     return {key: value for key, value in given.items() if value is not None}
 
 
@@ -122,6 +123,11 @@ def add_align_arguments(parser) -> None:
     parser.add_argument("--beta", type=float, default=None,
                         help="dpo/grpo: how strongly the policy is tied to the reference "
                              "(default: dpo 0.1, grpo 0 = no KL term, TRL's)")
+    parser.add_argument("--sft-weight", type=float, default=None,
+                        help="dpo: weight of the negative log-likelihood of the chosen replies "
+                             "added to the DPO loss (TRL's loss_type [\"sigmoid\", \"sft\"] "
+                             "with loss_weights [1, W]; RPO's alpha; default: the recipe's, "
+                             "TRL's is 0)")
     for flag, (kind, text) in GRPO_FLAGS.items():
         parser.add_argument(flag, type=kind, default=None, help=f"grpo: {text}")
     parser.add_argument("--ref", choices=("base", "adapter"), default=None,
@@ -183,7 +189,9 @@ def check_flags(args) -> None:
                                f"so {flag} does not apply")
     if args.objective != "dpo" and args.ref is not None:
         raise GlassformerError("--ref is for --objective dpo")
-    grpo_only = [key for key in align_given(args) if key != "beta"]
+    if args.objective != "dpo" and args.sft_weight is not None:
+        raise GlassformerError("--sft-weight is for --objective dpo")
+    grpo_only = [key for key in align_given(args) if key not in ("beta", "sft_weight")]
     if args.objective != "grpo" and grpo_only:
         raise GlassformerError(f"--{grpo_only[0].replace('_', '-')} is for --objective grpo")
     if args.objective not in ("dpo", "grpo") and args.beta is not None:

@@ -65,6 +65,7 @@ class TrainConfig:
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
     beta: float | None = None     # DPO/GRPO: strength of the reference (None: DPO 0.1, GRPO 0)
+    sft_weight: float = 0.0       # DPO: weight of the NLL on the chosen replies (TRL's "sft" loss)
     num_generations: int = 8      # GRPO: G completions sampled per prompt (a group)
     max_completion_tokens: int = 64   # GRPO: longest completion sampled
     temperature: float = 1.0      # GRPO: sampling temperature (TRL's default)
@@ -97,6 +98,8 @@ class TrainConfig:
         if self.balance not in BALANCES:
             raise GlassformerError(f"--balance must be one of {', '.join(BALANCES)}, got "
                                    f"{self.balance!r}")
+        if not self.sft_weight >= 0.0:
+            raise GlassformerError(f"--sft-weight must be >= 0, got {self.sft_weight}")
         if not self.router_aux_coef >= 0.0:
             raise GlassformerError(f"--router-aux-coef must be >= 0, got {self.router_aux_coef}")
         for name in ("label_smoothing", "mask_prob"):

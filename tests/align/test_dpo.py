@@ -74,12 +74,13 @@ def run_dpo(tiny_base, tmp_path, out="run", records=None, extra=()):
 
 
 def test_first_step_is_ln2_and_the_log_has_trls_metrics(tiny_base, tmp_path, capsys):
-    status, run = run_dpo(tiny_base, tmp_path)
+    status, run = run_dpo(tiny_base, tmp_path, extra=("--sft-weight", "0"))
     assert status == 0
     steps = [r for r in read_train_log(run) if "train_loss" in r]
     assert steps[0]["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
     assert all(name in steps[0] for name in METRICS)
     assert steps[0]["rewards/margins"] == pytest.approx(0.0, abs=1e-7)
+    assert "nll_loss" not in steps[0]
     assert json.loads((run / "finetune.json").read_text())["objective"] == "dpo"
     # and resume goes on with the same reference
     assert main(["finetune", "--out", str(run), "--resume", "--max-iters", "3",
@@ -91,7 +92,7 @@ def test_full_dpo_keeps_a_copy_of_its_start_as_the_reference(tiny_base, tmp_path
     out = tmp_path / "full"
     assert main(["finetune", "--model", str(tiny_base), "--data", str(data), "--out", str(out),
                  "--objective", "dpo", "--full", *FAST, "--max-iters", "3",
-                 "--lr-decay-iters", "3"]) == 0
+                 "--lr-decay-iters", "3", "--sft-weight", "0"]) == 0
     steps = [r for r in read_train_log(out) if "train_loss" in r]
     assert steps[0]["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
     assert steps[-1]["rewards/margins"] != 0.0     # the policy moved away from its copy
@@ -100,7 +101,7 @@ def test_full_dpo_keeps_a_copy_of_its_start_as_the_reference(tiny_base, tmp_path
 def test_ref_adapter_starts_at_ln2_from_a_trained_adapter(tiny_base, tmp_path, capsys):
     status, first = run_dpo(tiny_base, tmp_path, "first", extra=("--lr", "0.05"))
     assert status == 0
-    args = [a for a in FAST]
+    args = [*FAST, "--sft-weight", "0"]
     data = tmp_path / "prefs.jsonl"
     for ref, out in (("adapter", "ref_adapter"), ("base", "ref_base")):
         assert main(["finetune", "--model", str(tiny_base), "--data", str(data), "--out",
@@ -110,6 +111,27 @@ def test_ref_adapter_starts_at_ln2_from_a_trained_adapter(tiny_base, tmp_path, c
             for out in ("ref_adapter", "ref_base")}
     assert logs["ref_adapter"]["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
     assert logs["ref_base"]["rewards/margins"] != pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_recipes_sft_term_adds_alpha_times_the_chosen_nll(tiny_base, tmp_path, capsys):
+    """TANG_DPO's --sft-weight 1 (RPO): the first step logs ln 2 + 1 * nll_loss; a weight of
+    2.5 adds 2.5 times the same NLL; and the flag is refused for other objectives."""
+    logs = {}
+    for weight in (None, "2.5"):
+        extra = () if weight is None else ("--sft-weight", weight)
+        status, run = run_dpo(tiny_base, tmp_path, f"run{weight}", extra=extra)
+        assert status == 0
+        logs[weight] = [r for r in read_train_log(run) if "train_loss" in r][0]
+    nll = logs[None]["nll_loss"]
+    assert nll > 0.1 and logs["2.5"]["nll_loss"] == pytest.approx(nll, abs=1e-6)
+    assert logs[None]["train_loss"] == pytest.approx(math.log(2.0) + nll, abs=1e-5)
+    assert logs["2.5"]["train_loss"] == pytest.approx(math.log(2.0) + 2.5 * nll, abs=1e-5)
+    data = tmp_path / "prefs.jsonl"
+    capsys.readouterr()
+    assert main(["finetune", "--model", str(tiny_base), "--data", str(data), "--out",
+                 str(tmp_path / "sft"), "--sft-weight", "1", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "--sft-weight is for --objective dpo" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("change, message", [
@@ -128,7 +150,8 @@ def test_bad_pairs_are_one_line_and_write_nothing(tiny_base, tmp_path, capsys, c
 
 def test_eval_reports_reward_accuracy_against_the_reference(tiny_base, tmp_path, capsys):
     status, run = run_dpo(tiny_base, tmp_path, extra=("--lr", "0.05", "--max-iters", "8",
-                                                      "--lr-decay-iters", "8"))
+                                                      "--lr-decay-iters", "8",
+                                                      "--sft-weight", "0"))
     assert status == 0
     capsys.readouterr()
     data = str(tmp_path / "prefs.jsonl")

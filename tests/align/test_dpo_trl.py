@@ -6,8 +6,10 @@ for the adapters' gradients. Building the trainer on a two-pair dataset is the r
 its exact code path without running a whole Trainer loop. Both references are checked:
     ref base     the adapter switched off (TRL with a PEFT model and no "ref" adapter)
     ref adapter  the starting adapter frozen (TRL's "ref" copy of a pretrained adapter)
+and the SFT term (--sft-weight W) against TRL's loss_type ["sigmoid", "sft"], loss_weights [1, W].
 """
 import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -47,7 +49,7 @@ def base_model():
         initializer_range=0.2, bos_token_id=None, eos_token_id=None, pad_token_id=0))
 
 
-def trl_trainer(ref: str, folder):
+def trl_trainer(ref: str, folder, sft: float = 0.0):
     """A DPOTrainer on a PEFT model with a random adapter; for ref "adapter" the policy's
     adapter is then moved away from TRL's frozen "ref" copy, so the two differ."""
     config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"],
@@ -58,8 +60,9 @@ def trl_trainer(ref: str, folder):
     model = peft.get_peft_model(base, config)
     model.save_pretrained(folder / "start")
     dataset = datasets.Dataset.from_list([{"prompt": "t1", "chosen": " t2", "rejected": " t3"}] * 2)
+    losses = dict(loss_type=["sigmoid", "sft"], loss_weights=[1.0, sft]) if sft else {}
     args = trl.DPOConfig(output_dir=tempfile.mkdtemp(dir=folder), beta=0.1, report_to=[],
-                         per_device_train_batch_size=2, use_cpu=True)
+                         per_device_train_batch_size=2, use_cpu=True, **losses)
     trainer = trl.DPOTrainer(model=model, args=args, train_dataset=dataset,
                              processing_class=hf_tokenizer())
     if ref == "base":
@@ -91,7 +94,7 @@ def batch():
     return ids, attention, completion
 
 
-def ours(folder, ref):
+def ours(folder, ref, sft=0.0):
     model = load_pretrained(folder / "base")
     policy, _ = load_adapter(folder / "policy", model)
     trained = {k: v for k, v in policy.items() if k.endswith(("lora_A", "lora_B"))}
@@ -102,13 +105,14 @@ def ours(folder, ref):
     ids, _, completion = batch()
     x = ids[:, :-1]
     y = np.where(completion[:, 1:] == 1, ids[:, 1:], -100)
+    train_cfg = SimpleNamespace(beta=0.1, sft_weight=sft)
     return model, dpo_loss_and_grads(model.family, trained, model.cfg, x, y, rng=None,
-                                     frozen=frozen)
+                                     frozen=frozen, train_cfg=train_cfg)
 
 
-@pytest.mark.parametrize("ref", ["base", "adapter"])
-def test_dpo_loss_metrics_and_grads_equal_trls(ref, tmp_path):
-    trainer = trl_trainer(ref, tmp_path)
+@pytest.mark.parametrize("ref, sft", [("base", 0.0), ("adapter", 0.0), ("adapter", 0.7)])
+def test_dpo_loss_metrics_and_grads_equal_trls(ref, sft, tmp_path):
+    trainer = trl_trainer(ref, tmp_path, sft)
     ids, attention, completion = batch()
     inputs = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(attention),
               "completion_mask": torch.from_numpy(completion)}
@@ -116,7 +120,7 @@ def test_dpo_loss_metrics_and_grads_equal_trls(ref, tmp_path):
     loss = trainer._compute_loss(trainer.model, inputs, False)
     loss.backward()
     theirs = {name: values[-1] for name, values in trainer._metrics["train"].items()}
-    model, (our_loss, grads, metrics) = ours(tmp_path, ref)
+    model, (our_loss, grads, metrics) = ours(tmp_path, ref, sft)
     assert our_loss == pytest.approx(loss.item(), abs=TRL_ATOL)
     assert abs(our_loss - np.log(2.0)) > 1e-3        # the reference differs from the policy
     for name in METRICS:

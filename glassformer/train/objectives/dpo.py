@@ -24,6 +24,17 @@ couples a pair's rows, is the whole batch's on every rank (train/objectives/rank
 The reference runs in eval mode (no dropout); the policy in train mode. Gradients flow through
 the policy's log-probs only, back through the model's own backward (LoRA: ops/lora.py).
 Beta: TrainConfig.beta, 0.1 when None (TRL's DPOConfig default).
+
+The SFT term (TrainConfig.sft_weight = alpha, `--sft-weight`; 0 by default): alpha times the
+negative log-likelihood of the chosen replies, averaged over all their completion tokens in the
+batch, is added to the DPO loss. That is TRL's `loss_type=["sigmoid", "sft"]` with
+`loss_weights=[1, alpha]` (RPO's alpha, older TRL's `rpo_alpha`). DPO alone only moves chosen
+against rejected; when no rejected reply is ever too long, nothing tells the policy where a
+chosen reply stops, and the SFT term keeps it writing the chosen replies themselves. A sequence
+log-prob is its tokens' sum, so the term's gradient reaches each chosen row's sum as
+-alpha / N (N: the batch's chosen completion tokens, over every rank). The log adds the term
+unweighted as `nll_loss` (older TRL's name for it): the first step of a run whose policy equals
+its reference logs ln 2 + alpha * nll_loss.
 """
 from __future__ import annotations
 
@@ -46,6 +57,22 @@ PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/pref
 REF_PREFIX = "ref."     # frozen entries that are the reference's own weights
 DEFAULT_BETA = 0.1      # TRL's DPOConfig.beta
 ADAPTER_PARTS = (LORA_A, LORA_B, LORA_SCALE, LORA_DROPOUT)
+
+
+def sft_weight_of(train_cfg) -> float:
+    return float(getattr(train_cfg, "sft_weight", 0.0) or 0.0)
+
+
+def chosen_tokens(comm, y: np.ndarray) -> float:
+    """N of the SFT term: the completion tokens of the whole batch's chosen rows (y (2b, T))."""
+    counts = (y[:y.shape[0] // 2] != IGNORE_INDEX).sum(axis=1).astype(np.float64)   # (b,)
+    return float(gather_rows(comm, counts)[0].sum())
+
+
+def with_sft_term(loss: float, policy_chosen: np.ndarray, alpha: float, n_tokens: float
+                  ) -> float:
+    """loss + alpha * (-mean log-prob of the chosen replies' tokens): TRL's "sft" loss."""
+    return loss + alpha * -float(np.sum(policy_chosen, dtype=np.float64)) / n_tokens
 
 
 def beta_of(train_cfg) -> float:
@@ -129,12 +156,19 @@ def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
     pairs, mine = pair_logps(comm, logps, ref)                         # 4 x (B,)
     loss, loss_ctx = dpo_loss_forward(*pairs, beta=beta)
     dchosen, drejected = dpo_loss_backward(dloss, loss_ctx)           # (B,), (B,)
+    metrics = dpo_rewards(*pairs, beta=beta)
+    alpha = sft_weight_of(train_cfg)
+    if alpha:
+        n_tokens = chosen_tokens(comm, y)
+        metrics["nll_loss"] = with_sft_term(0.0, pairs[0], 1.0, n_tokens)  # older TRL's name
+        loss = with_sft_term(loss, pairs[0], alpha, n_tokens)
+        dchosen = dchosen - float(dloss) * alpha / n_tokens           # each chosen row's sum
     dseq = np.concatenate([dchosen[mine], drejected[mine]])            # (2b,): this rank's rows
     # d(sum_t logp[b, t]) / d logp[b, t] = 1 on the completion: each row's weight, broadcast
     dtoken = np.broadcast_to(dseq[:, None], y.shape)                   # (2b,) -> (2b, T)
     dlogits = token_logps_backward(dtoken, logp_ctx)                   # (2b, T, V)
     grads = only_trained(family.backward(dlogits, ctx), params)
-    return loss, grads, dpo_rewards(*pairs, beta=beta)
+    return loss, grads, metrics
 
 
 def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
@@ -144,7 +178,9 @@ def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None
     logps = sequence_logps(family, policy, cfg, x, y, train=False)[0]
     ref = reference_logps(family, reference, cfg, x, y)
     pairs, _ = pair_logps(comm, logps, ref)
-    return dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
+    loss = dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
+    alpha = sft_weight_of(train_cfg)
+    return with_sft_term(loss, pairs[0], alpha, chosen_tokens(comm, y)) if alpha else loss
 
 
 DPO = Objective(name="dpo", kind=CAUSAL, reads=PREFS, draw=draw_pairs,

@@ -23,9 +23,11 @@ override it:
     TANG_SFT     LoRA on SmolLM2-135M-Instruct writing Tang quatrains from tang_sft.jsonl, about
                  half an hour on two CPU cores (docs/finetune.md)
     TANG_DPO     DPO from the TANG_SFT adapter on tang_prefs.jsonl, the SFT adapter frozen as the
-                 reference (--adapter SFT_RUN --ref adapter; docs/align.md)
+                 reference (--adapter SFT_RUN --ref adapter; docs/align.md), with the SFT term
+                 at weight 1 (RPO): no rejected poem runs long, so DPO alone never learns to stop
     TANG_GRPO    GRPO from the TANG_SFT adapter on tang_sft.jsonl's prompts with the tang-form
-                 reward (docs/align.md); both sized for about 35 minutes on two quiet cores
+                 reward (docs/align.md); both sized to finish within 35 minutes on two quiet cores
+                 with --workers 2
 
 `model` holds the model flags' defaults (arch, n_layer, ...) and any config field the recipe fixes
 (BERT's mlm_head); `model_config` builds the family's config from whichever of them its config
@@ -131,14 +133,14 @@ TANG_DPO = Recipe(
     name="tang-dpo", objective="dpo",
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 4, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 10, "max_iters": 150, "lr_decay_iters": 150, "eval_interval": 50,
-           "eval_iters": 4, "beta": 0.1})
+           "warmup_iters": 10, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 50,
+           "eval_iters": 4, "beta": 0.1, "sft_weight": 1.0})
 
 TANG_GRPO = Recipe(
     name="tang-grpo", objective="grpo",
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 2, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 5, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 25,
+           "warmup_iters": 5, "max_iters": 75, "lr_decay_iters": 75, "eval_interval": 25,
            "eval_iters": 2, "num_generations": 8, "max_completion_tokens": 72,
            "temperature": 1.0, "beta": 0.0, "loss_type": "dapo", "scale_rewards": "group",
            "reward": "tang-form"})
