@@ -58,8 +58,8 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
         width = int(data.rows.lengths[rows].max()) - 1
         x = data.rows.ids[rows, :width].astype(np.int64)                           # (2b, T)
         y = data.rows.targets[rows, :width].astype(np.int64)
-        logps = sequence_logps(model.family, policy, model.cfg, x, y, train=False)[0]
-        ref = sequence_logps(model.family, reference, model.cfg, x, y, train=False)[0]
+        logps = sequence_logps(model.family, policy, model.cfg, x, y, train=False).logps
+        ref = sequence_logps(model.family, reference, model.cfg, x, y, train=False).logps
         half = len(rows) // 2
         chosen = beta * (logps[:half] - ref[:half].astype(np.float64))
         rejected = beta * (logps[half:] - ref[half:].astype(np.float64))

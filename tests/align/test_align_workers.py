@@ -30,7 +30,7 @@ from glassformer.io.checkpoint import load_checkpoint, read_train_log
 pytest.importorskip("mpi4py", reason="mpi4py is not installed")
 ROOT_ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 SAME_RTOL = 1e-5        # float32 forwards on other shapes and sums in another order
-ADAPTER_ATOL = 1e-5     # lr 0.05 steps of those grads
+ADAPTER_ATOL = 5e-5     # 4 AdamW steps at lr 0.05: m / sqrt(v) scales float32 noise up
 METRICS = ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
            "logps/chosen", "logps/rejected")
 # a reward that varies with the sampled ids, so groups have spread and the adapters move

@@ -6,7 +6,8 @@
            chosen and rejected go through the model in ONE batched forward, as TRL's
            concatenated forward
     loss   ops/dpo_loss.py on sequence log-probs (ops/token_logps.py summed over the
-           completion): the policy's, with gradient, against the reference's, without
+           completion, the LM head run on the completion's positions only): the policy's,
+           with gradient, against the reference's, without
 
 The reference. `frozen` holds what the policy reads without training it (a LoRA run's base
 weights and adapter constants); the reference is read from the same dict:
@@ -39,6 +40,7 @@ its reference logs ln 2 + alpha * nll_loss.
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,8 +51,8 @@ from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward, dpo_rewards
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.train.datasets.prefs import PrefData, pair_rows
-from glassformer.train.objectives.objective import (Objective, check_kind, only_trained,
-                                                    with_frozen)
+from glassformer.train.objectives.objective import (Objective, check_kind, counted_rows,
+                                                    only_trained, with_frozen)
 from glassformer.train.objectives.ranks import gather_rows, unit_slice
 
 PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/prefs.py)
@@ -106,11 +108,33 @@ def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator, *,
     return x, y
 
 
-def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None):
-    """(sum of the completion's token log-probs per row (2B,), forward ctx, token_logps ctx)."""
-    logits, ctx = family.forward(weights, x, cfg, train=train, rng=rng)   # (2B, T, V)
-    token_logp, logp_ctx = token_logps_forward(logits, y)                 # (2B, T)
-    return token_logp.sum(axis=1), ctx, logp_ctx                          # (2B,)
+class SequenceLogps(NamedTuple):
+    """sequence_logps' answer: the sums, and what the backward needs."""
+    logps: np.ndarray        # (2B,) sum of each row's completion token log-probs
+    ctx: object              # the model's forward ctx (its head ran on the counted rows only)
+    logp_ctx: object         # token_logps' ctx over those N positions, as one (1, N) row
+    rows: np.ndarray         # (N,) the row of each counted position
+
+
+def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None
+                   ) -> SequenceLogps:
+    """Each row's completion log-prob. The LM head and its log-softmax run only on the N
+    counted positions (family.forward's head_rows, as SFT's counted_loss_and_grads): the other
+    positions' log-probs are not summed, and over a 49,152-entry vocabulary they were most of
+    the head's cost."""
+    rows, cols = counted_rows(y)                                          # (N,), (N,)
+    logits, ctx = family.forward(weights, x, cfg, train=train, rng=rng,
+                                 head_rows=(rows, cols))                  # (N, V)
+    token_logp, logp_ctx = token_logps_forward(logits[None], y[rows, cols][None])   # (1, N)
+    sums = np.bincount(rows, weights=token_logp[0], minlength=len(y))     # (2B,) float64
+    return SequenceLogps(sums.astype(token_logp.dtype), ctx, logp_ctx, rows)
+
+
+def sequence_logps_backward(dseq: np.ndarray, seq: SequenceLogps) -> np.ndarray:
+    """d loss / d (2B,) row sums -> dlogits (N, V) at the counted positions: each position's
+    log-prob enters its row's sum once, so it gets its row's gradient."""
+    dtoken = dseq[seq.rows][None]                                         # (1, N)
+    return token_logps_backward(dtoken, seq.logp_ctx)[0]                  # (N, V)
 
 
 def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
@@ -118,7 +142,7 @@ def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
     if not reference:
         raise GlassformerError("DPO needs a reference model: a LoRA run's base weights, or "
                                "ref.* weights (a --full run keeps a copy of its start)")
-    return sequence_logps(family, reference, cfg, x, y, train=False)[0]
+    return sequence_logps(family, reference, cfg, x, y, train=False).logps
 
 
 def shard_pairs(x: np.ndarray, y: np.ndarray, ranks: int, rank: int
@@ -151,9 +175,9 @@ def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
     the whole batch's, the grads those of its rows."""
     policy, reference = policy_and_reference(params, frozen)
     beta = beta_of(train_cfg)
-    logps, ctx, logp_ctx = sequence_logps(family, policy, cfg, x, y, train=True, rng=rng)
+    seq = sequence_logps(family, policy, cfg, x, y, train=True, rng=rng)
     ref = reference_logps(family, reference, cfg, x, y)                # (2b,)
-    pairs, mine = pair_logps(comm, logps, ref)                         # 4 x (B,)
+    pairs, mine = pair_logps(comm, seq.logps, ref)                     # 4 x (B,)
     loss, loss_ctx = dpo_loss_forward(*pairs, beta=beta)
     dchosen, drejected = dpo_loss_backward(dloss, loss_ctx)           # (B,), (B,)
     metrics = dpo_rewards(*pairs, beta=beta)
@@ -164,10 +188,8 @@ def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
         loss = with_sft_term(loss, pairs[0], alpha, n_tokens)
         dchosen = dchosen - float(dloss) * alpha / n_tokens           # each chosen row's sum
     dseq = np.concatenate([dchosen[mine], drejected[mine]])            # (2b,): this rank's rows
-    # d(sum_t logp[b, t]) / d logp[b, t] = 1 on the completion: each row's weight, broadcast
-    dtoken = np.broadcast_to(dseq[:, None], y.shape)                   # (2b,) -> (2b, T)
-    dlogits = token_logps_backward(dtoken, logp_ctx)                   # (2b, T, V)
-    grads = only_trained(family.backward(dlogits, ctx), params)
+    dlogits = sequence_logps_backward(dseq, seq)                       # (N, V)
+    grads = only_trained(family.backward(dlogits, seq.ctx), params)
     return loss, grads, metrics
 
 
@@ -175,7 +197,7 @@ def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None
                   frozen: dict | None = None, comm=None) -> float:
     """The DPO loss in eval mode (no dropout), forward only (comm: of the whole batch)."""
     policy, reference = policy_and_reference(params, frozen)
-    logps = sequence_logps(family, policy, cfg, x, y, train=False)[0]
+    logps = sequence_logps(family, policy, cfg, x, y, train=False).logps
     ref = reference_logps(family, reference, cfg, x, y)
     pairs, _ = pair_logps(comm, logps, ref)
     loss = dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
