@@ -88,6 +88,7 @@ def short(prompts, completions, **columns):
     (["--reward", "nowhere.py:f"], "reward file nowhere.py does not exist"),
     (["--num-generations", "1"], "--num-generations must be at least 2"),
     (["--max-completion-tokens", "60"], "longer than block size 64"),
+    (["--grad-accum", "3"], "give --batch-size 12 instead of --grad-accum 3"),
 ])
 def test_bad_grpo_input_is_one_line_and_writes_nothing(tiny_base, tmp_path, capsys, flags,
                                                        message):

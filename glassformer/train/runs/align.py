@@ -77,6 +77,15 @@ def check_grpo_config(train_cfg) -> None:
                                f"must be at least 2, got {train_cfg.num_generations}")
     if train_cfg.max_completion_tokens < 1:
         raise GlassformerError("--max-completion-tokens must be at least 1")
+    if train_cfg.grad_accum > 1:
+        # TRL samples one generation batch for all its accumulated micro-batches: the batch's
+        # reward std and DAPO's token count span them all. Here that batch is --batch-size,
+        # whose update already runs in memory-bounded chunks of rows (objectives/grpo.py).
+        raise GlassformerError(f"GRPO samples and updates the whole batch at once, in chunks "
+                               f"that bound memory: give --batch-size "
+                               f"{train_cfg.batch_size * train_cfg.grad_accum} instead of "
+                               f"--grad-accum {train_cfg.grad_accum} (TRL's accumulation over "
+                               f"one generation batch)")
     if train_cfg.loss_type not in LOSS_TYPES:
         raise GlassformerError(f"--loss-type must be one of {', '.join(LOSS_TYPES)}, got "
                                f"{train_cfg.loss_type!r}")
