@@ -62,13 +62,14 @@ ADAPTER_PARTS = (LORA_A, LORA_B, LORA_SCALE, LORA_DROPOUT)
 
 
 def sft_weight_of(train_cfg) -> float:
+    """alpha of the SFT term (0: plain DPO; runs saved before it have none)."""
     return float(getattr(train_cfg, "sft_weight", 0.0) or 0.0)
 
 
 def chosen_tokens(comm, y: np.ndarray) -> float:
     """N of the SFT term: the completion tokens of the whole batch's chosen rows (y (2b, T))."""
     counts = (y[:y.shape[0] // 2] != IGNORE_INDEX).sum(axis=1).astype(np.float64)   # (b,)
-    return float(gather_rows(comm, counts)[0].sum())
+    return max(float(gather_rows(comm, counts)[0].sum()), 1.0)   # every reply has its end
 
 
 def with_sft_term(loss: float, policy_chosen: np.ndarray, alpha: float, n_tokens: float
