@@ -55,6 +55,7 @@ SMALL_TRAIN = ("--max-iters 2 --eval-interval 1 --eval-iters 1 --batch-size 2 --
                "--no-progress")
 SMALL_FINETUNE = ("--max-iters 1 --warmup-iters 0 --eval-interval 1 --eval-iters 1 "
                   "--batch-size 2 --no-progress")
+ONE_PROCESS = " --workers 1"   # the recipes' two MPI ranks: tests/align/ runs them for real
 HEAD_LINES = 8        # a chat, preference or prompt file made small: its first lines
 HEAD_CHARS = 20_000   # a text file made small: its first characters
 TINY_CHAT_MODEL = "smollm2-tiny"
@@ -177,12 +178,12 @@ STEPS = {
     "glassformer gradcheck attention_block": slow(),
     # 13. DPO and GRPO
     "glassformer finetune --model smollm2 --adapter tang --ref adapter --objective dpo --data "
-    "../shared/data/tang_prefs.jsonl --out dpo":
-        slow(SMALL_FINETUNE, TINY, head("tang_prefs.jsonl")),
+    "../shared/data/tang_prefs.jsonl --workers 2 --out dpo":
+        slow(SMALL_FINETUNE + ONE_PROCESS, TINY, head("tang_prefs.jsonl")),
     "glassformer finetune --model smollm2 --adapter tang --objective grpo --reward tang-form "
-    "--data ../shared/data/tang_sft.jsonl --out grpo":
-        slow(SMALL_FINETUNE + " --num-generations 2 --max-completion-tokens 8", TINY,
-             head("tang_sft.jsonl")),
+    "--data ../shared/data/tang_sft.jsonl --workers 2 --out grpo":
+        slow(SMALL_FINETUNE + ONE_PROCESS + " --num-generations 2 --max-completion-tokens 8",
+             TINY, head("tang_sft.jsonl")),
     "glassformer eval --model smollm2 --adapter dpo --ref-adapter tang --data "
     "../shared/data/tang_prefs_heldout.jsonl":
         slow("", TINY, head("tang_prefs_heldout.jsonl")),

@@ -46,7 +46,7 @@ from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 from glassformer.tokenizers.gguf_check import check_gguf
-from glassformer.tokenizers.load import load_tokenizer
+from glassformer.tokenizers.bpe_files import gguf_tokenizer
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
 LAYER_TENSORS = {
@@ -95,7 +95,7 @@ def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
     lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
     tokenizer = None
     if with_tokenizer:
-        tokenizer = load_tokenizer(path)
+        tokenizer = gguf_tokenizer(reader, path)   # the same reader: the file is parsed once
     return Model(cfg, params, tokenizer=tokenizer)
 
 

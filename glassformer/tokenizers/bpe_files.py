@@ -82,6 +82,13 @@ def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
         reader = GGUFReader(str(path))
     except (ValueError, OSError, IndexError, KeyError) as err:
         raise GlassformerError(f"{path} is a corrupt GGUF file: {err}") from None
+    return gguf_tokenizer(reader, path, pretokenizer)
+
+
+def gguf_tokenizer(reader, path: Path, pretokenizer: str | None = None) -> BPETokenizer:
+    """load_gguf's tokenizer from a GGUF file already open (a gguf.GGUFReader): loading a model
+    reads the file once for its weights and its tokenizer (the reader parses every metadata
+    array, ~100k tokens and merges, when it opens the file)."""
     model = gguf_field(reader, "tokenizer.ggml.model", path)
     if model != "gpt2":
         raise GlassformerError(f"{path}: tokenizer.ggml.model is {model!r}; only byte-level BPE "
