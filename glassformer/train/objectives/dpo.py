@@ -72,10 +72,10 @@ def chosen_tokens(comm, y: np.ndarray) -> float:
     return max(float(gather_rows(comm, counts)[0].sum()), 1.0)   # every reply has its end
 
 
-def with_sft_term(loss: float, policy_chosen: np.ndarray, alpha: float, n_tokens: float
-                  ) -> float:
-    """loss + alpha * (-mean log-prob of the chosen replies' tokens): TRL's "sft" loss."""
-    return loss + alpha * -float(np.sum(policy_chosen, dtype=np.float64)) / n_tokens
+def chosen_nll(policy_chosen: np.ndarray, n_tokens: float) -> float:
+    """TRL's "sft" loss: -mean log-prob of the chosen replies' n_tokens tokens, from their
+    sequence sums (B,)."""
+    return -float(np.sum(policy_chosen, dtype=np.float64)) / n_tokens
 
 
 def beta_of(train_cfg) -> float:
@@ -185,8 +185,8 @@ def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
     alpha = sft_weight_of(train_cfg)
     if alpha:
         n_tokens = chosen_tokens(comm, y)
-        metrics["nll_loss"] = with_sft_term(0.0, pairs[0], 1.0, n_tokens)  # older TRL's name
-        loss = with_sft_term(loss, pairs[0], alpha, n_tokens)
+        metrics["nll_loss"] = chosen_nll(pairs[0], n_tokens)          # older TRL's name
+        loss = loss + alpha * metrics["nll_loss"]
         dchosen = dchosen - float(dloss) * alpha / n_tokens           # each chosen row's sum
     dseq = np.concatenate([dchosen[mine], drejected[mine]])            # (2b,): this rank's rows
     dlogits = sequence_logps_backward(dseq, seq)                       # (N, V)
@@ -203,7 +203,7 @@ def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None
     pairs, _ = pair_logps(comm, logps, ref)
     loss = dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
     alpha = sft_weight_of(train_cfg)
-    return with_sft_term(loss, pairs[0], alpha, chosen_tokens(comm, y)) if alpha else loss
+    return loss + alpha * chosen_nll(pairs[0], chosen_tokens(comm, y)) if alpha else loss
 
 
 DPO = Objective(name="dpo", kind=CAUSAL, reads=PREFS, draw=draw_pairs,
