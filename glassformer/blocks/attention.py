@@ -37,7 +37,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
-from glassformer.blocks.packed import join_columns, lie_packed
+from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
                                         qk_norm_shapes)
@@ -78,13 +78,24 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(b, t, n * d)
 
 
-def _joined(params: dict, prefix: str) -> np.ndarray | None:
-    """[q | k | v] of one kind of param ("w": (C, (H+2K) D) columns; "b": ((H+2K) D,)), or None
-    when the block has no such params. No copy when they lie packed (blocks/packed.py)."""
-    parts = [params.get(f"{prefix}{name}") for name in "qkv"]
-    if parts[0] is None:
+def _joined(params: dict, several_tokens: bool
+            ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """([wq | wk | wv] (C, (H+2K) D), [bq | bk | bv] ((H+2K) D,) or None without biases) for one
+    joined product, or None for three products. No copy when they lie packed
+    (blocks/packed.py); joined by a copy only for several tokens (see the module docstring)."""
+    weights = [params["wq"], params["wk"], params["wv"]]
+    biases = [params["bq"], params["bk"], params["bv"]] if "bq" in params else None
+    w = packed_whole(weights)            # the array they lie packed in, or None
+    b = None if biases is None else packed_whole(biases)
+    if w is not None and (biases is None or b is not None):
+        return w, b
+    if not several_tokens:
         return None
-    return join_columns(parts)  # join along the output features
+    if w is None:
+        w = np.concatenate(weights, axis=-1)                                # (C, (H+2K) D)
+    if biases is not None and b is None:
+        b = np.concatenate(biases, axis=-1)                                 # ((H+2K) D,)
+    return w, b
 
 
 def _slices(widths: tuple[int, int, int]) -> list[tuple[str, int, int]]:
@@ -96,13 +107,13 @@ def _slices(widths: tuple[int, int, int]) -> list[tuple[str, int, int]]:
             ("v", width_q + width_k, end), ("qkv", 0, end)]
 
 
-def _project(params: dict, x: np.ndarray, source: np.ndarray, joined: bool, *, frozen: bool,
+def _project(params: dict, x: np.ndarray, source: np.ndarray, joined, *, frozen: bool,
              train: bool, rng):
     """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)), their ctxs
-    (qkv, q, k, v) and the joined product's adapters ({} when none, None when not joined)."""
-    if joined:
-        qkv, qkv_proj = linear_forward(x, _joined(params, "w"), _joined(params, "b"),
-                                       frozen=frozen)                       # (B, T, (H+2K) D)
+    (qkv, q, k, v) and the joined product's adapters ({} when none, None when not joined).
+    joined: `_joined`'s (w, b) for one product over all three, or None."""
+    if joined is not None:
+        qkv, qkv_proj = linear_forward(x, *joined, frozen=frozen)          # (B, T, (H+2K) D)
         width_q, width_kv = params["wq"].shape[1], params["wk"].shape[1]
         adapters = {}
         for name, lo, hi in _slices((width_q, width_kv, width_kv)):
@@ -205,8 +216,7 @@ def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cf
         projections = (None, q_proj, None, None)
         return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
     source = x if memory is None else memory
-    joined = memory is None and (x.shape[1] > 1 or lie_packed(  # see the module docstring
-        params, ("wq", "wk", "wv"), ("bq", "bk", "bv")))
+    joined = None if memory is not None else _joined(params, several_tokens=x.shape[1] > 1)
     (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
         params, x, source, joined, frozen=frozen, train=train, rng=rng)
     qk = None

@@ -61,16 +61,3 @@ def packed_whole(parts: list[np.ndarray]) -> np.ndarray | None:
             return None
         address += part.shape[-1] * whole.itemsize
     return whole
-
-
-def join_columns(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts side by side, (..., sum N_i): the array they lie packed in, or a fresh copy."""
-    whole = packed_whole(parts)
-    return np.concatenate(parts, axis=-1) if whole is None else whole
-
-
-def lie_packed(params: dict, *groups: tuple[str, ...]) -> bool:
-    """Whether each group of param names lies packed, in order (a group whose first name params
-    lack is not there to pack: a block without biases)."""
-    return all(packed_whole([params[name] for name in group]) is not None
-               for group in groups if group[0] in params)

@@ -62,8 +62,11 @@ def _logits_last(model, ids, mask, kv_cache=None, new=None) -> np.ndarray:
     positions = positions_from_mask(mask)
     if new is not None:
         ids, positions = ids[:, -new:], positions[:, -new:]
-    logits, _ = model.forward(ids, attention_mask=mask, positions=positions, kv_cache=kv_cache,
-                              last_only=True)                  # (B, 1, V): no other row is read
+    # no padding (one prompt, or prompts of one length): no key is masked, so no mask is passed
+    # and attention skips the masking pass in every layer
+    key_mask = None if mask.all() else mask
+    logits, _ = model.forward(ids, attention_mask=key_mask, positions=positions,
+                              kv_cache=kv_cache, last_only=True)  # (B, 1, V): no other row read
     return logits[:, -1]
 
 

@@ -27,10 +27,33 @@ def check_float(name: str, x) -> np.ndarray:
 
 def check_same_dtype(**arrays: np.ndarray) -> None:
     """All float inputs of one op share a dtype: mixing would silently promote float32 to float64."""
-    dtypes = {name: arr.dtype for name, arr in arrays.items() if arr is not None}
-    if len(set(dtypes.values())) > 1:
-        listing = ", ".join(f"{name}={dt}" for name, dt in dtypes.items())
-        raise GlassformerError(f"expected inputs of one dtype, got {listing}")
+    # note: a plain loop, no set or dict built: every op calls this, decoding ~10 times a layer
+    first = None
+    for arr in arrays.values():
+        if arr is None:
+            continue
+        if first is None:
+            first = arr.dtype
+        elif arr.dtype != first:
+            listing = ", ".join(f"{name}={a.dtype}" for name, a in arrays.items()
+                                if a is not None)
+            raise GlassformerError(f"expected inputs of one dtype, got {listing}")
+
+
+def broadcasts_into(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of `shape` broadcasts to `target` without enlarging it: no more dims,
+    each trailing dim equal to target's or 1. (np.broadcast_shapes answers more and costs ~5 us,
+    a decoded token's whole budget for a small op.)
+
+    >>> broadcasts_into((3, 1), (2, 3, 4)), broadcasts_into((2, 4), (3, 4))
+    (True, False)
+    """
+    if len(shape) > len(target):
+        return False
+    for size, wanted in zip(reversed(shape), reversed(target)):
+        if size != wanted and size != 1:
+            return False
+    return True
 
 
 def _describe(dims: tuple[str, ...], sizes: dict[str, int]) -> str:
@@ -52,23 +75,24 @@ def check_shape(name: str, x: np.ndarray, dims: tuple[str, ...],
     Integers in `dims` are literal sizes. Returns `sizes` for chaining.
     """
     # note: letters are only ever added (setdefault), so the sizes bound before this array, which
-    # a message shows, are the first `before` entries; no copy is made unless the check fails
+    # a message shows, are the first `before` entries; no copy is made unless the check fails.
+    # Kept lean (locals, no re-reads of x.ndim): every op calls it, ~25 times per decoded layer.
+    shape = x.shape
     before = len(sizes)
-    fixed = dims[1:] if dims and dims[0] == "..." else dims
-    has_lead = len(fixed) != len(dims)
-    if x.ndim < len(fixed) or (not has_lead and x.ndim != len(fixed)):
+    has_lead = len(dims) > 0 and dims[0] == "..."
+    fixed = dims[1:] if has_lead else dims
+    cut = len(shape) - len(fixed)                  # how many leading dims "..." covers
+    if cut < 0 or (cut and not has_lead):
         raise ShapeError(f"expected {name} of shape {_describe(dims, sizes)}, "
-                         f"got {tuple(x.shape)}")
-    tail = x.shape[x.ndim - len(fixed):]
+                         f"got {tuple(shape)}")
     if has_lead:
-        lead = tuple(x.shape[:x.ndim - len(fixed)])
-        if "..." in sizes and sizes["..."] != lead:
+        lead = shape[:cut]
+        if sizes.setdefault("...", lead) != lead:
             raise ShapeError(
                 f"expected {name} of shape {_describe(dims, sizes)} with leading dims "
-                f"{sizes['...']}, got {tuple(x.shape)}")
-        sizes.setdefault("...", lead)
-    for letter, size in zip(fixed, tail):
-        if isinstance(letter, int):
+                f"{sizes['...']}, got {tuple(shape)}")
+    for letter, size in zip(fixed, shape[cut:]):
+        if type(letter) is int:
             ok = size == letter
         else:
             ok = sizes.setdefault(letter, size) == size
@@ -77,5 +101,5 @@ def check_shape(name: str, x: np.ndarray, dims: tuple[str, ...],
             sizes.clear()
             sizes.update(known)  # leave `sizes` as it was when the check fails
             raise ShapeError(f"expected {name} of shape {_describe(dims, known)}, "
-                             f"got {tuple(x.shape)}")
+                             f"got {tuple(shape)}")
     return sizes

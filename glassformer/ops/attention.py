@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
-from glassformer.ops._check import check_float, check_same_dtype, check_shape
+from glassformer.ops._check import broadcasts_into, check_float, check_same_dtype, check_shape
 from glassformer.ops._shapes import sum_to_shape
 from glassformer.ops.softmax import SoftmaxCtx, softmax_backward, softmax_forward
 
@@ -91,8 +91,9 @@ def causal_mask(t: int, s: int) -> np.ndarray:
 
 
 def combine_masks(mask: np.ndarray | None, causal: bool, t: int, s: int) -> np.ndarray | None:
-    """AND together the user mask and the causal rule; None means everything is allowed."""
-    if not causal:
+    """AND together the user mask and the causal rule; None means everything is allowed.
+    One query (decoding a token against a cache) is the last position: it sees every key."""
+    if not causal or t == 1:
         return mask
     rule = causal_mask(t, s)
     return rule if mask is None else np.logical_and(mask, rule)
@@ -142,11 +143,9 @@ def _check_inputs(q, k, v, mask) -> None:
         raise GlassformerError(
             f"expected mask to be a boolean array (True = may attend), got {kind}")
     target = lead_q + (q.shape[-2], k.shape[-2])
-    try:
-        np.broadcast_shapes(mask.shape, target)
-    except ValueError:
+    if not broadcasts_into(mask.shape, target):
         raise ShapeError(f"expected mask broadcastable to (..., T, S) = {target}, "
-                         f"got {mask.shape}") from None
+                         f"got {mask.shape}")
 
 
 def _check_bias(bias, q, k) -> None:
@@ -155,11 +154,7 @@ def _check_bias(bias, q, k) -> None:
     check_float("bias", bias)
     check_same_dtype(q=q, bias=bias)
     target = q.shape[:-1] + (k.shape[-2],)
-    try:
-        fits = np.broadcast_shapes(bias.shape, target) == target
-    except ValueError:
-        fits = False
-    if not fits:
+    if not broadcasts_into(bias.shape, target):
         raise ShapeError(f"expected bias broadcastable to (..., T, S) = {target}, "
                          f"got {bias.shape}")
 

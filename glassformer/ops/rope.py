@@ -57,7 +57,8 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
-from glassformer.ops._check import FLOAT_DTYPES, check_float, check_same_dtype, check_shape
+from glassformer.ops._check import (FLOAT_DTYPES, broadcasts_into, check_float,
+                                    check_same_dtype, check_shape)
 from glassformer.ops.rope_scaling import RopeScaling, rope_frequencies
 
 
@@ -167,11 +168,8 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray
     table_sizes = {"T": sizes["T"], "D": sizes["D"]}
     check_shape("cos", cos, ("...", "T", "D"), table_sizes)
     check_shape("sin", sin, ("...", "T", "D"), dict(table_sizes, **{"...": cos.shape[:-2]}))
-    try:
-        grows = np.broadcast_shapes(cos.shape, x.shape) != x.shape
-    except ValueError:
-        grows = True
-    if grows:  # note: the tables may broadcast over x, never make the output larger than x
+    if not broadcasts_into(cos.shape, x.shape):
+        # note: the tables may broadcast over x, never make the output larger than x
         raise ShapeError(f"expected cos/sin tables (T, D) or broadcastable to x {x.shape}, "
                          f"got {cos.shape}")
     # (..., T, D) * (T, D): the tables broadcast over batch and heads

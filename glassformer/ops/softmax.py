@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
-from glassformer.ops._check import check_float, check_shape
+from glassformer.ops._check import broadcasts_into, check_float, check_shape
 from glassformer.ops._rows import row_sum
 
 
@@ -90,12 +90,8 @@ def _check_inputs(x, mask) -> None:
     if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
         kind = mask.dtype if isinstance(mask, np.ndarray) else type(mask).__name__
         raise GlassformerError(f"expected mask to be a boolean array (True = kept), got {kind}")
-    try:
-        joint = np.broadcast_shapes(mask.shape, x.shape)
-    except ValueError:
-        joint = None
     # note: the mask may repeat along x's dims but not add any: x + bias would grow the output.
-    if joint != x.shape:
+    if not broadcasts_into(mask.shape, x.shape):
         raise ShapeError(f"expected mask broadcastable to x's shape (..., S) = {x.shape}, "
                          f"got {mask.shape}")
 
