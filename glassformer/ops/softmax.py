@@ -111,11 +111,13 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     with np.errstate(over="ignore", invalid="ignore"):  # shows in the row sums; redone below
         exps = np.exp(logits) if logits is x else np.exp(logits, out=logits)   # m = 0 first
         total = row_sum(exps)                               # (..., S) -> (..., 1)
-    if not (np.isfinite(total).all() and total.min(initial=1.0) >= SAFE_ROW_SUM):
-        exps = _shifted_exps(masked_logits(x, mask))        # m = row max: the textbook way
-        total = row_sum(exps)
+    if np.isfinite(total).all() and total.min(initial=1.0) >= SAFE_ROW_SUM:
+        exps *= 1.0 / total                                 # one reciprocal per row, then products
+        return exps, SoftmaxCtx(probs=exps)
+    exps = _shifted_exps(masked_logits(x, mask))            # m = row max: the textbook way
+    total = row_sum(exps)
     # subtle: total is 0 only for fully masked rows, whose exps are all 0; dividing by 1 keeps 0s.
-    exps *= 1.0 / np.where(total > 0.0, total, 1.0)         # one reciprocal per row, then products
+    exps *= 1.0 / np.where(total > 0.0, total, 1.0)
     return exps, SoftmaxCtx(probs=exps)
 
 
