@@ -43,9 +43,10 @@ from bandwidth import stream_bandwidth  # noqa: E402  (bench/bandwidth.py)
 
 from glassformer.allocator import keep_freed_memory
 from glassformer.blas import blas_threads, find_blas, free_cores
+from glassformer.blocks.packed import packed_whole
 from glassformer.generate.generate import generate
 from glassformer.models import gpt2
-from glassformer.models.layout import lay_out_for_decoding
+from glassformer.models.layout import PACKED_GROUPS, lay_out_for_decoding
 from glassformer.models.model import Model
 
 CONFIG = dict(vocab_size=50257, max_seq_len=1024, n_layer=12, n_head=12, d_model=768)
@@ -163,21 +164,26 @@ def decode_tok_s_hf(hf, prompt, new_tokens: int) -> float:
 
 
 def decode_operands(model: Model) -> list[np.ndarray]:
-    """Every matrix one decoded token multiplies by, once each, as it lies in memory: a weight
-    packed beside others (blocks/packed.py) counts as the packed array it is a column block of,
-    which the layer multiplies by once; the LM head last (tok_emb^T when tied)."""
+    """Every matrix one decoded token multiplies by, once each, as it lies in memory: a group of
+    weights that models/layout.py packed side by side counts as the packed array, which the
+    layer multiplies by once; the LM head last (tok_emb^T when tied)."""
+    params = model.params
+    whole_of = {}                                       # weight name -> the packed array it is in
+    for suffixes in PACKED_GROUPS:
+        for key in [key for key in params if key.endswith(suffixes[0])]:
+            names = [key[:-len(suffixes[0])] + suffix for suffix in suffixes]
+            if params[key].ndim == 2 and all(name in params for name in names):
+                whole = packed_whole([params[name] for name in names])
+                if whole is not None:
+                    whole_of.update(dict.fromkeys(names, whole))
     operands, seen = [], set()
-    for name, value in model.params.items():
-        if not name.startswith("blocks.") or value.ndim != 2:
-            continue
-        whole = value.base
-        packed = (isinstance(whole, np.ndarray) and whole.ndim == 2 and whole.flags.c_contiguous
-                  and whole.shape[0] == value.shape[0] and whole.shape[1] > value.shape[1])
-        operand = whole if packed else value
-        if id(operand) not in seen:
-            seen.add(id(operand))
-            operands.append(operand)
-    operands.append(model.params.get("lm_head", model.params["tok_emb"].T))
+    for name, value in params.items():
+        if name.startswith("blocks.") and value.ndim == 2:
+            operand = whole_of.get(name, value)
+            if id(operand) not in seen:
+                seen.add(id(operand))
+                operands.append(operand)
+    operands.append(params.get("lm_head", params["tok_emb"].T))
     return operands
 
 
