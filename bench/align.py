@@ -36,6 +36,7 @@ from glassformer.io.pretrained import load_pretrained  # noqa: E402
 from glassformer.train.objectives.dpo import dpo_loss_and_grads   # noqa: E402
 from glassformer.models.model import Model            # noqa: E402
 from glassformer.train.loop import TrainConfig        # noqa: E402
+from glassformer.train.objectives.grpo import GRPOSettings   # noqa: E402
 from glassformer.train.objectives.grpo import rollout_loss_and_grads, rollout_of   # noqa: E402
 
 
@@ -81,7 +82,8 @@ def grpo_pairs(folder: Path):
     trained = {k: v for k, v in adapters.items() if k.endswith(("lora_A", "lora_B"))}
     frozen = {**model.params, **{k: v for k, v in adapters.items() if k not in trained}}
     rollout = rollout_of(prompt_ids, prompt_mask, completion_ids, completion_mask)
-    cfg = TrainConfig(loss_type="dapo", max_completion_tokens=grpo_case.C)
+    cfg = TrainConfig(objective="grpo", objective_settings=GRPOSettings(
+        loss_type="dapo", max_completion_tokens=grpo_case.C))
 
     def our_update():
         rollout_loss_and_grads(model.family, trained, model.cfg, rollout, advantages,

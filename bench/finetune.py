@@ -79,7 +79,7 @@ def glassformer_side(folder: str, iters: int) -> list[float]:
     times = []
     for _ in range(iters + 1):   # the first step warms up
         start = time.perf_counter()
-        _, opt = train_step(model.family, adapters, model.cfg, [(x, y)], opt, rng=None,
+        _, opt, _ = train_step(model.family, adapters, model.cfg, [(x, y)], opt, rng=None,
                             grad_clip=0.0, lr=LR, weight_decay=0.0, objective=SFT,
                             frozen=frozen)
         times.append((time.perf_counter() - start) * 1e3)

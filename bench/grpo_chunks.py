@@ -28,6 +28,7 @@ from glassformer.io.peft import LoraConfig, adapter_constants, init_adapters
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.train.loop import TrainConfig
+from glassformer.train.objectives.grpo import GRPOSettings
 from glassformer.train.objectives.grpo import rollout_loss_and_grads, rollout_of
 
 ROWS, PROMPT, COMPLETION = 16, 47, 64      # the recipe's 2 prompts x 8, ~111 ids a row
@@ -49,7 +50,8 @@ def update_once(layers: int, chunk_rows: int | None) -> float:
     rollout = rollout_of(rng.integers(0, 49_152, (ROWS, PROMPT)), np.ones((ROWS, PROMPT), bool),
                          rng.integers(0, 49_152, (ROWS, COMPLETION)),
                          np.arange(COMPLETION)[None, :] < lengths[:, None])
-    train_cfg = TrainConfig(max_completion_tokens=COMPLETION)
+    train_cfg = TrainConfig(objective="grpo",
+                            objective_settings=GRPOSettings(max_completion_tokens=COMPLETION))
     start = time.perf_counter()
     rollout_loss_and_grads(llama, adapters, cfg, rollout, rng.standard_normal(ROWS),
                            frozen=frozen, train_cfg=train_cfg, chunk_rows=chunk_rows)

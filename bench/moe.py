@@ -46,7 +46,7 @@ from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 from glassformer.train.loop import TrainConfig
-from glassformer.train.objectives.moe_next_token import MOE_NEXT_TOKEN
+from glassformer.train.objectives.moe_next_token import MOE_NEXT_TOKEN, MoESettings
 from glassformer.train.optim import adamw_init
 from glassformer.train.recipes import MOE, model_config
 from glassformer.train.step import train_step
@@ -112,7 +112,7 @@ def torch_side(folder: Path, train_cfg: TrainConfig):
     import transformers
     torch.set_num_threads(THREADS)
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    model.config.router_aux_loss_coef = train_cfg.router_aux_coef
+    model.config.router_aux_loss_coef = train_cfg.objective_settings.router_aux_coef
     model.train()
     optim = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr,
                               betas=(train_cfg.beta1, train_cfg.beta2),
@@ -122,7 +122,7 @@ def torch_side(folder: Path, train_cfg: TrainConfig):
         out = model(input_ids=torch.from_numpy(x), output_router_logits=True)
         lm = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1),
                                                torch.from_numpy(y).flatten())
-        loss = lm + train_cfg.router_aux_coef * out.aux_loss
+        loss = lm + train_cfg.objective_settings.router_aux_coef * out.aux_loss
         optim.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
@@ -135,7 +135,8 @@ def versus_torch(data: Path, steps: int, out: Path) -> dict:
     text = data.read_text(encoding="utf-8")
     chars = sorted(set(text))
     vocab = {ch: i for i, ch in enumerate(chars)}
-    train_cfg = TrainConfig(balance="aux-pooled")     # transformers' loss, the same numbers
+    train_cfg = TrainConfig(objective="moe-next-token",
+                            objective_settings=MoESettings(balance="aux-pooled"))     # transformers' loss, the same numbers
     cfg = model_config(MOE.model, len(chars), train_cfg.block_size)
     moe = family("moe")
     params = moe.init_params(cfg, np.random.default_rng(0))
@@ -147,7 +148,7 @@ def versus_torch(data: Path, steps: int, out: Path) -> dict:
 
     def ours(x, y) -> float:
         nonlocal opt
-        loss, opt = train_step(moe, params, cfg, [(x, y)], opt, rng=None,
+        loss, opt, _ = train_step(moe, params, cfg, [(x, y)], opt, rng=None,
                                grad_clip=train_cfg.grad_clip, lr=train_cfg.lr,
                                beta1=train_cfg.beta1, beta2=train_cfg.beta2,
                                weight_decay=train_cfg.weight_decay, objective=MOE_NEXT_TOKEN,

@@ -56,7 +56,7 @@ def our_stepper(cfg, params):
     train_cfg = SimpleNamespace(label_smoothing=HYPER["smoothing"])
 
     def step(x, y):
-        loss, grads = token_loss_and_grads(seq2seq.FAMILY, params, cfg, x, y, rng=None,
+        loss, grads, _ = token_loss_and_grads(seq2seq.FAMILY, params, cfg, x, y, rng=None,
                                            train_cfg=train_cfg)
         grads, _ = clip_grad_norm(grads, HYPER["grad_clip"])
         _, state["opt"] = adamw_step(params, grads, state["opt"], lr=HYPER["lr"],

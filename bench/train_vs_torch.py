@@ -74,7 +74,7 @@ def glassformer_stepper(cfg, params, comm=None):
 
     def step(x, y):
         if comm is None:
-            loss, state["opt"] = train_step(gpt2, params, cfg, [(x, y)], state["opt"], rng=None,
+            loss, state["opt"], _ = train_step(gpt2, params, cfg, [(x, y)], state["opt"], rng=None,
                                             **hyper)
         else:
             loss, state["opt"] = data_parallel_step(comm, gpt2, params, cfg, [(x, y)],

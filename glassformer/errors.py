@@ -16,3 +16,13 @@ class ShapeError(GlassformerError):
 
 class CheckpointError(GlassformerError):
     """A checkpoint or weights file is missing, truncated, corrupt or does not match the model."""
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Refuse a value outside `choices` in one line naming the setting, what is allowed and what
+    arrived: check_choice("--schedule", "linear", ("cosine", "inverse-sqrt")) says
+    "--schedule must be one of cosine, inverse-sqrt, got 'linear'". Every "must be one of" check
+    of the package is this one."""
+    if value not in choices:
+        allowed = ", ".join(str(choice) for choice in choices)
+        raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")

@@ -13,7 +13,8 @@
     add_template_budget_arguments  --template-max-chars --template-timeout (chat templates)
     template_budget         those flags as a RenderBudget, each refused unless more than 0
     detect_lang             zh or en from the locale, for the commands with --lang
-    TRAIN_FLAGS             the training flags `train` and `finetune` share (TrainConfig fields)
+    TRAIN_FLAGS             the training loop's flags `train` and `finetune` share (TrainConfig
+                            fields; an objective's own come from cli/settings_flags.py)
     given_train_flags       those given on the command line, as TrainConfig fields
     run_ended               the last lines of a training command and its exit status
 
@@ -192,25 +193,14 @@ TRAIN_FLAGS = {
     "--eval-iters": ("eval_iters", int, "batches per train/val loss estimate"),
     "--workers": ("workers", int, "batch shards trained in parallel, one per CPU core "
                                   "(default: every usable core)"),
-    "--objective": ("objective", str, "what the run learns: next-token (a decoder) or mlm "
-                                      "(BERT's masked-LM, with --arch bert)"),
     "--schedule": ("schedule", str, "learning-rate schedule: cosine (warmup, cosine decay to "
                                     "--min-lr) or inverse-sqrt (the Transformer paper's warmup, "
                                     "then 1/sqrt(step))"),
     "--label-smoothing": ("label_smoothing", float, "cross-entropy label smoothing"),
-    "--mask-prob": ("mask_prob", float, "--objective mlm: share of the tokens chosen to "
-                                        "predict, 80%% of them [MASK]ed, 10%% random, 10%% kept"),
     "--hold-iters": ("hold_iters", int, "--arch bert: iterations for which layer 0's neighbour "
                                         "heads stay pointed at the neighbours (a new BERT has "
                                         "them when its heads can point at one position of the "
                                         "block; docs/bert.md)"),
-    "--balance": ("balance", str, "--arch moe: how the routers are kept balanced: aux (the "
-                                  "auxiliary load-balancing loss of each layer, averaged, as "
-                                  "the Switch Transformer paper), aux-pooled (one loss pooled "
-                                  "over the layers, as transformers' load_balancing_loss_func), "
-                                  "bias (DeepSeek-V3's loss-free bias update) or none"),
-    "--router-aux-coef": ("router_aux_coef", float, "--arch moe: weight of the auxiliary "
-                                                    "load-balancing loss"),
 }
 # Exit codes after a stop by signal, as a shell reports a process killed by it (128 + signal).
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}

@@ -6,12 +6,12 @@ CPU cores.
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from functools import partial
 
 from glassformer.cli.common import (TRAIN_FLAGS, add_template_budget_arguments,
                                     given_train_flags, model_help, run_ended, template_budget)
+from glassformer.cli.settings_flags import add_settings_arguments, given_settings
 from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.io.peft import LoraConfig
@@ -19,8 +19,9 @@ from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, mpi_comm,
                                            mpi_installed, training_steps, usable_cores)
 from glassformer.train.loop import TrainConfig
-from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT
-from glassformer.train.runs.align import check_align_shards
+from glassformer.train.objectives import objective_of
+from glassformer.train.objectives.ranks import check_whole_units
+from glassformer.train.recipes import FINETUNE_RECIPES, TANG_SFT, recipe_train_config
 from glassformer.train.runs.finetune import resume_finetune, run_finetune
 from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
@@ -31,10 +32,10 @@ HELP = ("fine-tune a pretrained causal LM on chat JSONL (loss on the replies) or
         "adapters saved in PEFT's format, or --full")
 
 RECIPE = TrainConfig(**TANG_SFT.train)
+DEFAULTS = TrainConfig()
 LORA_RECIPE = TANG_SFT.lora
-# train's flags that finetune does not take: the objective follows from the data file (chat
-# JSONL: sft; text: next-token), and only a new BERT has neighbour heads to hold
-NOT_HERE = ("objective", "mask_prob", "hold_iters")
+# train's flags that finetune does not take: only a new BERT has neighbour heads to hold
+NOT_HERE = ("hold_iters",)
 # --workers: unlike train, the default is one process (BLAS on every core, docs/finetune.md)
 WORKERS_HELP = ("batch shards trained in parallel, each in its own MPI rank (the LoRA "
                 "adapters' AdamW split over the ranks, ZeRO-1; docs/distributed.md; default: 1, "
@@ -74,7 +75,12 @@ def add_arguments(parser) -> None:
                              "or peft's) instead of fresh adapters; its LoRA settings are kept")
     parser.add_argument("--full", action="store_true", default=None,
                         help="train every weight instead of LoRA adapters")
-    add_align_arguments(parser)
+    parser.add_argument("--objective", choices=list(FINETUNE_RECIPES), default=None,
+                        help="what to learn, each from its recipe's settings: "
+                             + ", ".join(f"{name} ({recipe.name})"
+                                         for name, recipe in FINETUNE_RECIPES.items())
+                             + "; default: sft for chat JSONL, next-token for a text file")
+    add_template_budget_arguments(parser)
     parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
     parser.add_argument("--allow-new-data", action="store_true",
                         help="on --resume, train on a data file that differs from the run's")
@@ -84,57 +90,23 @@ def add_arguments(parser) -> None:
         if field == "workers":
             parser.add_argument(flag, type=kind, default=None, help=WORKERS_HELP)
             continue
-        parser.add_argument(flag, type=kind, default=None,
-                            help=f"{text} (default: {getattr(RECIPE, field)})")
+        parser.add_argument(flag, type=kind, default=None, help=f"{text} ({recipe_default(field)})")
+    add_settings_arguments(parser, finetune_objectives(), FINETUNE_RECIPES)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-# GRPO's flags -> (type, help); each sets the TrainConfig field of its name
-GRPO_FLAGS = {
-    "--reward": (str, "reward functions, comma-separated: tang-form (built in, the default) "
-                      "or FILE.py:FUNC with TRL's signature f(prompts, completions, **columns)"),
-    "--reward-weights": (str, "comma-separated weights of the rewards (default: 1 each)"),
-    "--num-generations": (int, "completions sampled per prompt, the group (default: 8)"),
-    "--max-completion-tokens": (int, "longest completion sampled (default: 64)"),
-    "--temperature": (float, "sampling temperature (default: 1.0)"),
-    "--epsilon": (float, "clip range of the ratio (default: 0.2)"),
-    "--epsilon-high": (float, "upper clip range (default: --epsilon)"),
-    "--loss-type": (str, "grpo, dapo (default), dr_grpo or bnpo: TRL's reductions"),
-    "--scale-rewards": (str, "group (default), batch or none: what the advantage is divided "
-                             "by"),
-}
+def recipe_default(field: str) -> str:
+    """'default: 2e-3, the tang-sft recipe's' for a setting the recipe gives, else the loop's
+    own default (nanoGPT's)."""
+    value = getattr(RECIPE, field)
+    if field in TANG_SFT.train:
+        return f"default: {value}, the {TANG_SFT.name} recipe's; dpo and grpo: theirs"
+    return f"default: {value}"
 
 
-def align_given(args) -> dict:
-    """The TrainConfig fields the alignment flags set."""
-    given = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_"))
-             for flag in GRPO_FLAGS}
-    given["beta"] = args.beta
-    given["sft_weight"] = args.sft_weight
-    return {key: value for key, value in given.items() if value is not None}
-
-
-def add_align_arguments(parser) -> None:
-    """--objective, --beta, --ref: preference learning (docs/align.md)."""
-    parser.add_argument("--objective", choices=("sft", "dpo", "grpo"), default=None,
-                        help="what to learn: sft (chat JSONL, the default for .jsonl), dpo "
-                             "(TRL preference pairs: prompt, chosen, rejected) or grpo (prompts "
-                             "and --reward)")
-    parser.add_argument("--beta", type=float, default=None,
-                        help="dpo/grpo: how strongly the policy is tied to the reference "
-                             "(default: dpo 0.1, grpo 0 = no KL term, TRL's)")
-    parser.add_argument("--sft-weight", type=float, default=None,
-                        help="dpo: weight of the negative log-likelihood of the chosen replies "
-                             "added to the DPO loss (TRL's loss_type [\"sigmoid\", \"sft\"] "
-                             "with loss_weights [1, W]; RPO's alpha; default: the recipe's, "
-                             "TRL's is 0)")
-    for flag, (kind, text) in GRPO_FLAGS.items():
-        parser.add_argument(flag, type=kind, default=None, help=f"grpo: {text}")
-    parser.add_argument("--ref", choices=("base", "adapter"), default=None,
-                        help="dpo's reference: base = the model with the trained adapter "
-                             "switched off (default, as TRL with PEFT), adapter = the starting "
-                             "adapter (--adapter) frozen")
-    add_template_budget_arguments(parser)
+def finetune_objectives() -> list:
+    """The objectives `finetune --objective` offers: one per fine-tuning recipe."""
+    return [objective_of(name) for name in FINETUNE_RECIPES]
 
 
 def say(line: str) -> None:
@@ -171,9 +143,7 @@ def check_flags(args) -> None:
         fixed = lora_flags + [flag for flag, value in (("--model", args.model),
                                                        ("--full", args.full),
                                                        ("--adapter", args.adapter),
-                                                       ("--objective", args.objective),
-                                                       ("--ref", args.ref)) if value]
-        fixed += [f"--{key.replace('_', '-')}" for key in align_given(args)]
+                                                       ("--objective", args.objective)) if value]
         if fixed:
             raise GlassformerError(f"--resume keeps the run's model and LoRA: drop {fixed[0]}")
         return
@@ -187,15 +157,7 @@ def check_flags(args) -> None:
         flag = "--full" if args.full else lora_flags[0]
         raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
                                f"so {flag} does not apply")
-    if args.objective != "dpo" and args.ref is not None:
-        raise GlassformerError("--ref is for --objective dpo")
-    if args.objective != "dpo" and args.sft_weight is not None:
-        raise GlassformerError("--sft-weight is for --objective dpo")
-    grpo_only = [key for key in align_given(args) if key not in ("beta", "sft_weight")]
-    if args.objective != "grpo" and grpo_only:
-        raise GlassformerError(f"--{grpo_only[0].replace('_', '-')} is for --objective grpo")
-    if args.objective not in ("dpo", "grpo") and args.beta is not None:
-        raise GlassformerError("--beta is for --objective dpo or grpo")
+    typed_settings(args)   # a flag of another objective: one line
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -205,11 +167,11 @@ def run(args) -> int:
     comm = mpi_comm()
     if comm is not None:
         return as_rank(comm, partial(finetune_as_rank, args, comm))
-    settings = saved_settings(args.out) if args.resume else recipe_of(args.objective)
+    settings = saved_settings(args.out) if args.resume else new_settings(args)
     workers = args.workers or (settings.workers if args.resume else 1)
     if workers > 1:
         batch_size = args.batch_size or settings.batch_size
-        check_align_shards(args.objective or settings.objective, batch_size, workers)
+        check_whole_units(objective_of(settings.objective), batch_size, workers)
         check_shards(batch_size, workers)
         if workers > usable_cores():
             raise GlassformerError(f"--workers {workers} is more than the {usable_cores()} "
@@ -221,9 +183,22 @@ def run(args) -> int:
     return finetune_here(args)
 
 
-def recipe_of(objective: str | None) -> TrainConfig:
-    """The settings a new run of --objective starts from (the Tang SFT recipe by default)."""
-    return TrainConfig(**FINETUNE_RECIPES.get(objective or "sft", TANG_SFT).train)
+def new_settings(args, given: dict | None = None) -> TrainConfig:
+    """A new run's settings: its objective's recipe (the Tang SFT recipe by default), with the
+    flags typed on top (given: the loop's, when not all of them apply), its defaults still to
+    fit them (train/runs/defaults.py)."""
+    recipe = FINETUNE_RECIPES[args.objective or TANG_SFT.objective]
+    given = given_train_flags(args, skip=NOT_HERE) if given is None else given
+    return recipe_train_config(recipe, given, typed_settings(args))
+
+
+def typed_settings(args) -> dict:
+    """The objective's settings typed on the command line, for the run's objective (a new run's
+    --objective, sft by default; a resumed run's own); a flag of another objective is refused."""
+    name = args.objective or TANG_SFT.objective
+    if args.resume:
+        name = saved_settings(args.out).objective
+    return given_settings(args, objective_of(name), finetune_objectives())
 
 
 def saved_settings(out: str) -> TrainConfig:
@@ -251,17 +226,14 @@ def finetune_here(args, comm=None) -> int:
         hooks = dict(on_note=say, on_start=progress.start, on_step=progress.on_step,
                      should_stop=should_stop, steps=training_steps(comm))
         if args.resume:
-            run_state, _ = resume_finetune(out_dir=args.out, data=args.data, given=given,
+            run_state, _ = resume_finetune(out_dir=args.out, data=args.data,
+                                           given={**given, **typed_settings(args)},
                                            allow_new_data=args.allow_new_data,
                                            template_budget=template_budget(args), **hooks)
         else:
-            if "max_iters" in given and "lr_decay_iters" not in given:
-                given["lr_decay_iters"] = given["max_iters"]   # the decay spans the run given
-            given.update(align_given(args))
-            train_cfg = dataclasses.replace(recipe_of(args.objective), **given)
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
-                                        train_cfg=train_cfg, lora_cfg=lora_config(args),
-                                        adapter=args.adapter, objective=args.objective,
-                                        ref=args.ref or "base",
+                                        train_cfg=new_settings(args, given),
+                                        typed=frozenset(given),
+                                        lora_cfg=lora_config(args), adapter=args.adapter,
                                         template_budget=template_budget(args), **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")

@@ -5,6 +5,7 @@ import sys
 from functools import partial
 
 from glassformer.cli.common import TRAIN_FLAGS, given_train_flags, model_help, run_ended
+from glassformer.cli.settings_flags import add_settings_arguments, given_settings
 from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.models.registry import FAMILIES
@@ -13,9 +14,10 @@ from glassformer.train.distributed import (agreed_stop, check_shards, default_wo
                                            mpi_comm, mpi_installed, training_steps,
                                            usable_cores)
 from glassformer.train.loop import TrainConfig
-from glassformer.train.objectives import objective_of
-from glassformer.train.objectives.objective import PAIRS
-from glassformer.train.recipes import MOE, SHAKESPEARE, new_run_settings, recipe_for
+from glassformer.train.objectives import OBJECTIVES, objective_of
+from glassformer.train.objectives.objective import PAIRS, TEXT
+from glassformer.train.recipes import (MOE, RECIPE_OF_OBJECTIVE, SHAKESPEARE, new_run_settings,
+                                       recipe_for)
 from glassformer.train.runs.folder import saved_train_config
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
@@ -50,9 +52,17 @@ MODEL_FLAGS = {
     "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
                                        "and layer"),
 }
+# the data a model trained from scratch learns from: a text's token stream, or source/target pairs
+FORMS_FROM_SCRATCH = (TEXT, PAIRS)
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run's own settings; "
                "only --max-iters, --eval-interval, --lr-decay-iters, --min-lr and --workers may "
                "be changed")
+
+
+def train_objectives() -> list:
+    """The registered objectives `train` offers: those that learn from a text or pairs file."""
+    return [objective for objective in OBJECTIVES.values()
+            if objective.reads in FORMS_FROM_SCRATCH]
 
 
 def add_arguments(parser) -> None:
@@ -86,9 +96,15 @@ def add_arguments(parser) -> None:
                             help=f"{text} (default: {default})")
     parser.add_argument("--bias", action="store_true", default=None,
                         help="use biases in linears and norms (nanoGPT's default is off)")
+    parser.add_argument("--objective", default=None,
+                        help="what the run learns: " + ", ".join(
+                            objective.name for objective in train_objectives())
+                        + " (default: the --arch's recipe's: next-token for a decoder, mlm "
+                          "for bert, seq2seq for transformer, moe-next-token for moe)")
     for flag, (field, kind, text) in TRAIN_FLAGS.items():
         shown = "" if field == "workers" else f" (default: {getattr(defaults, field)})"
         parser.add_argument(flag, type=kind, default=None, help=text + shown)
+    add_settings_arguments(parser, train_objectives(), RECIPE_OF_OBJECTIVE)
     parser.add_argument("--hostfile", default=None,
                         help="Open MPI hostfile: run the --workers ranks on these machines "
                              "(docs/distributed.md)")
@@ -139,11 +155,11 @@ def run(args) -> int:
     comm = mpi_comm()
     if comm is not None:
         return as_rank(comm, partial(train_as_rank, args, comm))
-    saved = resumed_settings(args.out) if args.resume else {}  # a resume keeps its ranks
+    saved = resumed_settings(args.out) if args.resume else None   # a resume keeps its ranks
     recipe = recipe_for(args.arch)
     default_batch = recipe.train.get("batch_size", TrainConfig().batch_size)
-    batch_size = args.batch_size or saved.get("batch_size") or default_batch
-    workers = args.workers or saved.get("workers") or default_workers(batch_size)
+    batch_size = args.batch_size or (saved.batch_size if saved else default_batch)
+    workers = args.workers or (saved.workers if saved else 0) or default_workers(batch_size)
     check_shards(batch_size, workers)
     workers = capped_to_cores(workers, batch_size, args.hostfile)
     if workers > 1 and mpi_installed():
@@ -154,13 +170,24 @@ def run(args) -> int:
     return train_here(args)
 
 
-def resumed_settings(out: str) -> dict:
-    """The settings of the run to resume ({} when it has no readable checkpoint: the resume
-    itself then says what is wrong)."""
+def resumed_settings(out: str) -> TrainConfig | None:
+    """The settings of the run to resume (None when it has no readable checkpoint: the resume
+    itself then says what is wrong); a resume keeps its ranks and its objective."""
     try:
-        return vars(saved_train_config(out))
+        return saved_train_config(out)
     except (OSError, GlassformerError):
-        return {}
+        return None
+
+
+def typed_settings(args) -> dict:
+    """The objective's settings typed on the command line, for the objective the run trains
+    (a new run's, or the resumed run's own); a flag of another objective is refused."""
+    if args.resume:
+        saved = resumed_settings(args.out)
+        name = TrainConfig.objective if saved is None else saved.objective
+    else:
+        name = args.objective or recipe_for(args.arch).objective
+    return given_settings(args, objective_of(name), train_objectives())
 
 
 def capped_to_cores(workers: int, batch_size: int, hostfile: str | None) -> int:
@@ -193,21 +220,25 @@ def train_here(args, comm=None) -> int:
     """Train in this process: alone (comm None), or as rank 0 of a data-parallel run."""
     steps = training_steps(comm)
     train_given, model_given = given_flags(args)
+    settings_given = typed_settings(args)
     with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
         should_stop = stop if comm is None else agreed_stop(comm, stop)
         if args.resume:
             run_state, _ = resume_training(
-                out_dir=args.out, data=args.data, given=train_given, given_model=model_given,
+                out_dir=args.out, data=args.data, given={**train_given, **settings_given},
+                given_model=model_given,
                 allow_new_data=args.allow_new_data, tokenizer=args.tokenizer, on_note=say,
                 on_start=progress.start, on_step=progress.on_step, should_stop=should_stop,
                 steps=steps)
         else:
             recipe = recipe_for(args.arch, args.objective)
-            model, start = new_run_settings(recipe, train_given, model_given)
+            model, start = new_run_settings(recipe, train_given, model_given, settings_given,
+                                            objective=args.objective)
             init = None if args.init is None else str(resolve_path(args.init, MODEL))
             run_state, _ = start_training(
                 data=args.data, out_dir=args.out, model=model, train_cfg=start.train_cfg,
-                init=init, tokenizer=args.tokenizer, after_init=start.after_init,
+                typed=frozenset(train_given), init=init, tokenizer=args.tokenizer,
+                after_init=start.after_init, on_note=say,
                 on_start=partial(noted_start, start.note, progress.start),
                 on_step=progress.on_step, should_stop=should_stop, steps=steps)
     return run_ended("train", args.out, run_state, stop, saved_in="checkpoint in")

@@ -24,7 +24,7 @@ from glassformer.generate.templates import chat_template_of
 from glassformer.io.peft import load_adapter
 from glassformer.models.family import CAUSAL
 from glassformer.train.datasets.prefs import encode_pref_file, pair_rows
-from glassformer.train.objectives.dpo import DEFAULT_BETA, sequence_logps
+from glassformer.train.objectives.dpo import DPOSettings, sequence_logps
 
 
 class PreferenceResult(NamedTuple):
@@ -35,7 +35,7 @@ class PreferenceResult(NamedTuple):
 
 
 def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
-                        beta: float = DEFAULT_BETA, batch_size: int = 8,
+                        beta: float = DPOSettings().beta, batch_size: int = 8,
                         ref_adapter: str | Path | None = None, limit: int | None = None,
                         template_budget=None) -> PreferenceResult:
     """Reward accuracy and mean margin of base + adapter against the base (or base +

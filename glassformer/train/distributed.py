@@ -52,7 +52,7 @@ from glassformer.train.optim import (ADAMW_EPS, AdamWState, adamw_step, clip_coe
 from glassformer.train.loop import train
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective, rows_of
-from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still, loss_and_grads
+from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still
 
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -201,10 +201,10 @@ def _shard_loss_and_grads(comm, family, params: dict, cfg, x, y, *, generator, n
         return loss / ranks / n, grads, metrics
     rows = shard_rows(y.shape[0], ranks, rank)
     weight = shard_weights(y, ranks)[rank]
-    loss, grads = loss_and_grads(family, params, cfg, rows_of(x, rows), y[rows], rng=generator,
-                                 dloss=weight / n, objective=objective, train_cfg=train_cfg,
-                                 frozen=frozen)
-    return weight * loss / n, grads, {}
+    loss, grads, metrics = objective.loss_and_grads(family, params, cfg, rows_of(x, rows),
+                                                    y[rows], rng=generator, dloss=weight / n,
+                                                    train_cfg=train_cfg, frozen=frozen or {})
+    return weight * loss / n, grads, metrics
 
 
 def _shard_grads(comm, family, params: dict, cfg, micro_batches: list,
@@ -236,7 +236,7 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                        beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
                        weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN,
                        train_cfg=None, frozen: dict | None = None,
-                       held: frozenset = frozenset()) -> tuple[float, AdamWState]:
+                       held: frozenset = frozenset()) -> tuple[float, AdamWState, dict]:
     """`step.train_step` over the ranks of `comm` (call it on every rank with the same arguments):
     the same loss (and an objective's metrics, of the whole batch), and the same params and
     moments on every rank afterwards."""
@@ -275,9 +275,7 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
     loss = 0.0
     for share, _ in shares:
         loss += share     # in rank order, so every rank adds the same floats alike
-    if objective.metrics:
-        return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1), measured
-    return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1)
+    return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1), measured
 
 
 def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:

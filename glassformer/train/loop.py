@@ -25,23 +25,23 @@ from typing import Callable
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.io.checkpoint import (append_train_log, rng_from_json, rng_to_json,
                                        save_checkpoint, trim_train_log)
 from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.objectives import objective_of
+from glassformer.train.objectives.objective import Objective
+from glassformer.train.objectives.settings import Settings
 from glassformer.train.schedule import SCHEDULES, scheduled_lr
 from glassformer.train.step import IN_PROCESS, Steps
 
 
-# How a Mixture-of-Experts run keeps its routers balanced (train/objectives/moe_next_token.py)
-BALANCES = ("aux", "aux-pooled", "bias", "none")
-
-
 @dataclass(frozen=True)
 class TrainConfig:
-    """Defaults: nanoGPT's Shakespeare-char recipe as its README runs it on a CPU."""
+    """The loop's settings, and the objective's own (objective_settings: its Settings record,
+    train/objectives/settings.py). Defaults: nanoGPT's Shakespeare-char recipe as its README
+    runs it on a CPU."""
     batch_size: int = 12          # B, sequences per micro-batch
     block_size: int = 64          # T, tokens per sequence
     grad_accum: int = 1           # micro-batches per optimizer step
@@ -58,26 +58,12 @@ class TrainConfig:
     eval_iters: int = 20          # batches per loss estimate
     seed: int = 1337              # seeds init, batches and dropout
     workers: int = 1              # ranks the run trains on (recorded; train/distributed.py)
-    objective: str = "next-token"  # what the run learns: a name in train/objectives/
     label_smoothing: float = 0.0  # cross-entropy label smoothing (0: none)
-    mask_prob: float = 0.15       # masked-LM: the share of tokens chosen for prediction
     schedule: str = "cosine"      # learning rate: "cosine" (nanoGPT) or "inverse-sqrt" (the paper)
     hold_iters: int = 0           # held_keys stay still for this many iterations
     held_keys: str = ""           # comma-separated params a recipe holds still (its init's)
-    beta: float | None = None     # DPO/GRPO: strength of the reference (None: DPO 0.1, GRPO 0)
-    sft_weight: float = 0.0       # DPO: weight of the NLL on the chosen replies (TRL's "sft" loss)
-    num_generations: int = 8      # GRPO: G completions sampled per prompt (a group)
-    max_completion_tokens: int = 64   # GRPO: longest completion sampled
-    temperature: float = 1.0      # GRPO: sampling temperature (TRL's default)
-    epsilon: float = 0.2          # GRPO: clip range below 1 (and above, unless epsilon_high)
-    epsilon_high: float | None = None   # GRPO: clip range above 1 (None: epsilon)
-    loss_type: str = "dapo"       # GRPO: grpo, dapo, dr_grpo or bnpo (TRL's reductions)
-    scale_rewards: str = "group"  # GRPO: advantages over the group's std, the batch's, or none
-    reward: str = ""              # GRPO: comma-separated rewards, NAME or FILE.py:FUNC
-    reward_weights: str = ""      # GRPO: comma-separated weights (default: 1 each)
-    balance: str = "aux"          # MoE routers: "aux" loss per layer, "aux-pooled" over layers,
-    #                               DeepSeek-V3's "bias" update, "none"
-    router_aux_coef: float = 0.1  # MoE: weight of the auxiliary balance loss (docs/moe.md)
+    objective: str = "next-token"  # what the run learns: a name in train/objectives/
+    objective_settings: Settings | None = None   # its settings (None: the objective's defaults)
 
     def __post_init__(self):
         # note: errors name the command-line flag of each field (flag_of), what users typed
@@ -90,22 +76,22 @@ class TrainConfig:
                 raise GlassformerError(f"{flag_of(name)} must be >= 0, got {getattr(self, name)}")
         if self.workers < 0:  # 0: "one per core" in runs saved before MPI
             raise GlassformerError(f"--workers must be >= 1, got {self.workers}")
-        if self.schedule not in SCHEDULES:
-            raise GlassformerError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
-                                   f"{self.schedule!r}")
+        check_choice("--schedule", self.schedule, SCHEDULES)
         if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
             raise GlassformerError("--schedule inverse-sqrt needs --warmup-iters 1 or more")
-        if self.balance not in BALANCES:
-            raise GlassformerError(f"--balance must be one of {', '.join(BALANCES)}, got "
-                                   f"{self.balance!r}")
-        if not self.sft_weight >= 0.0:
-            raise GlassformerError(f"--sft-weight must be >= 0, got {self.sft_weight}")
-        if not self.router_aux_coef >= 0.0:
-            raise GlassformerError(f"--router-aux-coef must be >= 0, got {self.router_aux_coef}")
-        for name in ("label_smoothing", "mask_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise GlassformerError(f"{flag_of(name)} must be in [0, 1), got "
-                                       f"{getattr(self, name)}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise GlassformerError(f"--label-smoothing must be in [0, 1), got "
+                                   f"{self.label_smoothing}")
+        own = objective_of(self.objective).settings
+        if self.objective_settings is None:
+            object.__setattr__(self, "objective_settings", own())   # the objective's defaults
+        elif type(self.objective_settings) is not own:
+            raise GlassformerError(f"--objective {self.objective} takes {own.__name__}, got "
+                                   f"{type(self.objective_settings).__name__}")
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the loop's fields, the objective's settings as a dict of their own."""
+        return dataclasses.asdict(self)
 
 
 def flag_of(field: str) -> str:
@@ -158,19 +144,18 @@ def resume_run(ckpt) -> RunState:
 
 
 def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
-    state = {"iter": run.it, "best_val": run.best_val, "train_config": dataclasses.asdict(train_cfg),
+    state = {"iter": run.it, "best_val": run.best_val, "train_config": train_cfg.to_dict(),
              "batch_rng": rng_to_json(run.batch_rng), "dropout_rng": rng_to_json(run.dropout_rng)}
     save_checkpoint(out_dir, config=model_cfg.to_dict(), params=run.params,
                     optimizer=run.opt._asdict(), state=state, tokenizer_json=tokenizer_json)
 
 
 def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
-                  train_cfg: TrainConfig, rng: np.random.Generator, split: str,
-                  frozen: dict | None = None, batches: list | None = None) -> float:
+                  train_cfg: TrainConfig, objective: Objective, rng: np.random.Generator,
+                  split: str, frozen: dict | None = None, batches: list | None = None) -> float:
     """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss.
 
     batches: a list that receives each (x, y) drawn, when the caller wants them too."""
-    objective = objective_of(train_cfg.objective)
     losses = []
     for _ in range(iters):
         x, y = objective.draw(data, train_cfg, rng, split=split)
@@ -181,8 +166,8 @@ def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
     return float(np.mean(losses))
 
 
-def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState, train_data,
-              val_data, frozen: dict | None) -> dict:
+def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, objective: Objective,
+              run: RunState, train_data, val_data, frozen: dict | None) -> dict:
     """{"eval_train_loss", "val_loss"} at run.it, from batches seeded by (seed, it), and what
     the objective's eval_stats adds from the val batches (computed in this process)."""
     evals = {}
@@ -191,21 +176,20 @@ def _evaluate(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunS
         eval_rng = np.random.default_rng([train_cfg.seed, run.it])
         evals[split] = estimate_loss(steps, family, run.params, model_cfg, data,
                                      iters=train_cfg.eval_iters, train_cfg=train_cfg,
-                                     rng=eval_rng, split=split, frozen=frozen,
+                                     objective=objective, rng=eval_rng, split=split, frozen=frozen,
                                      batches=val_batches if split == "val" else None)
     record = {"eval_train_loss": evals["train"], "val_loss": evals["val"]}
-    objective = objective_of(train_cfg.objective)
     if objective.eval_stats is not None:
         record.update(objective.eval_stats(family, run.params, model_cfg, val_batches,
                                            train_cfg=train_cfg, frozen=frozen))
     return record
 
 
-def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run: RunState,
-                    train_data, lr: float, frozen: dict | None) -> tuple[float, dict]:
+def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, objective: Objective,
+                    run: RunState, train_data, lr: float, frozen: dict | None
+                    ) -> tuple[float, dict]:
     """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss and the
     objective's metrics ({} for most)."""
-    objective = objective_of(train_cfg.objective)
     micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train")
                      for _ in range(train_cfg.grad_accum)]
     result = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
@@ -214,8 +198,7 @@ def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, run
                               weight_decay=train_cfg.weight_decay, objective=objective,
                               train_cfg=train_cfg, frozen=frozen,
                               held=held_at(train_cfg, run.it))
-    loss, run.opt = result[0], result[1]
-    metrics = result[2] if len(result) > 2 else {}   # an objective's own (DPO's rewards/...)
+    loss, run.opt, metrics = result
     return loss, metrics
 
 
@@ -268,6 +251,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     model_cfg, train_cfg, run, train_data, val_data, frozen = steps.start(
         model_cfg, train_cfg, run, train_data, val_data, frozen or {})
     family = family_of(model_cfg.to_dict()["arch"])
+    objective = objective_of(train_cfg.objective)   # resolved once, passed on
     check_context(model_cfg, train_cfg)
     writes = steps.writes_files
     if writes:
@@ -278,8 +262,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         record = {"iter": it}
         is_eval = it % train_cfg.eval_interval == 0 or it == train_cfg.max_iters
         if is_eval and it != resumed_at:
-            record.update(_evaluate(steps, family, model_cfg, train_cfg, run, train_data,
-                                    val_data, frozen))
+            record.update(_evaluate(steps, family, model_cfg, train_cfg, objective, run,
+                                    train_data, val_data, frozen))
             run.best_val = min(run.best_val, record["val_loss"])
             if val_tokens_per_byte:
                 record["val_bpb"] = record["val_loss"] / math.log(2) * val_tokens_per_byte
@@ -298,8 +282,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
                           warmup_iters=train_cfg.warmup_iters,
                           lr_decay_iters=train_cfg.lr_decay_iters)
         start = time.perf_counter()
-        loss, metrics = _optimizer_step(steps, family, model_cfg, train_cfg, run, train_data,
-                                        lr, frozen)
+        loss, metrics = _optimizer_step(steps, family, model_cfg, train_cfg, objective, run,
+                                        train_data, lr, frozen)
         if not math.isfinite(loss):
             raise GlassformerError(f"training diverged at iteration {it}: loss is {loss}; "
                                    "try a lower --lr")

@@ -6,7 +6,8 @@ turns a batch into a loss and the grads of the trained params.
 The seam. The loop (train/loop.py) computes only through a `Steps` record:
 
     train_step(family, params, cfg, micro_batches, opt, *, rng, grad_clip, lr, beta1, beta2,
-               weight_decay, objective, train_cfg, frozen, held) -> (mean loss, AdamWState)
+               weight_decay, objective, train_cfg, frozen, held)
+                                  -> (mean loss, AdamWState, the objective's mean metrics)
                                                   params and moments updated in place, but
                                                   the `held` keys of params (hold_still)
     eval_loss(family, params, cfg, x, y, *, objective, train_cfg, frozen) -> float
@@ -33,13 +34,15 @@ def loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
                    rng: np.random.Generator | None, dloss: float = 1.0,
                    objective: Objective = NEXT_TOKEN, train_cfg=None,
                    frozen: dict | None = None) -> tuple[float, dict]:
-    """The objective's mean loss on (x, y) and d(dloss * loss)/d params (train/objectives/objective.py).
+    """The objective's mean loss on (x, y) and d(dloss * loss)/d params
+    (train/objectives/objective.py), its metrics left out: one batch's gradient, for a caller
+    that is not the loop (tests, benchmarks).
 
     dloss < 1 scales the gradient of one micro-batch under gradient accumulation.
     """
-    result = objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
-                                      train_cfg=train_cfg, frozen=frozen or {})
-    return result[0], result[1]   # an objective with metrics also returns them (train_step)
+    loss, grads, _ = objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=dloss,
+                                              train_cfg=train_cfg, frozen=frozen or {})
+    return loss, grads
 
 
 def eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, objective: Objective = NEXT_TOKEN,
@@ -54,24 +57,23 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
                beta1: float = 0.9, beta2: float = 0.999, eps: float = ADAMW_EPS,
                weight_decay: float = 0.01, objective: Objective = NEXT_TOKEN, train_cfg=None,
                frozen: dict | None = None, held: frozenset = frozenset()
-               ) -> tuple[float, AdamWState]:
-    """One optimizer step (returns a third item, the mean metrics, for an objective with
-    `metrics`, as DPO's rewards): the grads of each (x, y) in `micro_batches` summed (gradient
+               ) -> tuple[float, AdamWState, dict]:
+    """One optimizer step: the grads of each (x, y) in `micro_batches` summed (gradient
     accumulation, each weighted 1/n), clipped to global norm `grad_clip` (0: no clipping), then
     AdamW at `lr`, params and moments updated in place. Returns (mean micro-batch loss, state
-    with t + 1). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated;
+    with t + 1, the objective's metrics averaged over the micro-batches). Dropout draws from `rng`. Only `params` train; `frozen` is read, never updated;
     the `held` keys of params stay as they are this step (hold_still).
     """
     if not micro_batches:
         raise GlassformerError("expected at least one micro-batch")
     n = len(micro_batches)
     total, summed = 0.0, None
-    measured: dict[str, float] = {}   # an objective's metrics (Objective.metrics), mean of n
+    measured: dict[str, float] = {}   # the objective's metrics, mean of n
     for x, y in micro_batches:
-        result = objective.loss_and_grads(family, params, cfg, x, y, rng=rng, dloss=1.0 / n,
-                                          train_cfg=train_cfg, frozen=frozen or {})
-        loss, grads = result[0], result[1]
-        for name, value in (result[2] if objective.metrics else {}).items():
+        loss, grads, metrics = objective.loss_and_grads(family, params, cfg, x, y, rng=rng,
+                                                        dloss=1.0 / n, train_cfg=train_cfg,
+                                                        frozen=frozen or {})
+        for name, value in metrics.items():
             measured[name] = measured.get(name, 0.0) + value / n
         total += loss
         if summed is None:
@@ -86,9 +88,7 @@ def train_step(family, params: dict, cfg, micro_batches: list, opt: AdamWState, 
         summed, _ = clip_grad_norm(summed, grad_clip)
     params, opt = adamw_step(params, summed, opt, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                              weight_decay=weight_decay, decay=decay)
-    if objective.metrics:
-        return total / n, opt, measured   # the loop logs them beside train_loss
-    return total / n, opt
+    return total / n, opt, measured   # the loop logs the metrics beside train_loss
 
 
 def hold_still(grads: dict, held: frozenset) -> frozenset:

@@ -130,6 +130,7 @@ import numpy as np
 from mpi4py import MPI
 from glassformer.models import llama
 from glassformer.train.loop import TrainConfig
+from glassformer.train.objectives.grpo import GRPOSettings
 from glassformer.train.objectives.dpo import REF_PREFIX
 from glassformer.train.objectives.grpo import batch_advantages, rollout_loss_and_grads, rollout_of
 
@@ -166,9 +167,9 @@ old = (rng.normal(-3.7, 0.3, whole.y.shape)).astype(np.float32)   # ratios past 
 worst = {"adv": 0.0, "reward_metrics": 0.0, "loss": 0.0, "metrics": 0.0, "grads": 0.0}
 for loss_type in ("grpo", "dapo", "dr_grpo", "bnpo"):
     for scale, beta in (("group", 0.0), ("batch", 0.1), ("none", 0.0)):
-        train_cfg = TrainConfig(num_generations=G, max_completion_tokens=C, loss_type=loss_type,
-                                scale_rewards=scale, beta=beta, temperature=0.7,
-                                reward_weights="1.0,0.5")
+        train_cfg = TrainConfig(objective="grpo", objective_settings=GRPOSettings(
+            num_generations=G, max_completion_tokens=C, loss_type=loss_type,
+            scale_rewards=scale, beta=beta, temperature=0.7, reward_weights="1.0,0.5"))
         adv, reward_metrics = batch_advantages(None, table, names, lengths, truncated, train_cfg)
         adv_r, reward_metrics_r = batch_advantages(comm, table[mine], names, lengths[mine],
                                                    truncated[mine], train_cfg)

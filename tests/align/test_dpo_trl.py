@@ -9,14 +9,14 @@ its exact code path without running a whole Trainer loop. Both references are ch
 and the SFT term (--sft-weight W) against TRL's loss_type ["sigmoid", "sft"], loss_weights [1, W].
 """
 import tempfile
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from glassformer.io.peft import load_adapter
 from glassformer.io.pretrained import load_pretrained
-from glassformer.train.objectives.dpo import REF_PREFIX, dpo_loss_and_grads
+from glassformer.train.loop import TrainConfig
+from glassformer.train.objectives.dpo import REF_PREFIX, DPOSettings, dpo_loss_and_grads
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -105,7 +105,8 @@ def ours(folder, ref, sft=0.0):
     ids, _, completion = batch()
     x = ids[:, :-1]
     y = np.where(completion[:, 1:] == 1, ids[:, 1:], -100)
-    train_cfg = SimpleNamespace(beta=0.1, sft_weight=sft)
+    train_cfg = TrainConfig(objective="dpo",
+                            objective_settings=DPOSettings(beta=0.1, sft_weight=sft))
     return model, dpo_loss_and_grads(model.family, trained, model.cfg, x, y, rng=None,
                                      frozen=frozen, train_cfg=train_cfg)
 

@@ -7,8 +7,8 @@ import pytest
 from glassformer.models import llama
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives.dpo import REF_PREFIX
-from glassformer.train.objectives.grpo import (Rollout, rollout_loss_and_grads, rollout_of,
-                                               row_chunks)
+from glassformer.train.objectives.grpo import (GRPOSettings, Rollout, rollout_loss_and_grads,
+                                               rollout_of, row_chunks)
 
 SAME_RTOL = 1e-6     # float32 forwards of other shapes, float64 losses
 GRAD_ATOL = 1e-6     # relative to the largest gradient entry
@@ -34,8 +34,8 @@ def case():
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo"])
 def test_chunked_update_equals_one_forward(case, loss_type):
     cfg, params, frozen, rollout, old, advantages = case
-    train_cfg = TrainConfig(loss_type=loss_type, beta=0.1, temperature=0.7,
-                            max_completion_tokens=C)
+    train_cfg = TrainConfig(objective="grpo", objective_settings=GRPOSettings(
+        loss_type=loss_type, beta=0.1, temperature=0.7, max_completion_tokens=C))
 
     def update(rows):
         return rollout_loss_and_grads(llama, params, cfg, rollout, advantages, frozen=frozen,

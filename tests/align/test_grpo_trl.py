@@ -17,7 +17,7 @@ from glassformer.io.peft import load_adapter
 from glassformer.io.pretrained import load_pretrained
 from glassformer.ops.grpo_loss import group_advantages
 from glassformer.train.loop import TrainConfig
-from glassformer.train.objectives.grpo import rollout_loss_and_grads, rollout_of
+from glassformer.train.objectives.grpo import GRPOSettings, rollout_loss_and_grads, rollout_of
 
 torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")
@@ -113,7 +113,8 @@ def test_grpo_loss_and_grads_equal_trls(setup, loss_type, clipped, beta):
     if old is not None:
         our_old = np.zeros(rollout.y.shape)
         our_old[:, P - 1:] = old        # completion token j is predicted at position P - 1 + j
-    cfg = TrainConfig(loss_type=loss_type, beta=beta, max_completion_tokens=C)
+    cfg = TrainConfig(objective="grpo", objective_settings=GRPOSettings(
+        loss_type=loss_type, beta=beta, max_completion_tokens=C))
     loss, grads, metrics = rollout_loss_and_grads(model.family, trained, model.cfg, rollout,
                                                   advantages, frozen=frozen, train_cfg=cfg,
                                                   old_logps=our_old)

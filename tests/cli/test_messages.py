@@ -39,26 +39,40 @@ def one_error(capsys) -> str:
     return lines[0]
 
 
-def test_finetune_max_iters_3_names_flags(base, tmp_path, capsys):
+def test_finetune_max_iters_3_adapts_the_recipes_warmup(base, tmp_path, capsys):
+    """The first run anyone makes: the recipe's --warmup-iters 10 gives way to --max-iters 3 in
+    one line; two typed flags that conflict are refused naming both."""
     data = tmp_path / "text.txt"
     data.write_text("some text to learn from. " * 40, encoding="utf-8")
     out = tmp_path / "run"
     assert main(["finetune", "--model", str(base), "--data", str(data), "--out", str(out),
-                 "--max-iters", "3", "--block-size", "32", "--no-progress"]) == 2
+                 "--max-iters", "3", "--block-size", "32", "--lora-r", "4",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert ("note: --warmup-iters 10 (a default) is longer than the run's --max-iters 3; a "
+            "tenth of the run: using 0") in err
+    assert main(["finetune", "--model", str(base), "--data", str(data), "--out",
+                 str(tmp_path / "both"), "--max-iters", "2", "--warmup-iters", "5",
+                 "--block-size", "32", "--no-progress"]) == 2
     error = one_error(capsys)
-    assert "--lr-decay-iters 3 must be larger than --warmup-iters 10" in error
-    assert "--warmup-iters 0" in error and "_iters" not in error and not out.exists()
+    assert "--warmup-iters 5 and --max-iters 2 were both given" in error
+    assert not (tmp_path / "both").exists()
     assert main(["finetune", "--model", str(base), "--data", str(data), "--out", str(out),
                  "--lr", "nan", "--block-size", "32", "--no-progress"]) == 2
     error = one_error(capsys)
     assert error.endswith("--lr must be a finite number, got nan") and "TrainConfig" not in error
 
 
-def test_finetune_past_the_context_names_the_block_size_that_fits(base, tmp_path, capsys):
+def test_finetune_past_the_context_fits_the_default_and_refuses_a_typed_block(base, tmp_path,
+                                                                              capsys):
     data = tmp_path / "text.txt"
     data.write_text("some text to learn from. " * 40, encoding="utf-8")
-    assert main(["finetune", "--model", str(base), "--data", str(data),
-                 "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    assert main(["finetune", "--model", str(base), "--data", str(data), "--max-iters", "1",
+                 "--lora-r", "4", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert ("note: --block-size 256 (a default) is longer than the model's context of 64 "
+            "positions: using 64") in capsys.readouterr().err
+    assert main(["finetune", "--model", str(base), "--data", str(data), "--block-size", "128",
+                 "--out", str(tmp_path / "typed"), "--no-progress"]) == 2
     assert one_error(capsys).endswith("max_seq_len=64: give --block-size 64 or less")
 
 

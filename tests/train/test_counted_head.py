@@ -56,9 +56,9 @@ def test_head_on_counted_rows_equals_the_full_head(arch, lora):
     model = tiny_model(arch)
     x, y = chat_like_batch(rng)
     params, frozen = split_for_lora(model, rng) if lora else (model.params, None)
-    got_loss, got = counted_loss_and_grads(model.family, params, model.cfg, x, y, rng=None,
+    got_loss, got, _ = counted_loss_and_grads(model.family, params, model.cfg, x, y, rng=None,
                                            dloss=0.5, frozen=frozen)
-    want_loss, want = token_loss_and_grads(model.family, params, model.cfg, x, y, rng=None,
+    want_loss, want, _ = token_loss_and_grads(model.family, params, model.cfg, x, y, rng=None,
                                            dloss=0.5, frozen=frozen)
     assert got_loss == pytest.approx(want_loss, rel=FLOAT64_RTOL)
     assert set(got) == set(want) == set(params)

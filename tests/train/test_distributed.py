@@ -245,9 +245,9 @@ hyper = dict(grad_clip=1e-3, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1)  
 worst = 0.0
 for step in range(3):
     batches = [(rng.integers(0, 11, (4, 8)), rng.integers(0, 11, (4, 8))) for _ in range(2)]
-    our_loss, our_opt = data_parallel_step(comm, gpt2, ours, cfg, batches, our_opt, rng=None,
+    our_loss, our_opt, _ = data_parallel_step(comm, gpt2, ours, cfg, batches, our_opt, rng=None,
                                            **hyper)
-    their_loss, their_opt = train_step(gpt2, theirs, cfg, batches, their_opt, rng=None, **hyper)
+    their_loss, their_opt, _ = train_step(gpt2, theirs, cfg, batches, their_opt, rng=None, **hyper)
     worst = max(worst, abs(our_loss - their_loss) / their_loss)
 digest = hashlib.sha256()
 for k in sorted(ours):

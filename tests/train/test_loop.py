@@ -116,7 +116,7 @@ def test_bad_data_is_a_one_line_error(tmp_path, capsys, setup, message):
 
 def test_existing_run_needs_resume(corpus, tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--data", str(corpus), *TINY_FLAGS, "--out", str(out), "--max-iters", "1"]
+    args = ["train", "--data", str(corpus), *TINY_FLAGS, "--out", str(out), "--max-iters", "2"]
     assert main(args) == 0
     assert main(args) == 2
     assert "pass --resume" in capsys.readouterr().err

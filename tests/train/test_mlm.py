@@ -8,8 +8,8 @@ import pytest
 from glassformer.errors import GlassformerError
 from glassformer.models import bert, gpt2
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.train.objectives.mlm import (MLM, choose_positions, draw_masked, mlm_data,
-                                              mlm_eval_loss, mlm_loss_and_grads)
+from glassformer.train.objectives.mlm import (MLM, MLMSettings, choose_positions, draw_masked,
+                                              mlm_data, mlm_eval_loss, mlm_loss_and_grads)
 from glassformer.train.objectives.objective import token_eval_loss, token_loss_and_grads
 
 SPECIALS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
@@ -23,8 +23,9 @@ def stream(n=5_000, seed=0):
 
 
 def settings(**overrides):
-    base = dict(batch_size=4, block_size=16, mask_prob=0.15, label_smoothing=0.0)
-    return SimpleNamespace(**{**base, **overrides})
+    base = dict(batch_size=4, block_size=16, label_smoothing=0.0)
+    return SimpleNamespace(**{**base, **overrides},
+                           objective_settings=MLMSettings(mask_prob=0.15))
 
 
 def test_exact_count_per_row_uniform_positions():
@@ -83,9 +84,9 @@ def test_head_on_chosen_rows_equals_the_full_logits_loss_and_grads(smoothing):
     cfg, params = tiny_bert()
     train_cfg = settings(label_smoothing=smoothing)
     x, y = draw_masked(mlm_data(stream(), SPECIALS, VOCAB), train_cfg, np.random.default_rng(3))
-    loss, grads = mlm_loss_and_grads(bert.FAMILY, params, cfg, x, y, rng=None, dloss=0.5,
+    loss, grads, _ = mlm_loss_and_grads(bert.FAMILY, params, cfg, x, y, rng=None, dloss=0.5,
                                      train_cfg=train_cfg)
-    full_loss, full_grads = token_loss_and_grads(bert.FAMILY, params, cfg, x, y, rng=None,
+    full_loss, full_grads, _ = token_loss_and_grads(bert.FAMILY, params, cfg, x, y, rng=None,
                                                  dloss=0.5, train_cfg=train_cfg)
     assert loss == pytest.approx(full_loss, rel=FLOAT64_RTOL)
     assert set(grads) == set(full_grads) == set(params)

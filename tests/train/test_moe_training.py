@@ -14,7 +14,7 @@ from glassformer.models.registry import family
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.ops.load_balance import load_balance_forward
 from glassformer.train.loop import TrainConfig
-from glassformer.train.objectives.moe_next_token import (BIAS_UPDATE_SPEED, MOE_NEXT_TOKEN,
+from glassformer.train.objectives.moe_next_token import (BIAS_UPDATE_SPEED, MOE_NEXT_TOKEN, MoESettings,
                                                          bias_rule, routing)
 
 FD_RTOL = 1e-6       # float64 central differences of a smooth loss (no top-k tie crossed)
@@ -24,6 +24,11 @@ TINY_MODEL = ["--arch", "moe", "--n-layer", "2", "--n-head", "2", "--d-model", "
               "--n-experts", "4", "--experts-per-token", "2", "--eval-iters", "2",
               "--no-progress", "--block-size", "16", "--batch-size", "4", "--eval-interval", "3"]
 TINY = [*TINY_MODEL, "--workers", "1"]
+
+
+def moe_config(**settings) -> TrainConfig:
+    """A moe-next-token run's settings with these MoESettings."""
+    return TrainConfig(objective="moe-next-token", objective_settings=MoESettings(**settings))
 
 
 def tiny_model(dtype=np.float64, **fields):
@@ -50,8 +55,8 @@ def test_aux_gradient_matches_central_differences(balance, per_layer):
     moe, cfg, params = tiny_model()
     rng = np.random.default_rng(1)
     x, y = rng.integers(0, 11, (2, 5)), rng.integers(0, 11, (2, 5))
-    train_cfg = TrainConfig(balance=balance, router_aux_coef=0.5)
-    loss, grads = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
+    train_cfg = moe_config(balance=balance, router_aux_coef=0.5)
+    loss, grads, _ = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
                                                 train_cfg=train_cfg)
     for key in ("blocks.0.mlp.router", "blocks.1.mlp.router", "blocks.1.attn.wq"):
         for index in [(0, 0), (3, 2), (7, 1)]:
@@ -62,8 +67,8 @@ def test_aux_gradient_matches_central_differences(balance, per_layer):
             minus = total_loss(moe, cfg, nudged, x, y, 0.5, per_layer)
             numeric = (plus - minus) / (2 * FD_EPS)
             assert np.isclose(grads[key][index], numeric, rtol=FD_RTOL, atol=1e-9), (key, index)
-    plain, _ = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
-                                             train_cfg=TrainConfig(balance="none"))
+    plain, _, _ = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
+                                             train_cfg=moe_config(balance="none"))
     assert loss == plain     # the returned loss is the LM loss alone
 
 
@@ -71,8 +76,8 @@ def test_bias_balance_moves_each_bias_against_its_load():
     moe, cfg, params = tiny_model(np.float32, router_bias=True)
     rng = np.random.default_rng(2)
     x, y = rng.integers(0, 11, (2, 5)), rng.integers(0, 11, (2, 5))
-    train_cfg = TrainConfig(balance="bias")
-    _, grads = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
+    train_cfg = moe_config(balance="bias")
+    _, grads, _ = MOE_NEXT_TOKEN.loss_and_grads(moe, params, cfg, x, y, rng=None,
                                              train_cfg=train_cfg)
     load = grads["blocks.0.mlp.router_bias"].copy()
     assert np.isclose(load.sum(), 2 * 10)                  # k slots per token, N = 10 tokens
@@ -101,7 +106,7 @@ def test_run_logs_expert_load_resumes_and_exports(corpus, tmp_path):
         assert load.shape == (2, 4) and np.allclose(load.sum(axis=1), 1.0, atol=1e-3)
         assert record["val_aux_loss"] >= 2.0 - 1e-6      # k = 2 is its least value
         assert "val_loss" in record
-    assert load_checkpoint(straight).state["train_config"]["balance"] == "aux"
+    assert load_checkpoint(straight).state["train_config"]["objective_settings"]["balance"] == "aux"
 
 
 @pytest.mark.slow

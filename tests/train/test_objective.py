@@ -35,8 +35,8 @@ def test_frozen_weights_are_read_but_get_no_grads():
     frozen = {k: v for k, v in params.items() if k not in trained}
     x = np.random.default_rng(1).integers(0, 11, (2, 8))
     y = np.roll(x, -1, axis=1)
-    loss, grads = token_loss_and_grads(gpt2, trained, CFG, x, y, rng=None, frozen=frozen)
-    full_loss, full_grads = token_loss_and_grads(gpt2, params, CFG, x, y, rng=None)
+    loss, grads, _ = token_loss_and_grads(gpt2, trained, CFG, x, y, rng=None, frozen=frozen)
+    full_loss, full_grads, _ = token_loss_and_grads(gpt2, params, CFG, x, y, rng=None)
     assert loss == full_loss and grads.keys() == trained.keys()
     for key in trained:
         np.testing.assert_array_equal(grads[key], full_grads[key])

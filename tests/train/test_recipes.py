@@ -9,6 +9,7 @@ from glassformer.models.gpt2 import GPT2Config
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.seq2seq import Seq2SeqConfig
 from glassformer.train.loop import TrainConfig
+from glassformer.train.objectives.mlm import MLMSettings
 from glassformer.train.recipes import (G2P, SHAKESPEARE, TANG_BERT, TANG_SFT, model_config,
                                        new_run_settings, recipe_for)
 
@@ -28,8 +29,8 @@ def test_the_recipes_keep_their_numbers():
     model, start = new_run_settings(TANG_BERT, {}, {})
     assert start.train_cfg == TrainConfig(
         objective="mlm", block_size=128, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100,
-        max_iters=20000, lr_decay_iters=20000, weight_decay=0.01, beta2=0.999, mask_prob=0.4,
-        hold_iters=1500, eval_interval=500, eval_iters=10,
+        max_iters=20000, lr_decay_iters=20000, weight_decay=0.01, beta2=0.999,
+        objective_settings=MLMSettings(mask_prob=0.4), hold_iters=1500, eval_interval=500, eval_iters=10,
         held_keys="pos_emb,blocks.0.attn.wq,blocks.0.attn.bq,blocks.0.attn.wk,blocks.0.attn.bk")
     assert model_config(model, 100, 128) == BertConfig(
         vocab_size=100, max_seq_len=128, n_layer=2, n_head=4, d_model=128, mlm_head=True,

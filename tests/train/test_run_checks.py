@@ -25,8 +25,12 @@ TINY = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--block-size", "8
     (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
     (["--eval-interval", "0"], "--eval-interval must be at least 1"),
     (["--max-iters", "-1"], "--max-iters must be >= 0"),
-    (["--warmup-iters", "500", "--lr-decay-iters", "400"],
-     "--lr-decay-iters 400 must be larger than --warmup-iters 500"),
+    (["--warmup-iters", "500", "--lr-decay-iters", "400", "--max-iters", "1000"],
+     "--warmup-iters 500 and --lr-decay-iters 400 were both given, and the cosine decay must "
+     "end after the warmup"),
+    (["--warmup-iters", "5", "--max-iters", "2"],
+     "--warmup-iters 5 and --max-iters 2 were both given, and the warmup would be longer than "
+     "the run"),
     (["--d-model", "1000000"], "would need about"),
     (["--n-layer", "3000", "--d-model", "2048"], "would need about"),
     (["--block-size", "100000000"], "would need about"),

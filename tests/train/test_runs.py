@@ -17,7 +17,7 @@ TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--d-model", "16", "--eval-iter
               "--no-progress", "--workers", "1"]
 # Every setting away from its default, so a resume that fell back to a default would show.
 ODD_SETTINGS = ["--lr", "0.003", "--min-lr", "0.0002", "--batch-size", "3", "--block-size", "12",
-                "--warmup-iters", "3", "--lr-decay-iters", "30", "--weight-decay", "0.05",
+                "--warmup-iters", "1", "--lr-decay-iters", "30", "--weight-decay", "0.05",
                 "--beta1", "0.8", "--beta2", "0.95", "--grad-clip", "0.5", "--seed", "7",
                 "--eval-interval", "4"]
 SECOND_TRAINER_EXITS_S = 20  # generous on a loaded 2-core machine; it exits at startup
@@ -147,7 +147,10 @@ def test_a_killed_holder_leaves_no_stale_lock(corpus, tmp_path):
 
 def test_sigint_checkpoints_the_iteration_and_resume_is_exact(corpus, tmp_path):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    proc = trainer(corpus, stopped, "--max-iters", "100000", "--eval-interval", "1000")
+    # the warmup typed for both runs: a straight run of a few iterations would otherwise warm
+    # up for a tenth of its own length (train/runs/defaults.py), not the stopped run's default
+    proc = trainer(corpus, stopped, "--max-iters", "100000", "--eval-interval", "1000",
+                   "--warmup-iters", "2")
     wait_for(lambda: len(train_losses(stopped)) >= 5)
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -158,7 +161,7 @@ def test_sigint_checkpoints_the_iteration_and_resume_is_exact(corpus, tmp_path):
     assert main(["train", "--out", str(stopped), "--resume", "--max-iters", str(at + 3)]) == 0
     assert main(["train", "--data", str(corpus), *TINY_MODEL, "--block-size", "16",
                  "--batch-size", "4", "--out", str(straight), "--max-iters", str(at + 3),
-                 "--eval-interval", "1000"]) == 0
+                 "--eval-interval", "1000", "--warmup-iters", "2", "--lr-decay-iters", "2000"]) == 0
     assert train_losses(stopped) == train_losses(straight)
 
 

@@ -8,7 +8,7 @@ from glassformer.io.pretrained import load_pretrained
 
 TINY = ["--arch", "transformer", "--n-layer", "1", "--n-head", "2", "--d-model", "32",
         "--dropout", "0.0", "--batch-size", "16", "--eval-iters", "2", "--eval-interval", "10",
-        "--warmup-iters", "10", "--lr", "0.005", "--no-progress", "--workers", "1"]
+        "--warmup-iters", "1", "--lr", "0.005", "--no-progress", "--workers", "1"]
 WORDS = [a + b + c + d for a in "abcde" for b in "abcde" for c in "abcde" for d in "abcde"]  # 625
 
 

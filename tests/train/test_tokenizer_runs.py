@@ -60,7 +60,8 @@ def test_generation_never_samples_padding_and_decodes_through_the_bpe(setup, cap
                  "ROMEO:"]) == 0
     text = capsys.readouterr().out.rstrip("\n")
     tokenizer = load_tokenizer(root / "tok")
-    steps = generate(load_pretrained(out), prompt, max_new_tokens=8, seed=2)
+    steps = generate(load_pretrained(out), prompt, max_new_tokens=8, seed=2,
+                     temperature=0.8)   # the command's default temperature
     assert text == tokenizer.decode([int(step[0]) for step in steps])
 
 

@@ -24,9 +24,9 @@ couples a pair's rows, is the whole batch's on every rank (train/objectives/rank
 
 The reference runs in eval mode (no dropout); the policy in train mode. Gradients flow through
 the policy's log-probs only, back through the model's own backward (LoRA: ops/lora.py).
-Beta: TrainConfig.beta, 0.1 when None (TRL's DPOConfig default).
+The settings are DPOSettings (beta 0.1 and sft_weight 0 by default, TRL's DPOConfig's).
 
-The SFT term (TrainConfig.sft_weight = alpha, `--sft-weight`; 0 by default): alpha times the
+The SFT term (DPOSettings.sft_weight = alpha, `--sft-weight`; 0 by default): alpha times the
 negative log-likelihood of the chosen replies, averaged over all their completion tokens in the
 batch, is added to the DPO loss. That is TRL's `loss_type=["sigmoid", "sft"]` with
 `loss_weights=[1, alpha]` (RPO's alpha, older TRL's `rpo_alpha`). DPO alone only moves chosen
@@ -39,6 +39,8 @@ its reference logs ln 2 + alpha * nll_loss.
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
@@ -54,16 +56,51 @@ from glassformer.train.datasets.prefs import PrefData, pair_rows
 from glassformer.train.objectives.objective import (Objective, check_kind, counted_rows,
                                                     only_trained, with_frozen)
 from glassformer.train.objectives.ranks import gather_rows, unit_slice
+from glassformer.train.objectives.settings import Settings, setting
 
 PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/prefs.py)
 REF_PREFIX = "ref."     # frozen entries that are the reference's own weights
-DEFAULT_BETA = 0.1      # TRL's DPOConfig.beta
 ADAPTER_PARTS = (LORA_A, LORA_B, LORA_SCALE, LORA_DROPOUT)
+REFS = ("base", "adapter")   # what the reference is (policy_and_reference, reference_weights)
 
 
-def sft_weight_of(train_cfg) -> float:
-    """alpha of the SFT term (0: plain DPO; runs saved before it have none)."""
-    return float(getattr(train_cfg, "sft_weight", 0.0) or 0.0)
+@dataclass(frozen=True)
+class DPOSettings(Settings):
+    """DPO's settings; the defaults are TRL's DPOConfig's (a recipe may give others)."""
+    beta: float = setting(0.1, "how strongly the policy is tied to the reference (TRL's "
+                               "default: 0.1)")
+    sft_weight: float = setting(0.0, "weight of the chosen replies' negative log-likelihood "
+                                     "added to the DPO loss (TRL's loss_type [sigmoid, sft], "
+                                     "RPO's alpha; TRL's default: 0)")
+    ref: str | None = setting(None, "the reference: base = the model with the trained adapter "
+                                    "switched off, adapter = the starting adapter (--adapter) "
+                                    "frozen (default: adapter when the run starts from one, "
+                                    "else base, as TRL with PEFT)", choices=REFS)
+
+    def __post_init__(self):
+        self.check_types_and_choices()
+        if not self.beta > 0.0:
+            raise GlassformerError(f"--beta must be above 0 for DPO, got {self.beta}")
+        if not self.sft_weight >= 0.0:
+            raise GlassformerError(f"--sft-weight must be >= 0, got {self.sft_weight}")
+
+    @property
+    def needs_reference(self) -> bool:
+        return True   # the loss compares the policy with it on every pair
+
+    @property
+    def reference(self) -> str:
+        return self.ref or "base"
+
+    def resolved(self, *, from_adapter: bool) -> "DPOSettings":
+        """ref None: the starting adapter when the run continues one (TRL, given a PEFT model
+        that already has an adapter, keeps it as the reference), else the base."""
+        if self.ref == "adapter" and not from_adapter:
+            raise GlassformerError("--ref adapter freezes the adapter the run starts from: give "
+                                   "--adapter, or --ref base")
+        if self.ref is not None:
+            return self
+        return dataclasses.replace(self, ref="adapter" if from_adapter else "base")
 
 
 def chosen_tokens(comm, y: np.ndarray) -> float:
@@ -78,11 +115,6 @@ def chosen_nll(policy_chosen: np.ndarray, n_tokens: float) -> float:
     return -float(np.sum(policy_chosen, dtype=np.float64)) / n_tokens
 
 
-def beta_of(train_cfg) -> float:
-    beta = getattr(train_cfg, "beta", None)
-    return DEFAULT_BETA if beta is None else float(beta)
-
-
 def policy_and_reference(params: dict, frozen: dict | None) -> tuple[dict, dict]:
     """(the weights the policy reads, the weights the reference reads: {} when there is none,
     a --full run's without ref.* copies); see the docstring."""
@@ -93,6 +125,19 @@ def policy_and_reference(params: dict, frozen: dict | None) -> tuple[dict, dict]
     switched_off = {key: value for key, value in base.items()
                     if key.rsplit(".", 1)[-1] not in ADAPTER_PARTS}
     return with_frozen(params, base), {**switched_off, **own}
+
+
+def reference_weights(ref: str, *, full: bool, start: dict, adapter_constants: dict) -> dict:
+    """The REF_PREFIX entries `frozen` holds for a run's reference (policy_and_reference reads
+    them): none for "base" (the adapters switched off), the starting adapter for "adapter", a
+    copy of every starting weight for a --full run. start: the trained params as the run starts."""
+    if full:
+        # the policy trains every weight: the reference is a copy of where it started
+        return {REF_PREFIX + key: np.array(value) for key, value in start.items()}
+    if ref == "base":
+        return {}
+    frozen_adapter = {**start, **adapter_constants}
+    return {REF_PREFIX + key: np.array(value) for key, value in frozen_adapter.items()}
 
 
 def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator, *,
@@ -175,14 +220,15 @@ def dpo_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *, rng=None,
     comm: this rank holds some of the batch's pairs (shard_pairs); the loss and metrics are
     the whole batch's, the grads those of its rows."""
     policy, reference = policy_and_reference(params, frozen)
-    beta = beta_of(train_cfg)
+    settings = train_cfg.objective_settings
+    beta = settings.beta
     seq = sequence_logps(family, policy, cfg, x, y, train=True, rng=rng)
     ref = reference_logps(family, reference, cfg, x, y)                # (2b,)
     pairs, mine = pair_logps(comm, seq.logps, ref)                     # 4 x (B,)
     loss, loss_ctx = dpo_loss_forward(*pairs, beta=beta)
     dchosen, drejected = dpo_loss_backward(dloss, loss_ctx)           # (B,), (B,)
     metrics = dpo_rewards(*pairs, beta=beta)
-    alpha = sft_weight_of(train_cfg)
+    alpha = settings.sft_weight
     if alpha:
         n_tokens = chosen_tokens(comm, y)
         metrics["nll_loss"] = chosen_nll(pairs[0], n_tokens)          # older TRL's name
@@ -201,11 +247,14 @@ def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None
     logps = sequence_logps(family, policy, cfg, x, y, train=False).logps
     ref = reference_logps(family, reference, cfg, x, y)
     pairs, _ = pair_logps(comm, logps, ref)
-    loss = dpo_loss_forward(*pairs, beta=beta_of(train_cfg))[0]
-    alpha = sft_weight_of(train_cfg)
+    settings = train_cfg.objective_settings
+    loss = dpo_loss_forward(*pairs, beta=settings.beta)[0]
+    alpha = settings.sft_weight
     return loss + alpha * chosen_nll(pairs[0], chosen_tokens(comm, y)) if alpha else loss
 
 
 DPO = Objective(name="dpo", kind=CAUSAL, reads=PREFS, draw=draw_pairs,
                 loss_and_grads=dpo_loss_and_grads, eval_loss=dpo_eval_loss,
-                check=partial(check_kind, CAUSAL), metrics=True, shard=shard_pairs)
+                check=partial(check_kind, CAUSAL), shard=shard_pairs,
+                unit=("pairs", "a pair's chosen and rejected rows stay on one rank"),
+                settings=DPOSettings)

@@ -33,6 +33,7 @@ frac_reward_zero_std, completions/mean_length (min, max, clipped_ratio), clip_ra
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
@@ -44,19 +45,81 @@ from glassformer.generate.stream import end_of_text_ids
 from glassformer.models.family import CAUSAL
 from glassformer.models.model import Model
 from glassformer.ops.cross_entropy import IGNORE_INDEX
-from glassformer.ops.grpo_loss import (group_advantages, grpo_loss_backward, grpo_loss_forward,
-                                        reduction_weights)
+from glassformer.ops.grpo_loss import (LOSS_TYPES, SCALES, group_advantages,
+                                        grpo_loss_backward, grpo_loss_forward, reduction_weights)
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.train.datasets.prompts import PromptData, left_padded
 from glassformer.train.objectives.dpo import policy_and_reference
 from glassformer.train.objectives.objective import Objective, check_kind, only_trained, rows_of
 from glassformer.train.objectives.ranks import gather_rows, gather_token_rows, unit_slice
+from glassformer.train.objectives.settings import Settings, setting
 from glassformer.train.rewards import call_reward, load_rewards
 
 PROMPTS = "prompts"     # Objective.reads: prompts (train/datasets/prompts.py)
 # the update's logits per chunk of rows (float32), which bounds its peak memory: SmolLM2's
 # 49,152-entry vocabulary over 111 positions is 22 MB a row, so 6 rows a chunk
 LOGITS_CHUNK_BYTES = 128 * 2**20
+
+
+@dataclass(frozen=True)
+class GRPOSettings(Settings):
+    """GRPO's settings; the defaults are TRL's GRPOConfig's (a recipe may give others)."""
+    num_generations: int = setting(8, "completions sampled per prompt, the group (TRL: 8)")
+    max_completion_tokens: int = setting(64, "longest completion sampled (TRL's "
+                                             "max_completion_length: 256; ours is shorter "
+                                             "for a CPU)")
+    temperature: float = setting(1.0, "sampling temperature (TRL: 1.0)")
+    epsilon: float = setting(0.2, "clip range of the ratio (TRL: 0.2)")
+    epsilon_high: float | None = setting(None, "upper clip range (default: --epsilon)")
+    loss_type: str = setting("dapo", "TRL's reductions: grpo, dapo (TRL's default), dr_grpo "
+                                     "or bnpo", choices=LOSS_TYPES)
+    scale_rewards: str = setting("group", "what the advantage is divided by: the group's std "
+                                          "(TRL's default), the batch's, or none",
+                                 choices=SCALES)
+    reward: str = setting("tang-form", "reward functions, comma-separated: tang-form (built "
+                                       "in) or FILE.py:FUNC with TRL's signature "
+                                       "f(prompts, completions, **columns)")
+    reward_weights: str = setting("", "comma-separated weights of the rewards (default: 1 "
+                                      "each)")
+    beta: float = setting(0.0, "weight of the KL term to the reference (TRL's default: 0, "
+                               "no reference)")
+
+    def __post_init__(self):
+        self.check_types_and_choices()
+        if self.num_generations < 2:
+            raise GlassformerError(f"GRPO compares completions within a group: "
+                                   f"--num-generations must be at least 2, got "
+                                   f"{self.num_generations}")
+        if self.max_completion_tokens < 1:
+            raise GlassformerError(f"--max-completion-tokens must be at least 1, got "
+                                   f"{self.max_completion_tokens}")
+        if not self.temperature > 0.0:
+            raise GlassformerError(f"GRPO samples: --temperature must be above 0, got "
+                                   f"{self.temperature}")
+        for name in ("epsilon", "beta"):
+            if not getattr(self, name) >= 0.0:
+                raise GlassformerError(f"--{name} must be >= 0, got {getattr(self, name)}")
+        for weight in filter(None, self.reward_weights.split(",")):
+            try:
+                float(weight)
+            except ValueError:
+                raise GlassformerError(f"--reward-weights must be numbers separated by commas, "
+                                       f"got {weight!r}") from None
+
+    def check_run(self, train_cfg) -> None:
+        if train_cfg.grad_accum > 1:
+            # TRL samples one generation batch for all its accumulated micro-batches: the
+            # batch's reward std and DAPO's token count span them all. Here that batch is
+            # --batch-size, whose update already runs in memory-bounded chunks of rows.
+            raise GlassformerError(f"GRPO samples and updates the whole batch at once, in "
+                                   f"chunks that bound memory: give --batch-size "
+                                   f"{train_cfg.batch_size * train_cfg.grad_accum} instead of "
+                                   f"--grad-accum {train_cfg.grad_accum} (TRL's accumulation "
+                                   f"over one generation batch)")
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.beta != 0.0   # only the KL term reads the reference
 
 
 class PromptBatch(NamedTuple):
@@ -146,13 +209,14 @@ def chunk_loss_grads(family, policy: dict, params: dict, cfg, part: Rollout, adv
                      weight, old_logps, ref, *, train_cfg, rng, dloss: float):
     """(per-token log-probs (n, T), grads) of one chunk of rows, its logits freed on return.
     weight (n, T): its tokens' weights in the whole batch's loss (grpo_loss_forward)."""
-    temperature = float(train_cfg.temperature)
+    settings = train_cfg.objective_settings
+    temperature = settings.temperature
     logps, ctx, logp_ctx = completion_logps(family, policy, cfg, part, temperature=temperature,
                                             train=True, rng=rng)            # (n, T)
     _, loss_ctx, _ = grpo_loss_forward(
         logps, logps if old_logps is None else old_logps, advantages, part.y != IGNORE_INDEX,
-        ref_logps=ref, beta=float(train_cfg.beta or 0.0), epsilon=train_cfg.epsilon,
-        epsilon_high=train_cfg.epsilon_high, weight=weight)
+        ref_logps=ref, beta=settings.beta, epsilon=settings.epsilon,
+        epsilon_high=settings.epsilon_high, weight=weight)
     dlogps = grpo_loss_backward(dloss, loss_ctx).astype(logps.dtype)    # (n, T)
     dlogits = token_logps_backward(dlogps, logp_ctx)                    # (n, T, V)
     if temperature != 1.0:
@@ -171,11 +235,12 @@ def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantag
     LOGITS_CHUNK_BYTES), which bounds the memory of the logits and activations: a token's
     gradient needs only its own log-prob and its weight in the whole batch's loss, known from
     the masks before any forward. (With dropout, the chunks draw their masks in turn.)"""
+    settings = train_cfg.objective_settings
     policy, reference = policy_and_reference(params, frozen)
-    temperature, beta = float(train_cfg.temperature), float(train_cfg.beta or 0.0)
+    temperature, beta = settings.temperature, settings.beta
     mask = rollout.y != IGNORE_INDEX                                    # (N, T)
     whole_mask, mine = gather_token_rows(comm, mask)                    # (N_all, T_max)
-    weight = reduction_weights(whole_mask, train_cfg.loss_type, train_cfg.max_completion_tokens)
+    weight = reduction_weights(whole_mask, settings.loss_type, settings.max_completion_tokens)
     weight = weight[mine, :mask.shape[1]]                               # (N, T): this rank's
     chunks = row_chunks(rollout, cfg.vocab_size, chunk_rows)
     ref = None
@@ -201,15 +266,16 @@ def rollout_loss_and_grads(family, params: dict, cfg, rollout: Rollout, advantag
     loss, _, metrics = grpo_loss_forward(
         gather_token_rows(comm, logps)[0], whole_old, gather_rows(comm, advantages)[0],
         whole_mask, ref_logps=None if ref is None else gather_token_rows(comm, ref)[0],
-        beta=beta, epsilon=train_cfg.epsilon, epsilon_high=train_cfg.epsilon_high,
-        loss_type=train_cfg.loss_type, max_completion_length=train_cfg.max_completion_tokens)
+        beta=beta, epsilon=settings.epsilon, epsilon_high=settings.epsilon_high,
+        loss_type=settings.loss_type, max_completion_length=settings.max_completion_tokens)
     return loss, grads, metrics
 
 
 def reward_weights(train_cfg, count: int) -> np.ndarray:
-    if not train_cfg.reward_weights:
+    settings = train_cfg.objective_settings
+    if not settings.reward_weights:
         return np.ones(count)
-    weights = np.array([float(w) for w in train_cfg.reward_weights.split(",")])
+    weights = np.array([float(w) for w in settings.reward_weights.split(",")])
     if len(weights) != count:
         raise GlassformerError(f"--reward-weights gives {len(weights)} weights for {count} "
                                "rewards")
@@ -218,7 +284,8 @@ def reward_weights(train_cfg, count: int) -> np.ndarray:
 
 def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[np.ndarray, list]:
     """(rewards per function (N, F), NaN for None; the functions' names)."""
-    data, group = batch.data, train_cfg.num_generations
+    settings = train_cfg.objective_settings
+    data, group = batch.data, settings.num_generations
     specials = set(data.tokenizer.special_tokens.values())
     texts = [data.tokenizer.decode([int(t) for t in row[keep] if int(t) not in specials])
              for row, keep in zip(completion, completion_mask)]
@@ -230,7 +297,7 @@ def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[n
     columns = {key: [record.get(key) for record in records] for key in keys}
     columns["completion_ids"] = [row[keep].tolist() for row, keep in zip(completion,
                                                                           completion_mask)]
-    rewards = load_rewards(train_cfg.reward)
+    rewards = load_rewards(settings.reward)
     table = np.array([call_reward(name, function, prompts, completions, columns)
                       for name, function in rewards]).T                 # (N, F)
     return table, [name for name, _ in rewards]
@@ -239,16 +306,17 @@ def score(batch: PromptBatch, completion, completion_mask, train_cfg) -> tuple[n
 def rollout_batch(policy: dict, cfg, batch: PromptBatch, train_cfg, comm=None):
     """Sample and score: (Rollout, advantages (N,), metrics). comm: the batch is this rank's
     groups; the advantages and metrics come from every rank's rewards (ranks.py)."""
+    settings = train_cfg.objective_settings
     prompt_ids, prompt_mask = left_padded(batch.data, batch.rows)       # (B, P)
     completion, completion_mask, truncated = sample_groups(
-        policy, cfg, prompt_ids, prompt_mask, group=train_cfg.num_generations,
-        max_tokens=train_cfg.max_completion_tokens, temperature=train_cfg.temperature,
+        policy, cfg, prompt_ids, prompt_mask, group=settings.num_generations,
+        max_tokens=settings.max_completion_tokens, temperature=settings.temperature,
         seed=batch.seed, stop_ids=end_of_text_ids(batch.data.tokenizer))
     table, names = score(batch, completion, completion_mask, train_cfg)
     advantages, metrics = batch_advantages(comm, table, names, completion_mask.sum(axis=1),
                                            truncated, train_cfg)
-    rollout = rollout_of(np.repeat(prompt_ids, train_cfg.num_generations, axis=0),
-                         np.repeat(prompt_mask, train_cfg.num_generations, axis=0),
+    rollout = rollout_of(np.repeat(prompt_ids, settings.num_generations, axis=0),
+                         np.repeat(prompt_mask, settings.num_generations, axis=0),
                          completion, completion_mask)
     return rollout, advantages, metrics
 
@@ -257,10 +325,11 @@ def batch_advantages(comm, table, names, lengths, truncated, train_cfg) -> tuple
     """(this rank's advantages (N,), the batch's reward metrics) from its rewards (N, F),
     completion lengths (N,) and truncated (N,): gathered first, so the advantages of
     --scale-rewards batch divide by the whole batch's std, as in one process (ranks.py)."""
+    settings = train_cfg.objective_settings
     table, mine = gather_rows(comm, table)                              # (N_all, F)
     weights = reward_weights(train_cfg, len(names))
-    advantages, rewards, std_zero = group_advantages(table, weights, train_cfg.num_generations,
-                                                     scale=train_cfg.scale_rewards)
+    advantages, rewards, std_zero = group_advantages(table, weights, settings.num_generations,
+                                                     scale=settings.scale_rewards)
     metrics = reward_metrics(table, names, rewards, std_zero, gather_rows(comm, lengths)[0],
                              gather_rows(comm, truncated)[0])
     return advantages[mine], metrics
@@ -305,4 +374,6 @@ def grpo_eval_loss(family, params: dict, cfg, x: PromptBatch, y, *, train_cfg=No
 
 GRPO = Objective(name="grpo", kind=CAUSAL, reads=PROMPTS, draw=draw_prompts,
                  loss_and_grads=grpo_loss_and_grads, eval_loss=grpo_eval_loss,
-                 check=partial(check_kind, CAUSAL), metrics=True, shard=shard_groups)
+                 check=partial(check_kind, CAUSAL), shard=shard_groups,
+                 unit=("prompts", "a prompt's group of completions stays on one rank"),
+                 settings=GRPOSettings)

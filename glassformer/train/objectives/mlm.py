@@ -39,6 +39,7 @@ the head's cost, which with a large character vocabulary is most of a small mode
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -50,9 +51,22 @@ from glassformer.tokenizers.char_wordpiece import BERT_SPECIALS
 from glassformer.train.data import get_batch
 from glassformer.train.objectives.objective import (TEXT, Objective, counted_eval_loss,
                                                     counted_loss_and_grads)
+from glassformer.train.objectives.settings import Settings, setting
 
 MASK_SHARE = 0.8         # of the chosen tokens: replaced by [MASK]
 RANDOM_SHARE = 0.1       # ... replaced by a random token (the other 10% stay as they are)
+
+
+@dataclass(frozen=True)
+class MLMSettings(Settings):
+    """Masked-LM's settings; the default is the paper's."""
+    mask_prob: float = setting(0.15, "share of the tokens chosen to predict, 80% of them "
+                                     "[MASK]ed, 10% random, 10% kept (the paper's 0.15)")
+
+    def __post_init__(self):
+        self.check_types_and_choices()
+        if not 0.0 <= self.mask_prob < 1.0:
+            raise GlassformerError(f"--mask-prob must be in [0, 1), got {self.mask_prob}")
 
 
 class MLMData(NamedTuple):
@@ -123,7 +137,8 @@ def draw_masked(data: MLMData, train_cfg, rng: np.random.Generator, *,
         raise GlassformerError(f"--objective mlm needs a block size of at least 3 ([CLS], one "
                                f"token, [SEP]), got {block}")
     body, _ = get_batch(data.tokens, train_cfg.batch_size, block - 2, rng, split=split)
-    inputs, targets = mask_tokens(body, data, rng, float(train_cfg.mask_prob))   # (B, T - 2)
+    mask_prob = train_cfg.objective_settings.mask_prob
+    inputs, targets = mask_tokens(body, data, rng, mask_prob)                   # (B, T - 2)
     rows = body.shape[0]
     cls = np.full((rows, 1), data.cls_id, dtype=np.int64)
     sep = np.full((rows, 1), data.sep_id, dtype=np.int64)
@@ -156,8 +171,8 @@ def masking_data(ids: np.ndarray, tokenizer) -> MLMData:
 
 def mlm_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                        rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
-                       frozen: dict | None = None) -> tuple[float, dict]:
-    """Mean cross-entropy at the chosen positions of y, and d(dloss * loss)/d params.
+                       frozen: dict | None = None) -> tuple[float, dict, dict]:
+    """Mean cross-entropy at the chosen positions of y, d(dloss * loss)/d params, no metrics.
 
     The head runs on the chosen rows only (module docstring; models/bert.py's head_rows,
     objective.py's counted_loss_and_grads); the result is the same as token_loss_and_grads on
@@ -177,4 +192,4 @@ def mlm_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *, tr
 
 MLM = Objective(name="mlm", kind=ENCODER, reads=TEXT, draw=draw_masked,
                 loss_and_grads=mlm_loss_and_grads, eval_loss=mlm_eval_loss, check=check_mlm,
-                prepare=masking_data, char_specials=BERT_SPECIALS)
+                prepare=masking_data, char_specials=BERT_SPECIALS, settings=MLMSettings)

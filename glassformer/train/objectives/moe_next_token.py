@@ -2,12 +2,13 @@
 next-token.py, plus the routers' balance.
 
     data, draw   as next-token: B random windows of the token stream
+    settings     MoESettings: balance and router_aux_coef
     loss         cross-entropy of the next tokens (what train_loss and val_loss log), and with
-                 train_cfg.balance "aux" the auxiliary load-balancing loss of each sparse
+                 balance "aux" the auxiliary load-balancing loss of each sparse
                  layer's router, averaged over the layers (the Switch Transformer paper's), or
                  with "aux-pooled" one loss pooled over the layers (transformers'
                  load_balancing_loss_func; ops/load_balance.py has both), weighted by
-                 train_cfg.router_aux_coef:
+                 router_aux_coef:
                      total = cross_entropy + router_aux_coef * aux
                  The default is per layer because pooling lets a layer hide: in bench/moe.py's
                  2,000 iterations the pooled loss left one layer's busiest expert at 2.5x its even
@@ -28,6 +29,8 @@ each device's does in transformers' Trainer; the runs on 1 and N ranks then diff
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from glassformer.blocks.moe import chosen_experts, router_logits
@@ -41,6 +44,7 @@ from glassformer.ops.load_balance import (expert_counts, load_balance_backward,
 from glassformer.train.objectives.next_token import draw_windows, the_stream
 from glassformer.train.objectives.objective import (TEXT, Objective, check_kind, only_trained,
                                                     token_eval_loss, with_frozen)
+from glassformer.train.objectives.settings import Settings, setting
 
 
 # DeepSeek-V3's bias update speed gamma (its paper's 0.001), per optimizer step
@@ -63,6 +67,24 @@ def routing(ctx) -> tuple[np.ndarray, np.ndarray]:
 
 
 AUX_BALANCES = {"aux": True, "aux-pooled": False}     # balance -> the loss is per layer
+BALANCES = ("aux", "aux-pooled", "bias", "none")
+
+
+@dataclass(frozen=True)
+class MoESettings(Settings):
+    """How a Mixture-of-Experts run keeps its routers balanced (docs/moe.md)."""
+    balance: str = setting("aux", "how the routers are kept balanced: aux (the auxiliary "
+                                  "load-balancing loss of each layer, averaged, as the Switch "
+                                  "Transformer paper), aux-pooled (one loss pooled over the "
+                                  "layers, as transformers' load_balancing_loss_func), bias "
+                                  "(DeepSeek-V3's loss-free bias update) or none",
+                           choices=BALANCES)
+    router_aux_coef: float = setting(0.1, "weight of the auxiliary load-balancing loss")
+
+    def __post_init__(self):
+        self.check_types_and_choices()
+        if not self.router_aux_coef >= 0.0:
+            raise GlassformerError(f"--router-aux-coef must be >= 0, got {self.router_aux_coef}")
 
 
 def aux_gradients(ctx, scale: float, per_layer: bool) -> dict:
@@ -87,7 +109,7 @@ def bias_loads(ctx, scale: float) -> dict:
 def bias_rule(params: dict, grads: dict, train_cfg) -> None:
     """balance "bias": each router bias in `grads` holds its layer's load; move the bias by
     DeepSeek-V3's rule (ops/expert_bias.py) in place and zero that entry (no gradient step)."""
-    if train_cfg.balance != "bias":
+    if train_cfg.objective_settings.balance != "bias":
         return
     for key in [key for key in grads if key.endswith(BIAS_KEY)]:
         new = expert_bias_update(params[key][None], grads[key][None],
@@ -106,28 +128,31 @@ def check_moe(family, cfg, tokenizer=None) -> None:
 
 def moe_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
                        rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
-                       frozen: dict | None = None) -> tuple[float, dict]:
-    """The cross-entropy (returned) and d(dloss * (cross_entropy + coef * aux))/d params."""
+                       frozen: dict | None = None) -> tuple[float, dict, dict]:
+    """The cross-entropy (returned), d(dloss * (cross_entropy + coef * aux))/d params, and no
+    metrics."""
+    settings = train_cfg.objective_settings
     logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True,
                                  rng=rng)                                  # (B, T, V)
     loss, ce_ctx = cross_entropy_forward(logits, y,
                                          label_smoothing=train_cfg.label_smoothing)
     dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
     drouter = None
-    if train_cfg.balance in AUX_BALANCES and train_cfg.router_aux_coef > 0.0:
-        drouter = aux_gradients(ctx, dloss * train_cfg.router_aux_coef,
-                                AUX_BALANCES[train_cfg.balance])
+    if settings.balance in AUX_BALANCES and settings.router_aux_coef > 0.0:
+        drouter = aux_gradients(ctx, dloss * settings.router_aux_coef,
+                                AUX_BALANCES[settings.balance])
     grads = family.backward(dlogits, ctx, drouter_logits=drouter)
-    if train_cfg.balance == "bias":
+    if settings.balance == "bias":
         grads.update(bias_loads(ctx, dloss))   # the router biases' zero grads carry their loads
-    return float(loss), only_trained(grads, params)
+    return float(loss), only_trained(grads, params), {}
 
 
 def moe_eval_stats(family, params: dict, cfg, batches: list, *, train_cfg=None,
                    frozen: dict | None = None) -> dict:
     """{"expert_load": L rows of E shares, "val_aux_loss"} over the val batches (eval mode); the
     auxiliary loss as the run trains it (pooled only with "aux-pooled")."""
-    per_layer = AUX_BALANCES.get(train_cfg.balance, True) if train_cfg is not None else True
+    balance = MoESettings().balance if train_cfg is None else train_cfg.objective_settings.balance
+    per_layer = AUX_BALANCES.get(balance, True)
     counts, aux_losses = None, []
     for x, _ in batches:
         _, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=False)
@@ -144,4 +169,4 @@ def moe_eval_stats(family, params: dict, cfg, batches: list, *, train_cfg=None,
 MOE_NEXT_TOKEN = Objective(name="moe-next-token", kind=CAUSAL, reads=TEXT, draw=draw_windows,
                            loss_and_grads=moe_loss_and_grads, eval_loss=token_eval_loss,
                            check=check_moe, prepare=the_stream, bits_per_byte=True,
-                           eval_stats=moe_eval_stats, rule=bias_rule)
+                           eval_stats=moe_eval_stats, rule=bias_rule, settings=MoESettings)

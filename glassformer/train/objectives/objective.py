@@ -17,9 +17,10 @@ training; an `Objective` holds everything that differs:
     draw(data, train_cfg, rng, *, split) -> (x, y)
         x: int ids (B, T), or a tuple of arrays with the rows on axis 0 (an encoder-decoder's
            (source, target input)); y: (B, T') int64 targets, IGNORE_INDEX where no loss counts.
-    loss_and_grads(family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen) -> (loss, grads)
-        the mean loss on (x, y) and d(dloss * loss)/d params, for the keys of `params` only;
-        with `metrics`, (loss, grads, {name: float}) logged beside train_loss (DPO's rewards).
+    loss_and_grads(family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen)
+        -> (loss, grads, metrics): the mean loss on (x, y), d(dloss * loss)/d params for the
+        keys of `params` only, and {name: float} logged beside train_loss ({} for most; DPO's
+        rewards, GRPO's rewards and clip ratios).
     eval_loss(family, params, cfg, x, y, *, train_cfg, frozen) -> float
         the same loss in eval mode (no dropout), forward only.
     eval_stats(family, params, cfg, batches, *, train_cfg, frozen) -> dict, or None
@@ -36,14 +37,19 @@ training; an `Objective` holds everything that differs:
         units of a batch. Their loss_and_grads and eval_loss then also take `comm` and return
         the whole batch's loss and metrics on every rank, with the grads of the rank's own
         rows (ranks.py).
+    unit       with `shard`: (what a unit is, why it stays whole), for the one line that
+               refuses a --batch-size that does not split evenly over the ranks
+    settings   the objective's own settings class (settings.py): its fields are TrainConfig.
+               objective_settings, its flags, its checks; NoSettings when it has none
 
 `frozen` holds weights the forward reads but the optimizer never updates (a LoRA run's base
 model); it is {} when everything trains. Data parallelism (train/distributed.py) splits x's and
 y's rows over the ranks, and weighs each rank's loss by its share of the counted targets (an
 objective with `shard` splits and weighs its own way).
 
-Each objective is one file beside this one (next_token.py, mlm.py, seq2seq.py, sft.py) and one
-line in train/objectives/__init__.py; CONTRIBUTING.md's "Adding an objective" lists the rest.
+Each objective is one file beside this one (next_token.py, mlm.py, seq2seq.py, sft.py, dpo.py,
+grpo.py, moe_next_token.py) and one line in train/objectives/__init__.py; a command reaches it
+through a recipe (train/recipes/). CONTRIBUTING.md's "Adding an objective" says how.
 """
 from __future__ import annotations
 
@@ -56,6 +62,7 @@ from glassformer.models.family import CAUSAL, ENCODER, ENCODER_DECODER
 from glassformer.models.registry import FAMILIES
 from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
                                            cross_entropy_forward)
+from glassformer.train.objectives.settings import NoSettings
 
 # What an objective's data file is (Objective.reads): the run folders of train/runs/ read each
 TEXT = "text"     # UTF-8 text, encoded into one token stream (train/runs/text.py)
@@ -70,16 +77,18 @@ class Objective(NamedTuple):
     reads: str                # TEXT, PAIRS or CHAT: what its data file is
     draw: Callable            # draw(data, train_cfg, rng, *, split) -> (x, y)
     loss_and_grads: Callable  # (family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen)
+    #                           -> (loss, grads, metrics)
     eval_loss: Callable       # (family, params, cfg, x, y, *, train_cfg, frozen) -> float
     check: Callable           # check(family, cfg, tokenizer) -> None, or a GlassformerError
     prepare: Callable | None = None     # TEXT only: prepare(ids, tokenizer) -> draw's data
     char_specials: tuple[str, ...] = ()  # a default char vocabulary's special tokens
     bits_per_byte: bool = False         # its val loss is a next-token code length
-    metrics: bool = False               # loss_and_grads also returns a dict the log records
     eval_stats: Callable | None = None  # (family, params, cfg, batches, *, train_cfg, frozen)
                                         # -> {log key: value}, more of each eval's record
     rule: Callable | None = None        # rule(params, grads, train_cfg): params moved by a rule
     shard: Callable | None = None       # shard(x, y, ranks, rank) -> rank's whole units
+    unit: tuple[str, str] | None = None  # with shard: (a unit, why it stays on one rank)
+    settings: type = NoSettings         # its settings class (settings.py)
 
 
 # Family.kind in words, for messages
@@ -119,28 +128,34 @@ def only_trained(grads: dict, params: dict) -> dict:
     return {key: grads[key] for key in params}
 
 
+def label_smoothing_of(train_cfg) -> float:
+    """The run's cross-entropy label smoothing (0 without a run's settings)."""
+    return 0.0 if train_cfg is None else float(train_cfg.label_smoothing)
+
+
 def token_loss_and_grads(family, params: dict, cfg, x, y: np.ndarray, *,
                          rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
-                         frozen: dict | None = None) -> tuple[float, dict]:
-    """Mean cross-entropy of family.forward's logits against y, and d(dloss * loss)/d params.
+                         frozen: dict | None = None) -> tuple[float, dict, dict]:
+    """Mean cross-entropy of family.forward's logits against y, d(dloss * loss)/d params, and no
+    metrics ({}).
 
     Any objective whose model maps x to (B, T', V) logits for the targets y uses this: next-token,
     masked-LM (y ignores the unmasked positions), chat fine-tuning (y ignores the prompts),
     encoder-decoder (x = (source, target input)). dloss < 1 scales one micro-batch's gradient
     under gradient accumulation.
     """
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    smoothing = label_smoothing_of(train_cfg)
     logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True,
                                  rng=rng)                                # (B, T', V)
     loss, ce_ctx = cross_entropy_forward(logits, y, label_smoothing=smoothing)
     dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
-    return float(loss), only_trained(family.backward(dlogits, ctx), params)
+    return float(loss), only_trained(family.backward(dlogits, ctx), params), {}
 
 
 def token_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,
                     frozen: dict | None = None) -> float:
     """token_loss_and_grads' loss in eval mode (no dropout), forward only."""
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    smoothing = label_smoothing_of(train_cfg)
     logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False)
     loss, _ = cross_entropy_forward(logits, y, label_smoothing=smoothing)
     return float(loss)
@@ -153,7 +168,7 @@ def counted_rows(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def counted_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                            rng: np.random.Generator | None, dloss: float = 1.0, train_cfg=None,
-                           frozen: dict | None = None) -> tuple[float, dict]:
+                           frozen: dict | None = None) -> tuple[float, dict, dict]:
     """token_loss_and_grads with the head run only where y counts (family.forward's head_rows).
 
     The other positions' logits get zero gradient, so gathering the counted rows of the last
@@ -161,19 +176,19 @@ def counted_loss_and_grads(family, params: dict, cfg, x: np.ndarray, y: np.ndarr
     loss and gradients at N / (B T) of the head's and the log-softmax's cost: most of a step
     when the vocabulary is large and only replies (SFT) or masked tokens (MLM) carry a loss.
     """
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    smoothing = label_smoothing_of(train_cfg)
     rows = counted_rows(y)
     logits, ctx = family.forward(with_frozen(params, frozen), x, cfg, train=True, rng=rng,
                                  head_rows=rows)                         # (N, V)
     loss, ce_ctx = cross_entropy_forward(logits, y[rows], label_smoothing=smoothing)
     dlogits = cross_entropy_backward(np.asarray(dloss, dtype=logits.dtype), ce_ctx)
-    return float(loss), only_trained(family.backward(dlogits, ctx), params)
+    return float(loss), only_trained(family.backward(dlogits, ctx), params), {}
 
 
 def counted_eval_loss(family, params: dict, cfg, x: np.ndarray, y: np.ndarray, *,
                       train_cfg=None, frozen: dict | None = None) -> float:
     """counted_loss_and_grads' loss in eval mode (no dropout), forward only."""
-    smoothing = float(getattr(train_cfg, "label_smoothing", 0.0))
+    smoothing = label_smoothing_of(train_cfg)
     rows = counted_rows(y)
     logits, _ = family.forward(with_frozen(params, frozen), x, cfg, train=False, head_rows=rows)
     loss, _ = cross_entropy_forward(logits, y[rows], label_smoothing=smoothing)

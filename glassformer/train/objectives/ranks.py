@@ -61,3 +61,13 @@ def gather_token_rows(comm, part: np.ndarray) -> tuple[np.ndarray, slice]:
     padded = np.zeros((part.shape[0], width), dtype=part.dtype)     # (n_r, T_max)
     padded[:, :part.shape[1]] = part
     return gather_rows(comm, padded)
+
+
+def check_whole_units(objective, batch_size: int, workers: int) -> None:
+    """--batch-size counts an objective's units (Objective.unit: pairs, prompts), which must split
+    evenly over --workers ranks; one line before any rank starts. Other objectives: nothing."""
+    if objective.unit is None or workers <= 1 or batch_size % workers == 0:
+        return
+    unit, why = objective.unit
+    raise GlassformerError(f"--batch-size {batch_size} ({unit}) does not split evenly over "
+                           f"{workers} ranks ({why}); use a multiple of {workers}")

@@ -1,7 +1,8 @@
 """The recipes: every setting of a kind of training that works, in one place (nanoGPT's config/).
 
-A recipe names its objective (train/objectives/), its model settings and the TrainConfig fields
-that differ from TrainConfig's defaults. The commands only pick one and let the flags given
+A recipe names its objective (train/objectives/), its model settings, the TrainConfig fields
+that differ from TrainConfig's defaults and the objective's settings that differ from the
+objective's own defaults (`settings`). The commands only pick one and let the flags given
 override it:
 
     glassformer train                       SHAKESPEARE   (--arch gpt2 or llama)
@@ -64,6 +65,19 @@ class Recipe(NamedTuple):
     train: dict                 # TrainConfig fields that differ from its defaults (but objective)
     start: Callable | None = None   # start(model settings, train_cfg) -> Start
     lora: LoraConfig | None = None  # a fine-tuning recipe's adapters
+    settings: dict = {}         # the objective's settings that differ from its defaults
+
+
+def recipe_train_config(recipe: Recipe, train_given: dict, settings_given: dict,
+                        objective: str | None = None) -> TrainConfig:
+    """The TrainConfig a new run of `recipe` starts with: its settings, the flags given on top;
+    objective: another objective than the recipe's (finetune's next-token on a text file), which
+    takes its own settings' defaults."""
+    objective = objective or recipe.objective
+    own = recipe.settings if objective == recipe.objective else {}
+    settings = objective_of(objective).settings(**{**own, **settings_given})
+    return TrainConfig(**{**recipe.train, **train_given}, objective=objective,
+                       objective_settings=settings)
 
 
 def tang_bert_start(model: dict, train_cfg: TrainConfig) -> Start:
@@ -105,8 +119,8 @@ TANG_BERT = Recipe(
            "mlm_head": True, "activation": "gelu_tanh"},   # Google's BERT's GELU (gelu_new)
     train=dict(block_size=128, batch_size=16, lr=2e-3, min_lr=2e-4,
                warmup_iters=100, max_iters=20000, lr_decay_iters=20000, weight_decay=0.01,
-               beta2=0.999, mask_prob=0.4, hold_iters=1500, eval_interval=500, eval_iters=10),
-    start=tang_bert_start)
+               beta2=0.999, hold_iters=1500, eval_interval=500, eval_iters=10),
+    settings=dict(mask_prob=0.4), start=tang_bert_start)
 
 G2P = Recipe(
     name="g2p", objective="seq2seq",
@@ -134,16 +148,17 @@ TANG_DPO = Recipe(
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 4, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
            "warmup_iters": 10, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 50,
-           "eval_iters": 4, "beta": 0.1, "sft_weight": 1.0})
+           "eval_iters": 4},
+    settings=dict(beta=0.1, sft_weight=1.0))
 
 TANG_GRPO = Recipe(
     name="tang-grpo", objective="grpo",
     model=dict(model="smollm2"),
     train={**TANG_SFT.train, "batch_size": 2, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
            "warmup_iters": 5, "max_iters": 75, "lr_decay_iters": 75, "eval_interval": 25,
-           "eval_iters": 2, "num_generations": 8, "max_completion_tokens": 72,
-           "temperature": 1.0, "beta": 0.0, "loss_type": "dapo", "scale_rewards": "group",
-           "reward": "tang-form"})
+           "eval_iters": 2},
+    settings=dict(num_generations=8, max_completion_tokens=72, temperature=1.0, beta=0.0,
+                  loss_type="dapo", scale_rewards="group", reward="tang-form"))
 
 # `glassformer finetune --objective NAME` starts from these settings
 FINETUNE_RECIPES = {"sft": TANG_SFT, "dpo": TANG_DPO, "grpo": TANG_GRPO}
@@ -175,14 +190,16 @@ def recipe_for(arch: str | None, objective: str | None = None) -> Recipe:
     return recipe
 
 
-def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict
+def new_run_settings(recipe: Recipe, train_given: dict, model_given: dict,
+                     settings_given: dict | None = None, objective: str | None = None
                      ) -> tuple[dict, Start]:
     """(model settings, Start) of a new run: the recipe's, with the settings given on top, and
-    what the recipe does before training (its own init, held keys, a note)."""
-    train_cfg = TrainConfig(**{**recipe.train, "objective": recipe.objective, **train_given})
+    what the recipe does before training (its own init, held keys, a note); objective: one
+    other than the recipe's that trains the same kind of model (recipe_for checked it)."""
+    train_cfg = recipe_train_config(recipe, train_given, settings_given or {}, objective)
     model = {**recipe.model, **model_given}
     if "router_bias" in recipe.model:     # an MoE recipe: --balance bias moves the routers' bias
-        model["router_bias"] = train_cfg.balance == "bias"
+        model["router_bias"] = train_cfg.objective_settings.balance == "bias"
     model = with_attention(model)
     if recipe.start is None:
         return model, Start(None, train_cfg, None)

@@ -2,7 +2,9 @@
 
     check_train_config     types and ranges of every training setting (no nan lr, no negative
                            clip, no float batch size)
-    train_config_from_dict a checkpoint's saved settings, checked the same way
+    train_config_from_dict a checkpoint's saved settings, checked the same way; the one reader
+                           that folds a run saved before objectives had settings (their fields
+                           flat in train_config) into objective_settings
     check_training_memory  refuse a model whose training would not fit this machine's memory,
                            saying how much it would need
     resumed_config         a resume's settings: the saved ones, with the given ones that are safe
@@ -18,6 +20,8 @@ from glassformer.errors import GlassformerError
 from glassformer.models.family import check_field_values
 from glassformer.models.registry import family as family_of
 from glassformer.train.loop import TrainConfig, flag_of
+from glassformer.train.objectives import objective_of
+from glassformer.train.objectives.settings import settings_from_dict
 
 # Settings a resume may change: where the run ends, how often it evaluates, the end of the lr
 # schedule, how many cores share a batch. None changes the model, the batches or the steps
@@ -31,7 +35,10 @@ FLOAT_BYTES = 4
 
 def check_train_config(cfg: TrainConfig) -> None:
     """Types and ranges of every training setting; raises a one-line GlassformerError."""
-    check_field_values(TrainConfig, dataclasses.asdict(cfg), name_of=flag_of)
+    loop_fields = {key: value for key, value in dataclasses.asdict(cfg).items()
+                   if key != "objective_settings"}   # the settings checked themselves
+    check_field_values(TrainConfig, loop_fields, name_of=flag_of)
+    cfg.objective_settings.check_run(cfg)
     for name in ("lr", "min_lr", "weight_decay", "grad_clip"):
         if getattr(cfg, name) < 0:
             raise GlassformerError(f"{flag_of(name)} must be >= 0, got {getattr(cfg, name)}")
@@ -47,14 +54,38 @@ def check_train_config(cfg: TrainConfig) -> None:
                                "finetune sets to --max-iters)")
 
 
+# The objectives' settings as runs saved them before each objective owned its own (at 0db0b93,
+# flat in train_config); train_config_from_dict folds them into objective_settings
+FLAT_SETTINGS = ("beta", "sft_weight", "num_generations", "max_completion_tokens",
+                 "temperature", "epsilon", "epsilon_high", "loss_type", "scale_rewards", "reward",
+                 "reward_weights", "balance", "router_aux_coef", "mask_prob", "ref")
+
+
 def train_config_from_dict(data: dict) -> TrainConfig:
-    """A TrainConfig from a checkpoint's state.json, checked like a config.json."""
+    """A TrainConfig from a checkpoint's state.json, checked like a config.json. A run saved
+    with its objective's settings flat among the loop's (FLAT_SETTINGS) is folded: the fields
+    its objective's settings have are kept (None, which meant "the default", left out), the
+    other objectives' defaults dropped."""
+    data = dict(data)
+    objective = data.get("objective", TrainConfig.objective)
+    check_field_values(TrainConfig, {"objective": objective})
+    settings_class = objective_of(objective).settings
+    if "objective_settings" in data:
+        settings = data.pop("objective_settings") or {}
+    else:
+        own = {field.name for field in dataclasses.fields(settings_class)}
+        flat = {key: data.pop(key) for key in FLAT_SETTINGS if key in data}
+        settings = {key: value for key, value in flat.items()
+                    if key in own and value is not None}
     known = {field.name for field in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise GlassformerError(f"the checkpoint's train_config has unknown keys {unknown}")
     check_field_values(TrainConfig, data)
-    cfg = TrainConfig(**data)
+    if not isinstance(settings, dict):
+        raise GlassformerError("the checkpoint's objective_settings is not a JSON object")
+    cfg = TrainConfig(**data, objective_settings=settings_from_dict(
+        settings_class, settings, what="the checkpoint's objective_settings"))
     check_train_config(cfg)
     return cfg
 
@@ -108,12 +139,14 @@ def check_training_memory(model_cfg, train_cfg: TrainConfig) -> None:
 def resumed_config(saved: TrainConfig, given: dict) -> tuple[TrainConfig, dict]:
     """(the config a resume trains with, {name: [saved, given]} of the settings it changes).
 
-    `given` holds only the settings the user gave explicitly. One that differs from the saved
-    value is taken if it is in SAFE_ON_RESUME and refused otherwise.
+    `given` holds only the settings the user gave explicitly: the loop's, and the objective's
+    own (train/objectives/settings.py), none of which is safe to change. One that differs from
+    the saved value is taken if it is in SAFE_ON_RESUME and refused otherwise.
     """
     changed = {}
+    loop_fields = {field.name for field in dataclasses.fields(TrainConfig)}
     for name, value in given.items():
-        old = getattr(saved, name)
+        old = getattr(saved if name in loop_fields else saved.objective_settings, name)
         if value == old:
             continue
         flag = "--" + name.replace("_", "-")
@@ -122,7 +155,8 @@ def resumed_config(saved: TrainConfig, given: dict) -> tuple[TrainConfig, dict]:
                 f"--resume continues the run as it was saved: it has {flag} {old}, got {flag} "
                 f"{value}; drop the flag, or start a new run with another --out")
         changed[name] = [old, value]
-    return dataclasses.replace(saved, **given), changed
+    return dataclasses.replace(saved, **{key: value for key, value in given.items()
+                                         if key in loop_fields}), changed
 
 
 def check_model_flags(saved: dict, given: dict) -> None:

@@ -57,8 +57,9 @@ from glassformer.train.loop import (RunState, TrainConfig, check_context, new_ru
                                     resume_run)
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.sft import SFT
-from glassformer.train.runs.align import (ALIGN_OBJECTIVES, align_data, needs_reference,
-                                          reference_weights)
+from glassformer.train.objectives.dpo import reference_weights
+from glassformer.train.runs.align import ALIGN_OBJECTIVES, align_data
+from glassformer.train.runs.defaults import fit_defaults, noted_first
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
                                            resumed_config, train_config_from_dict)
 from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
@@ -128,7 +129,7 @@ def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
-            adapter: str | None = None, ref: str | None = None) -> dict:
+            adapter: str | None = None) -> dict:
     lora = None
     if lora_cfg is not None:
         targets = lora_cfg.targets   # a list of module names, or one regex string
@@ -138,8 +139,6 @@ def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
               "full": lora_cfg is None, "lora": lora, "objective": objective}
     if adapter is not None:
         record["adapter"] = str(Path(adapter).resolve())   # the adapter the run started from
-    if objective in ALIGN_OBJECTIVES:
-        record["ref"] = ref   # what the reference is (train/runs/align.py)
     return record
 
 
@@ -172,25 +171,30 @@ def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layo
 
 
 def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
-                 lora_cfg: LoraConfig | None, on_note=None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS, adapter: str | None = None,
-                 objective: str | None = None, ref: str = "base",
-                 template_budget=None) -> tuple[RunState, object]:
+                 lora_cfg: LoraConfig | None, typed: frozenset = frozenset(), on_note=None,
+                 on_start=None, on_step=None, should_stop=None, steps: Steps = IN_PROCESS,
+                 adapter: str | None = None, template_budget=None) -> tuple[RunState, object]:
     """Start a fine-tuning run and train it; returns (final RunState, model config).
 
     model: a name (packaged.py) or path load_pretrained reads. lora_cfg None: full fine-tuning.
+    train_cfg: the run's settings, its objective's own among them (train_cfg.objective "sft" on
+    a text file trains next-token: the data file decides between those two). typed: the
+    TrainConfig fields given on the command line, whose values the defaults give way to
+    (runs/defaults.py; one on_note line per default changed, said as the run starts).
     adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
-    objective: "dpo" (train/objectives/) reads preference pairs; None: chosen by the data file
-    (chat: sft, text: next-token). ref: DPO's reference, "base" or "adapter" (runs/align.py).
     template_budget: the chat template's render limits (generate/template_budget.RenderBudget).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """
-    hooks = RunHooks(on_note, on_start, on_step, should_stop, steps)
     out = run_folder(out_dir)
-    check_train_config(train_cfg)
     base_model = load_base(model)
+    train_cfg, notes = fit_defaults(train_cfg, typed, context=base_model.cfg.max_seq_len,
+                                    decay_spans_run=True)
+    hooks = RunHooks(on_note, noted_first(notes, on_note, on_start), on_step, should_stop, steps)
+    check_train_config(train_cfg)
     check_context(base_model.cfg, train_cfg)
+    settings = train_cfg.objective_settings.resolved(from_adapter=adapter is not None)
+    train_cfg = dataclasses.replace(train_cfg, objective_settings=settings)
     if adapter is not None:
         base, lora_cfg = adapter_setup(base_model, adapter)
         known = hub_id(model) or str(resolve_path(model, MODEL).resolve())
@@ -203,23 +207,20 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
-    if objective is not None:
-        train_cfg = dataclasses.replace(train_cfg, objective=objective)
     train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg,
                                                                       template_budget)
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
-    if needs_reference(train_cfg):
-        base = with_reference(base, ref, lora_cfg)
+    if settings.needs_reference:
+        base = with_reference(base, settings.reference, lora_cfg)
     if skipped and on_note:
         on_note(f"{skipped:,} conversations have an empty assistant turn and were left out "
                 "(an empty reply has nothing to learn)")
     if truncated and on_note:
         on_note(f"{truncated:,} conversations are longer than block size "
                 f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
-    train_cfg = dataclasses.replace(train_cfg, objective=objective)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
-        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter, ref))
+        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter))
         write_data_record(out, file_fingerprint(data))
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
@@ -243,6 +244,14 @@ def starting_params(record: dict, model, lora_cfg: LoraConfig | None, seed: int)
     if record.get("adapter"):
         return adapter_setup(model, record["adapter"])[0].params
     return lora_setup(model, lora_cfg, None, seed).params
+
+
+def with_old_ref(saved: dict, record: dict) -> dict:
+    """A saved train_config with the reference of a run from before objectives owned their
+    settings (0db0b93 kept DPO's in finetune.json's "ref"), for train_config_from_dict to fold."""
+    if "objective_settings" in saved or "ref" not in record:
+        return saved
+    return {**saved, "ref": record["ref"]}
 
 
 def read_record(out: Path) -> dict:
@@ -270,7 +279,7 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
     with hold_run_folder(out):
         record = read_record(out)
         ckpt = load_checkpoint(out)
-        saved = train_config_from_dict(ckpt.state["train_config"])
+        saved = train_config_from_dict(with_old_ref(ckpt.state["train_config"], record))
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
         data_record, data_note = resume_data(out, data, allow_new_data)
@@ -284,10 +293,10 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
             lora_cfg = LoraConfig(**{**lora, "targets": targets if isinstance(targets, str)
                                      else tuple(targets)})
             base = lora_setup(base_model, lora_cfg, run.params, train_cfg.seed)
-        if needs_reference(train_cfg):
+        if train_cfg.objective_settings.needs_reference:
             start = starting_params(record, base_model, lora_cfg, train_cfg.seed)
-            reference = with_reference(Base(base_model, start, base.frozen), record["ref"],
-                                       lora_cfg)
+            reference = with_reference(Base(base_model, start, base.frozen),
+                                       train_cfg.objective_settings.reference, lora_cfg)
             base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
         train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg,

@@ -25,6 +25,7 @@ from glassformer.train.recipes import model_config
 from glassformer.train.recipes.neighbour_heads import with_old_held_keys
 from glassformer.train.runs.checks import (check_model_flags, check_train_config, resumed_config,
                                            train_config_from_dict)
+from glassformer.train.runs.defaults import fit_defaults, noted_first
 from glassformer.train.runs.folder import (RunHooks, announce_resume, check_same_tokenizer,
                                            hold_run_folder, run_folder, train_in_folder)
 from glassformer.train.runs.pairs import resume_pair_data, run_pairs_training
@@ -55,14 +56,20 @@ NEW_RUN = {TEXT: start_text_run, PAIRS: start_pairs_run}
 
 
 def start_training(*, data: str | None, out_dir: str, model: dict, train_cfg: TrainConfig,
-                   init: str | None = None, tokenizer: str | None = None, after_init=None,
-                   on_start=None, on_step=None, should_stop=None,
+                   typed: frozenset = frozenset(), init: str | None = None,
+                   tokenizer: str | None = None, after_init=None, on_note=None, on_start=None,
+                   on_step=None, should_stop=None,
                    steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
     """Start a new run of train_cfg.objective and train it; returns (RunState, model config).
 
     model: the model settings (a recipe's, with the flags given: recipes.model_config builds the
-    config from them); init, tokenizer: runs/text.py's; after_init: the recipe's own init.
+    config from them); typed: the TrainConfig fields given on the command line, whose values
+    the defaults give way to (runs/defaults.py; each default changed is one on_note line, said
+    as the run starts);
+    init, tokenizer: runs/text.py's; after_init: the recipe's own init.
     """
+    train_cfg, notes = fit_defaults(train_cfg, typed)
+    on_start = noted_first(notes, on_note, on_start)
     reads = objective_of(train_cfg.objective).reads
     return NEW_RUN[reads](data=data, out_dir=out_dir, model=model, train_cfg=train_cfg,
                           init=init, tokenizer=tokenizer, after_init=after_init,
