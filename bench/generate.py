@@ -141,9 +141,7 @@ def weight_bytes_per_token(model: Model) -> int:
 
 def kv_bytes_per_token(model: Model, context: int) -> int:
     """Bytes of keys and values a decoded token reads at `context` positions, all layers."""
-    cache = model.new_cache(1, max_len=1)
-    per_position = sum(k.nbytes + v.nbytes for k, v in zip(cache.k, cache.v))
-    return per_position * context
+    return model.cache_bytes(1, context)
 
 
 def decode_tok_s_ours(model, prompt, new_tokens: int) -> float:

@@ -68,7 +68,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, model in runs.items():   # in turn: machine noise hits all three
                 best[name] = max(best[name], tokens_per_second(model, ids, args.new_tokens))
-    cache_bytes = {name: model.new_cache(1).nbytes_per_token() for name, model in runs.items()}
+    cache_bytes = {name: model.cache_bytes(1, 1) for name, model in runs.items()}
     print(f"{'attention':<10} {'cache B/token':>14} {'vs MHA':>8} {'tokens/s':>10} {'vs MHA':>8}")
     for name in runs:
         print(f"{name:<10} {cache_bytes[name]:>14,} {cache_bytes[name] / cache_bytes['mha']:>8.3f} "

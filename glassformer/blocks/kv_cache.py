@@ -9,10 +9,13 @@ advances it, once per forward, with `advance`;
 a chat that reuses the cache for its next turn cuts it back to the prefix it shares with the new
 prompt, with `keep` (the positions past it are overwritten by the next forward).
 
-DeepSeek's multi-head latent attention (blocks/mla.py) keeps a latent cache in the same arrays:
-per layer `k` holds the normalised latent (B, 1, T_max, R) and `v` the rotated RoPE key
-(B, 1, T_max, Dr), two widths (`allocate(..., value_dim=Dr)`); keys and values are rebuilt from
-them at every step.
+Its widths are a `KVLayout` (heads, key_dim, value_dim), the one record every causal family's
+`kv_layout(cfg)` returns; `allocate` takes it, and `bytes_for` says what a cache of it costs
+before one is made (serve's memory budget asks it). DeepSeek's multi-head latent attention
+(blocks/mla.py) keeps a latent cache in the same arrays: per layer `k` holds the normalised
+latent (B, 1, T_max, R) and `v` the rotated RoPE key (B, 1, T_max, Dr), two widths
+(KVLayout(heads=1, key_dim=R, value_dim=Dr)); keys and values are rebuilt from them at every
+step.
 
     position:   0   1   2   3   4   5  ...  T_max-1
     layer l k:  k0  k1  k2  k3  .   .        .         length = 4
@@ -27,27 +30,58 @@ import numpy as np
 from glassformer.errors import GlassformerError
 
 
+@dataclass(frozen=True)
+class KVLayout:
+    """The widths of one layer's KV cache: k is (B, heads, T_max, key_dim) and v is
+    (B, heads, T_max, value_dim).
+
+    Multi-head and grouped attention: heads = K, key_dim = value_dim = D. MLA's latent cache:
+    heads 1, key_dim R (the latent), value_dim Dr (the RoPE key).
+    """
+    heads: int       # K, the key/value heads kept (MLA: 1)
+    key_dim: int     # D, the width of a cached key (MLA: R)
+    value_dim: int   # the width of a cached value: D (MLA: Dr)
+
+    def floats_per_token(self) -> int:
+        """Numbers one position keeps in one layer, keys and values."""
+        return self.heads * (self.key_dim + self.value_dim)
+
+
 @dataclass
 class KVCache:
     """Preallocated per-layer keys/values and the number of filled positions."""
-    k: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D)
+    k: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D) (MLA: (B, 1, T_max, R))
     v: list[np.ndarray]   # n_layer arrays of (B, K, T_max, D) (MLA: (B, 1, T_max, Dr))
     length: int = 0
 
     @classmethod
-    def allocate(cls, *, n_layer: int, batch: int, n_kv_head: int, max_len: int,
-                 head_dim: int, dtype=np.float32, value_dim: int | None = None) -> "KVCache":
-        """value_dim: the width of `v` when it differs from `k`'s (MLA's latent cache)."""
-        shape = (batch, n_kv_head, max_len, head_dim)  # (B, K, T_max, D)
-        v_shape = shape if value_dim is None else shape[:-1] + (value_dim,)
-        return cls(k=[np.zeros(shape, dtype) for _ in range(n_layer)],
+    def allocate(cls, layout: KVLayout, *, n_layer: int, batch: int, max_len: int,
+                 dtype=np.float32) -> "KVCache":
+        """An empty cache of `layout`'s widths: n_layer pairs of zeroed arrays."""
+        k_shape = (batch, layout.heads, max_len, layout.key_dim)    # (B, K, T_max, D)
+        v_shape = (batch, layout.heads, max_len, layout.value_dim)  # (B, K, T_max, D)
+        return cls(k=[np.zeros(k_shape, dtype) for _ in range(n_layer)],
                    v=[np.zeros(v_shape, dtype) for _ in range(n_layer)], length=0)
+
+    @staticmethod
+    def bytes_for(layout: KVLayout, *, layers: int, rows: int, context: int,
+                  dtype=np.float32) -> int:
+        """Bytes `allocate(layout, n_layer=layers, batch=rows, max_len=context, dtype=dtype)`
+        would take, without allocating them (a budget asks this first)."""
+        floats = layers * rows * context * layout.floats_per_token()
+        return int(floats * np.dtype(dtype).itemsize)
+
+    @property
+    def layout(self) -> KVLayout:
+        """The widths of this cache's arrays."""
+        return KVLayout(heads=self.k[0].shape[1], key_dim=self.k[0].shape[3],
+                        value_dim=self.v[0].shape[3])
 
     def nbytes_per_token(self) -> int:
         """Bytes one more position costs, over every layer and batch row: the memory a cache
         saves or spends per token."""
-        arrays = self.k + self.v
-        return int(sum(a.nbytes for a in arrays) // (self.max_len * self.k[0].shape[0]))
+        return self.bytes_for(self.layout, layers=len(self.k), rows=1, context=1,
+                              dtype=self.k[0].dtype)
 
     @property
     def max_len(self) -> int:

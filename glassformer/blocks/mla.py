@@ -41,7 +41,7 @@ import numpy as np
 
 from glassformer.blocks.attention import merge_heads, split_heads
 from glassformer.blocks.config import BlockConfig, MLAConfig
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
@@ -278,11 +278,15 @@ def init_mla(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std:
     return params
 
 
+def latent_layout(mla: MLAConfig) -> KVLayout:
+    """What the latent cache keeps per token and layer: c (R) in `k` and k_pe (Dr) in `v`, one
+    "head" shared by all H query heads."""
+    return KVLayout(heads=1, key_dim=mla.kv_lora_rank, value_dim=mla.qk_rope_head_dim)
+
+
 def latent_cache(cfg: BlockConfig, *, n_layer: int, batch: int, max_len: int,
                  dtype=np.float32) -> KVCache:
     """An empty latent cache for n_layer MLA blocks: per layer c (B, 1, T_max, R) in `k` and
     k_pe (B, 1, T_max, Dr) in `v`, preallocated."""
-    mla = cfg.mla
-    return KVCache.allocate(n_layer=n_layer, batch=batch, n_kv_head=1, max_len=max_len,
-                            head_dim=mla.kv_lora_rank, value_dim=mla.qk_rope_head_dim,
-                            dtype=dtype)
+    return KVCache.allocate(latent_layout(cfg.mla), n_layer=n_layer, batch=batch,
+                            max_len=max_len, dtype=dtype)

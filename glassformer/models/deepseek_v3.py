@@ -10,7 +10,7 @@ Only the block differs from LLaMA (models/llama.py), by a flag on BlockConfig (`
 model's functions are llama's: the same embedding, layer stack, head and backward, composed in
 models/common.py. Its generation cache is the latent one: per token and layer the normalised
 latent (R) and the rotated RoPE key (Dr), not H keys and values (`kv_layout` returns
-(1, R, Dr); blocks/kv_cache.py).
+KVLayout(heads=1, key_dim=R, value_dim=Dr); blocks/kv_cache.py).
 
 Layers from first_k_dense_replace on replace the dense MLP by DeepSeek-V3's mixture of experts
 (blocks/moe.py, a flag on BlockConfig too: `moe`): E routed SwiGLU experts chosen k per token
@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from glassformer.blocks.config import BlockConfig, MLAConfig, MoEConfig
+from glassformer.blocks.kv_cache import KVLayout
+from glassformer.blocks.mla import latent_layout
 from glassformer.errors import GlassformerError
 from glassformer.models import llama
 from glassformer.models.family import CAUSAL, Family, check_config_values, check_sizes
@@ -104,9 +106,10 @@ class DeepseekV3Config(llama.LlamaConfig):
                          shared_d_ff=self.n_shared_experts * self.expert_d_ff,
                          dense_layers=tuple(range(self.first_k_dense_replace)))
 
-def kv_layout(cfg: DeepseekV3Config) -> tuple[int, int, int]:
-    """(1, R, Dr): the latent cache keeps one latent and one RoPE key per token and layer."""
-    return 1, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+def kv_layout(cfg: DeepseekV3Config) -> KVLayout:
+    """The latent cache: one latent (R) in `k` and one RoPE key (Dr) in `v` per token and
+    layer, shared by every head."""
+    return latent_layout(cfg.mla())          # KVLayout(heads=1, key_dim=R, value_dim=Dr)
 
 
 # RoPE positions are not learned: generation stops at the context, as LLaMA's.

@@ -42,8 +42,8 @@ class Family:
     forward: Callable                 # (params, ids, cfg, **options) -> (out, ctx)
     backward: Callable                # (dout, ctx) -> grads, same keys as params
     param_shapes: Callable            # cfg -> {name: shape}, in init's order
-    kv_layout: Callable | None        # cfg -> (K, D) of its KV cache, or (K, D, Dv) when values
-                                      # differ in width (MLA: (1, R, Dr)); None: an encoder
+    kv_layout: Callable | None        # cfg -> KVLayout(heads, key_dim, value_dim) of its KV cache
+                                      # (blocks/kv_cache.py; MLA: (1, R, Dr)); None: no cache
     sliding_context: bool             # past the context, generation slides a window (learned
                                       # positions) instead of stopping
 

@@ -18,7 +18,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
@@ -58,9 +58,10 @@ class GPT2Config(FamilyConfig):
                            dropout=self.dropout)
 
 
-def kv_layout(cfg: GPT2Config) -> tuple[int, int]:
-    """(K, D) of this model's KV cache: every head keeps its own keys and values."""
-    return cfg.n_head, cfg.d_model // cfg.n_head
+def kv_layout(cfg: GPT2Config) -> KVLayout:
+    """This model's KV cache: every head keeps its own keys and values, D wide each."""
+    head_dim = cfg.d_model // cfg.n_head
+    return KVLayout(heads=cfg.n_head, key_dim=head_dim, value_dim=head_dim)
 
 
 class GPT2Ctx(NamedTuple):

@@ -31,7 +31,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
@@ -106,10 +106,10 @@ class LlamaConfig(FamilyConfig):
                            truncate=self.rope_truncate)
 
 
-def kv_layout(cfg: LlamaConfig) -> tuple[int, int]:
-    """(K, D) of this model's KV cache: only the n_kv_head shared heads are stored."""
+def kv_layout(cfg: LlamaConfig) -> KVLayout:
+    """This model's KV cache: only the n_kv_head shared heads are stored, D wide each."""
     bcfg = cfg.block_config()
-    return bcfg.kv_heads, bcfg.dim_per_head
+    return KVLayout(heads=bcfg.kv_heads, key_dim=bcfg.dim_per_head, value_dim=bcfg.dim_per_head)
 
 
 class LlamaCtx(NamedTuple):

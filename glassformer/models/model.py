@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER, ENCODER_DECODER
 from glassformer.models.registry import arch_of, family
@@ -84,16 +84,26 @@ class Model:
     def context_len(self) -> int:
         return self.cfg.max_seq_len
 
-    def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
-        """An empty KV cache for this model (default length: its whole context)."""
+    def kv_layout(self) -> KVLayout:
+        """The widths of this model's KV cache (blocks/kv_cache.py); an encoder or an
+        encoder-decoder has none here (GlassformerError)."""
         if self.family.kind == ENCODER_DECODER:
             raise GlassformerError("an encoder-decoder decodes with glassformer.translate (its "
                                    "cache: models/seq2seq_decode.py decode_start), not generate")
         if self.family.kv_layout is None:
             raise GlassformerError(f"{self.arch} is an encoder: it reads the whole sequence at "
                                    "once, keeps no KV cache and cannot generate")
-        layout = self.family.kv_layout(self.cfg)   # (K, D), or (K, D, Dv): MLA's latent cache
-        value_dim = layout[2] if len(layout) == 3 else None
-        return KVCache.allocate(n_layer=self.cfg.n_layer, batch=batch, n_kv_head=layout[0],
-                                max_len=max_len or self.context_len, head_dim=layout[1],
-                                dtype=self.params["tok_emb"].dtype, value_dim=value_dim)
+        return self.family.kv_layout(self.cfg)
+
+    def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
+        """An empty KV cache for this model (default length: its whole context), in the
+        weights' dtype."""
+        return KVCache.allocate(self.kv_layout(), n_layer=self.cfg.n_layer, batch=batch,
+                                max_len=max_len or self.context_len,
+                                dtype=self.params["tok_emb"].dtype)
+
+    def cache_bytes(self, batch: int, max_len: int | None = None) -> int:
+        """Bytes `new_cache(batch, max_len)` would take, asked before allocating (a budget)."""
+        return KVCache.bytes_for(self.kv_layout(), layers=self.cfg.n_layer, rows=batch,
+                                 context=max_len or self.context_len,
+                                 dtype=self.params["tok_emb"].dtype)

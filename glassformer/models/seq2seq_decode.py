@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.attention import cross_kv
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.names import sub_params
 from glassformer.blocks.residual import block_forward
 from glassformer.errors import GlassformerError
@@ -66,9 +66,10 @@ def decode_start(params: dict, memory: np.ndarray, src_mask: np.ndarray, cfg: Se
     bcfg = cfg.block_config("dec")
     layers = split_layers(sub_params(params, "dec."), cfg.decoder_layers)
     cross = [cross_kv(sub_params(layer, "cross."), memory, bcfg) for layer in layers]
-    cache = KVCache.allocate(n_layer=cfg.decoder_layers, batch=memory.shape[0],
-                             n_kv_head=bcfg.kv_heads, max_len=int(max_len),
-                             head_dim=bcfg.dim_per_head, dtype=memory.dtype)
+    layout = KVLayout(heads=bcfg.kv_heads, key_dim=bcfg.dim_per_head,
+                      value_dim=bcfg.dim_per_head)                 # the decoder's self-attention
+    cache = KVCache.allocate(layout, n_layer=cfg.decoder_layers, batch=memory.shape[0],
+                             max_len=int(max_len), dtype=memory.dtype)
     return DecodeState(cache, [k for k, _ in cross], [v for _, v in cross], src_mask)
 
 

@@ -19,6 +19,10 @@ column, as one gather per layer.
 
 A free row keeps the ids of its last request: a new prompt that shares a prefix with them (the
 next turn of a chat) copies those keys instead of recomputing them (`reuse`).
+
+Every copy and gather here indexes rows and columns only, so `k` and `v` may differ in width:
+DeepSeek-V3's latent cache (blocks/kv_cache.py KVLayout: k the latent R, v the RoPE key Dr) is
+served the same way.
 """
 from __future__ import annotations
 
@@ -32,7 +36,8 @@ from glassformer.blocks.kv_cache import KVCache
 @dataclass
 class RowCache:
     """Generation state of a server: the shared cache, which columns each row owns, its ids."""
-    cache: KVCache          # (B_max, K, T_max, D) per layer; `length` is the timeline's end
+    cache: KVCache          # (B_max, K, T_max, D) per layer (MLA: k R wide, v Dr); `length`
+                            # is the timeline's end
     live: np.ndarray        # (B_max, T_max) bool: the columns holding each row's tokens
     ids: np.ndarray         # (B_max, T_max) int64: the id whose keys sit in each live column
 

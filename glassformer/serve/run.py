@@ -1,9 +1,11 @@
 """serve(): build the engine and the app for a loaded model and run them under uvicorn.
 
 The KV cache of every row is allocated once, before the port opens, so its size is checked first
-(`cache_bytes`, refused past half the machine's memory with the flag that shrinks it). uvicorn
-handles Ctrl-C: it stops taking connections, lets the requests in flight finish (at most
-DRAIN_S), then the app's lifespan stops the engine, and the process exits with status 0.
+(`Model.cache_bytes`, which asks the cache, blocks/kv_cache.py `KVCache.bytes_for`: MLA's latent
+cache counts its own two widths), refused past half the machine's memory with the flag that
+shrinks it. uvicorn handles Ctrl-C: it stops taking connections, lets the requests in flight
+finish (at most DRAIN_S), then the app's lifespan stops the engine, and the process exits with
+status 0.
 """
 from __future__ import annotations
 
@@ -16,13 +18,6 @@ from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve.engine import Engine
 
 DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting them
-FLOAT32_BYTES = 4
-
-
-def cache_bytes(model, rows: int, context: int) -> int:
-    """Bytes of the keys and values of `rows` rows of `context` positions, every layer."""
-    kv_heads, head_dim = model.family.kv_layout(model.cfg)
-    return 2 * model.cfg.n_layer * rows * kv_heads * context * head_dim * FLOAT32_BYTES
 
 
 def memory_budget() -> int:
@@ -33,7 +28,7 @@ def memory_budget() -> int:
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
-    need = cache_bytes(model, max_batch, context)
+    need = model.cache_bytes(max_batch, context)
     if need > memory_budget():
         raise GlassformerError(
             f"the KV cache of --max-batch {max_batch} rows x {context} positions needs "

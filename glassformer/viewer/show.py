@@ -14,7 +14,7 @@ from pathlib import Path
 
 from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER_DECODER
-from glassformer.models.family import CAUSAL
+from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.viewer.inspection import inspect
 from glassformer.viewer.tokens import check_text
 from glassformer.viewer.page import MODEL_SCRIPTS, SEQ2SEQ_SCRIPTS, write_page
@@ -76,7 +76,7 @@ def check_context(model, t: int) -> None:
 def padded(model, text: str, pad_to: int) -> tuple[list[int], list[int]]:
     """An encoder's ids for `text` with [PAD] appended up to pad_to, and its attention mask
     (what a batch of texts of different lengths looks like to BERT)."""
-    if model.family.kv_layout is not None or not hasattr(model.tokenizer, "pad"):
+    if model.family.kind != ENCODER or not hasattr(model.tokenizer, "pad"):
         raise GlassformerError(f"--pad-to is for encoders with a WordPiece tokenizer (BERT); "
                                f"{model.arch} reads no padding")
     encoding = model.tokenizer.pad(model.tokenizer.encode_plus(text), pad_to)

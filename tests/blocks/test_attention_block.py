@@ -11,7 +11,7 @@ from glassformer.blocks.attention import (attention_block_backward, attention_bl
                                           init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.errors import GlassformerError, ShapeError
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases._block_params import exercised, key_mask
 from glassformer.gradcheck.cases.attention_block import CASES
@@ -97,8 +97,8 @@ def test_cached_decoding_matches_a_full_forward(cfg_kwargs):
     """A 3-token prefill then two 1-token steps through a KV cache equal one causal forward."""
     cfg, params, x = _setup(np.float64, t=5, **cfg_kwargs)
     full, _ = attention_block_forward(params, x, cfg, causal=True)
-    cache = KVCache.allocate(n_layer=1, batch=2, n_kv_head=cfg.kv_heads, max_len=6,
-                             head_dim=cfg.dim_per_head, dtype=np.float64)
+    layout = KVLayout(cfg.kv_heads, cfg.dim_per_head, cfg.dim_per_head)
+    cache = KVCache.allocate(layout, n_layer=1, batch=2, max_len=6, dtype=np.float64)
     pieces = []
     for start, end in ((0, 3), (3, 4), (4, 5)):
         y, ctx = attention_block_forward(params, x[:, start:end], cfg, causal=True,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from glassformer.blocks.config import BlockConfig, MLAConfig
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.mla import (init_mla, latent_cache, mla_block_backward,
                                     mla_block_forward, mla_latent, mla_shapes)
 from glassformer.errors import GlassformerError
@@ -82,7 +82,7 @@ def test_latent_cache_bytes_per_token():
     assert cache.nbytes_per_token() == 3 * 4 * (mla.kv_lora_rank + mla.qk_rope_head_dim)
     assert cache.k[0].shape == (2, 1, 8, mla.kv_lora_rank)
     assert cache.v[0].shape == (2, 1, 8, mla.qk_rope_head_dim)
-    mha = KVCache.allocate(n_layer=3, batch=2, n_kv_head=cfg.n_head, max_len=8, head_dim=7)
+    mha = KVCache.allocate(KVLayout(cfg.n_head, 7, 7), n_layer=3, batch=2, max_len=8)
     assert mha.nbytes_per_token() == 3 * 4 * 2 * cfg.n_head * 7
 
 

@@ -10,7 +10,7 @@ import pytest
 from glassformer.blocks.attention import (attention_block_backward, attention_block_forward,
                                           attention_shapes, init_attention)
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases._block_params import exercised
@@ -56,7 +56,7 @@ def test_cached_decoding_equals_the_full_forward(kind):
     params = _params(cfg)
     x = np.random.default_rng(1).standard_normal((2, 5, 16)).astype(np.float32)
     full, _ = attention_block_forward(params, x, cfg, causal=True)
-    cache = KVCache.allocate(n_layer=1, batch=2, n_kv_head=2, max_len=8, head_dim=4)
+    cache = KVCache.allocate(KVLayout(2, 4, 4), n_layer=1, batch=2, max_len=8)
     prompt, _ = attention_block_forward(params, x[:, :2], cfg, causal=True, kv_cache=cache)
     cache.advance(2)
     steps = [prompt]

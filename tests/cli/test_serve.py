@@ -7,7 +7,9 @@ import pytest
 import glassformer.serve.run as serve_run
 from glassformer.cli import main
 from glassformer.io.pretrained import save_pretrained
-from tests.serve.serve_models import tiny_chat_model  # the repository root is on sys.path
+from glassformer.errors import GlassformerError
+from tests.serve.serve_models import (  # the repository root is on sys.path
+    tiny_chat_model, tiny_mla_chat_model)
 
 
 @pytest.fixture
@@ -30,6 +32,28 @@ def test_a_cache_past_the_memory_budget_is_refused(folder, capsys, monkeypatch):
     monkeypatch.setattr(serve_run, "memory_budget", lambda: 1024)
     assert main(["serve", "--model", str(folder), "--max-batch", "4"]) == 2
     assert "lower --max-batch or --context" in capsys.readouterr().err
+
+
+def test_an_mla_cache_is_budgeted_by_its_latent_bytes(monkeypatch):
+    """The latent cache of 4 rows x 64 positions: 2 layers x (R 8 + Dr 4) float32s a position,
+    not the 2 H D floats per head of ordinary attention."""
+    model = tiny_mla_chat_model(max_seq_len=64)
+    latent = 4 * 64 * 2 * (8 + 4) * 4
+    assert model.cache_bytes(4, 64) == latent
+    monkeypatch.setattr(serve_run, "memory_budget", lambda: latent)
+    engine = serve_run.make_engine(model, max_batch=4, max_queue=8, context=None)
+    assert sum(a.nbytes for a in engine.rows.cache.k + engine.rows.cache.v) == latent
+    monkeypatch.setattr(serve_run, "memory_budget", lambda: latent - 1)
+    with pytest.raises(GlassformerError, match="lower --max-batch or --context"):
+        serve_run.make_engine(model, max_batch=4, max_queue=8, context=None)
+
+
+def test_an_mla_cache_past_the_budget_is_one_line(tmp_path, capsys, monkeypatch):
+    save_pretrained(tiny_mla_chat_model(max_seq_len=64), tmp_path / "mla")
+    monkeypatch.setattr(serve_run, "memory_budget", lambda: 1024)
+    assert main(["serve", "--model", str(tmp_path / "mla"), "--max-batch", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "lower --max-batch or --context" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_port_in_use_is_one_line(folder, capsys):

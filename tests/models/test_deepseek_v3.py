@@ -4,6 +4,7 @@ token, config round trips, bad input (transformers parity: tests/models/test_dee
 import numpy as np
 import pytest
 
+from glassformer.blocks.kv_cache import KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
 from glassformer.gradcheck import numeric_gradient, relative_error
@@ -43,7 +44,7 @@ def test_forward_shapes_dtypes_and_param_names():
     assert "blocks.0.attn.wq" not in params and "blocks.1.attn.q_norm.w" in params
     plain = tiny(q_lora_rank=None)
     assert FAMILY.param_shapes(plain)["blocks.0.attn.wq"] == (12, 3 * (3 + 4))
-    assert FAMILY.kv_layout(cfg) == (1, 6, 4)
+    assert FAMILY.kv_layout(cfg) == KVLayout(heads=1, key_dim=6, value_dim=4)
 
 
 @pytest.mark.parametrize("overrides", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from glassformer.blocks.kv_cache import KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.models import bert, deepseek_v3, gpt2, llama, mixtral, moe, seq2seq
 from glassformer.models.model import Model
@@ -67,7 +68,7 @@ def test_registry_holds_each_module_record():
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH
     assert gpt2.FAMILY.sliding_context and not llama.FAMILY.sliding_context
-    assert llama.FAMILY.kv_layout(llama.LlamaConfig(**TINY, n_kv_head=1)) == (1, 4)
+    assert llama.FAMILY.kv_layout(llama.LlamaConfig(**TINY, n_kv_head=1)) == KVLayout(1, 4, 4)
 
 
 def test_an_encoder_has_no_kv_cache():

@@ -4,6 +4,7 @@ grouped KV heads and the same weights (config.json conversion: tests/io/test_hf_
 import numpy as np
 import pytest
 
+from glassformer.blocks.kv_cache import KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
 from glassformer.gradcheck import numeric_gradient, relative_error
@@ -45,7 +46,7 @@ def test_forward_shapes_dtypes_and_param_names():
     assert params["blocks.0.attn.wk"].shape == (8, 4)        # (C, K*D) = (8, 2*2)
     assert "pos_emb" not in params and "blocks.0.mlp.w_gate" in params
     assert list(params) == list(llama.param_shapes(cfg))     # init's order is the table's
-    assert llama.FAMILY.kv_layout(cfg) == (2, 2)
+    assert llama.FAMILY.kv_layout(cfg) == KVLayout(heads=2, key_dim=2, value_dim=2)
 
 
 def test_default_d_ff_is_two_thirds_of_four_c_rounded():

@@ -1,11 +1,12 @@
 """The serving engine (glassformer/serve/): continuous batching gives each request what
 `generate` gives it alone, through joins, leaves, timeline realigns and prefix reuse; cancelled
-rows leave within a step; stop strings and seeds behave as OpenAI's."""
+rows leave within a step; stop strings and seeds behave as OpenAI's. Each on a LLaMA (grouped
+KV heads) and a DeepSeek-V3 (MLA's latent cache)."""
 import threading
 
 import numpy as np
 import pytest
-from serve_models import tiny_chat_model
+from serve_models import tiny_chat_model, tiny_mla_chat_model
 
 from glassformer.generate.stream import generated_ids
 from glassformer.serve.engine import Engine, QueueFull
@@ -31,9 +32,12 @@ class Reply:
             self.done.set()
 
 
-@pytest.fixture(scope="module")
-def model():
-    return tiny_chat_model(max_seq_len=96)
+@pytest.fixture(scope="module", params=["llama", "mla"])
+def model(request):
+    """Each test on a grouped-attention cache and on MLA's latent one (k and v of two widths:
+    rows join, leave and realign all the same)."""
+    build = tiny_chat_model if request.param == "llama" else tiny_mla_chat_model
+    return build(max_seq_len=96)
 
 
 def sequence(model, prompt: str, **settings):

@@ -4,7 +4,7 @@ cut short. A tiny random LLaMA with a byte-level tokenizer and ChatML specials (
 import numpy as np
 import pytest
 
-from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
 from glassformer.generate.templates import ChatTemplate
@@ -157,7 +157,7 @@ def test_generate_reuses_a_filled_cache(model):
 
 
 def test_kv_cache_keep_checks_its_range():
-    cache = KVCache.allocate(n_layer=1, batch=1, n_kv_head=1, max_len=8, head_dim=2)
+    cache = KVCache.allocate(KVLayout(1, 2, 2), n_layer=1, batch=1, max_len=8)
     cache.advance(5)
     cache.keep(3)
     assert cache.length == 3

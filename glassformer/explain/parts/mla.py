@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig, MLAConfig
+from glassformer.blocks.kv_cache import KVLayout
 from glassformer.blocks.mla import init_mla, mla_latent
 from glassformer.blocks.names import prefixed
 from glassformer.errors import GlassformerError
@@ -123,10 +124,13 @@ TEXT = with_common({
 
 def cache_floats(*, heads: int, kv_heads: int, kv_lora_rank: int, qk_nope_head_dim: int,
                  qk_rope_head_dim: int, v_head_dim: int) -> np.ndarray:
-    """Floats cached per token and layer: [MLA, MHA, GQA with kv_heads], same head widths."""
+    """Floats cached per token and layer: [MLA, MHA, GQA with kv_heads], same head widths
+    (each the KVLayout such a cache would have: blocks/kv_cache.py)."""
     key, value = qk_nope_head_dim + qk_rope_head_dim, v_head_dim
-    return np.array([kv_lora_rank + qk_rope_head_dim, heads * (key + value),
-                     kv_heads * (key + value)], dtype=np.int64)
+    layouts = [KVLayout(heads=1, key_dim=kv_lora_rank, value_dim=qk_rope_head_dim),   # MLA
+               KVLayout(heads=heads, key_dim=key, value_dim=value),
+               KVLayout(heads=kv_heads, key_dim=key, value_dim=value)]
+    return np.array([layout.floats_per_token() for layout in layouts], dtype=np.int64)
 
 
 def mla_part_config(options: dict) -> BlockConfig:
