@@ -75,21 +75,25 @@ def sample(logits: np.ndarray, records: list[Sampling], rngs: list) -> np.ndarra
     """
     settings = stack(records)
     hot = settings.temperature > 0.0                                # (B,) rows that sample
-    if not hot.any():
+    n_hot = np.count_nonzero(hot)
+    if n_hot == 0:
         return np.argmax(logits, axis=-1).astype(np.int64)
-    if hot.all():                     # every row samples: no greedy ids, no gathered copy
-        ids = np.empty(logits.shape[0], dtype=np.int64)
+    if n_hot == len(hot):             # every row samples: no greedy ids, no gathered copy
+        ids = np.empty(len(hot), dtype=np.int64)
         sampled, chosen = slice(None), logits
     else:
         ids = np.argmax(logits, axis=-1).astype(np.int64)           # (B,) greedy rows keep this
         sampled = np.flatnonzero(hot)
         chosen, settings = logits[sampled], settings.take(sampled)  # (b, V)
+        rngs = [rngs[row] for row in sampled]
     # float64, exact cumulative sums; one array: the cast and the division in one pass
     scaled = np.divide(chosen, settings.temperature[:, None], dtype=np.float64)   # (b, V)
-    scaled = top_k_filter(scaled, settings.top_k)
-    scaled = top_p_filter(scaled, settings.top_p[:, None])
+    if settings.top_k.any():                                        # a filter only when used
+        scaled = top_k_filter(scaled, settings.top_k)
+    if (settings.top_p < 1.0).any():
+        scaled = top_p_filter(scaled, settings.top_p[:, None])
     probs, _ = softmax_forward(scaled)                              # (b, V)
-    ids[sampled] = draw_ids(probs, uniforms(np.asarray(rngs, dtype=object)[sampled]))
+    ids[sampled] = draw_ids(probs, uniforms(rngs))
     return ids
 
 
@@ -101,13 +105,12 @@ def sample_next(logits: np.ndarray, *, temperature: float = 1.0, top_k: int | No
     return sample(logits, [Sampling(temperature, top_k, top_p)] * rows, [rng] * rows)
 
 
-def uniforms(rngs: np.ndarray) -> np.ndarray:
-    """One uniform in [0, 1) per row, from its own generator, in row order: (b,) -> (b, 1)."""
-    if any(rng is None for rng in rngs):
+def uniforms(rngs: list) -> np.ndarray:
+    """One uniform in [0, 1) per row, from its own generator, in row order: b -> (b, 1)."""
+    if None in rngs:
         raise GlassformerError("sampling with temperature > 0 needs rng, an np.random.Generator")
-    first = rngs[0]
-    if all(rng is first for rng in rngs):       # one generator (generate()): one call, same draws
-        return first.random((len(rngs), 1))
+    if rngs.count(rngs[0]) == len(rngs):        # one generator (generate()): one call, same draws
+        return rngs[0].random((len(rngs), 1))
     # note: a loop over rows, but only for one scalar each: every request owns its seed.
     return np.array([[rng.random()] for rng in rngs])
 
@@ -117,14 +120,13 @@ def top_k_filter(logits: np.ndarray, k) -> np.ndarray:
 
     k: one int, or one per row as a (B,) array (0, or V and more: that row keeps every logit)."""
     vocab = logits.shape[-1]
-    k = np.broadcast_to(np.asarray(k, dtype=np.int64), logits.shape[:1])   # (B,)
-    on = (k > 0) & (k < vocab)
-    if not on.any():
-        return logits
+    k = np.asarray(k, dtype=np.int64).reshape(-1)                  # (B,) or (1,): every row
     # the k-th largest sits at sorted position V - k; an "off" row reads position 0, its minimum
-    position = np.where(on, vocab - k, 0)                           # (B,)
-    ordered = np.partition(logits, np.unique(position), axis=-1)    # those positions exact
-    kth = np.take_along_axis(ordered, position[:, None], axis=-1)   # (B, V) -> (B, 1)
+    position = np.where((k > 0) & (k < vocab), vocab - k, 0)
+    if not position.any():
+        return logits
+    ordered = np.partition(logits, sorted(set(position.tolist())), axis=-1)  # those exact
+    kth = ordered[np.arange(logits.shape[0]), position][:, None]    # (B, V) -> (B, 1)
     return np.where(logits < kth, -np.inf, logits)
 
 
@@ -135,7 +137,8 @@ def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
     if np.all(p >= 1.0):
         return logits
-    p = np.where(p < 1.0, p, np.inf)            # subtle: rounding may sum past 1 before the end
+    # subtle: a row with p = 1 keeps every token, though rounding may bring `before` to 1 first
+    p = np.where(p < 1.0, p, np.inf)
     order = np.argsort(-logits, axis=-1, kind="stable")            # (B, V) most likely first
     sorted_logits = np.take_along_axis(logits, order, axis=-1)
     probs, _ = softmax_forward(sorted_logits)
