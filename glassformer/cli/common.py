@@ -3,7 +3,8 @@
     add_seed_argument       --seed, which every command (and every sub-action) takes
     model_help              the help text of a flag that names a model (path or packaged name)
     add_sampling_arguments  --max-new-tokens --temperature --top-k --top-p --no-cache
-    sampling_kwargs         those flags (and --seed) as keyword arguments of generate()
+    sampling_kwargs         those flags (and --seed) as keyword arguments of generate(), the
+                            sampling ones as one Sampling (generate/sampling.py)
     print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
     blas_sized_to_free_cores  every command runs with BLAS threads = the cores free at its start
     loading_line            'loading NAME ... ready in N s' at a terminal; load_model_shown uses it
@@ -31,6 +32,7 @@ from contextlib import AbstractContextManager, contextmanager
 from glassformer.blas import blas_threads, free_cores
 from glassformer.display import detect_lang  # noqa: F401  (shared with the notebook views)
 from glassformer.errors import GlassformerError
+from glassformer.generate.sampling import Sampling
 from glassformer.io.named_models import load_model
 from glassformer.packaged import MODEL, PACKAGED, packaged_names
 
@@ -73,9 +75,10 @@ def add_sampling_arguments(parser, *, max_new_tokens: int, temperature: float,
 
 
 def sampling_kwargs(args) -> dict:
-    """The generate() keyword arguments from the shared flags."""
-    return dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                top_k=args.top_k, top_p=args.top_p, seed=args.seed, use_cache=not args.no_cache)
+    """The generate() keyword arguments from the shared flags (a bad value: one line)."""
+    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    return dict(max_new_tokens=args.max_new_tokens, sampling=sampling, seed=args.seed,
+                use_cache=not args.no_cache)
 
 
 def print_stream(steps) -> tuple[int, float]:

@@ -2,7 +2,8 @@
 
     generate.py   the token-by-token loop of a causal LM (prefill, then one token per step with a
                   KVCache; KVCache itself is in blocks/)
-    sampling.py   greedy, temperature, top-k, top-p
+    sampling.py   the one sampler (generate, chat, serve): Sampling records, greedy, temperature,
+                  top-k, top-p, applied to a batch of rows in one call
     beam.py       an encoder-decoder's greedy and beam search
     stream.py     ids to printable text as they arrive
     templates.py  chat templates: a conversation rendered and tokenized as the model was trained

@@ -21,7 +21,7 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.generate.sampling import check_sampling, sample_next
+from glassformer.generate.sampling import Sampling, sample
 from glassformer.models.family import ENCODER_DECODER
 
 
@@ -84,6 +84,17 @@ def _check_reused_cache(kv_cache: KVCache | None, ids: np.ndarray, use_cache: bo
                                f"only {ids.shape[1]}: at least the last prompt token must be fed")
 
 
+def _sampling(sampling: Sampling | None, temperature: float, top_k: int | None,
+              top_p: float | None) -> Sampling:
+    """The Sampling generate() was given, or the one its temperature/top_k/top_p make."""
+    if sampling is None:
+        return Sampling(temperature, top_k, top_p)
+    if (temperature, top_k, top_p) != (1.0, None, None):
+        raise GlassformerError("give either sampling=Sampling(...) or temperature/top_k/top_p, "
+                               "not both")
+    return sampling
+
+
 def padding_start(model) -> int | None:
     """The first id past the model's tokenizer, when the model's vocab is larger (a --tokenizer
     run pads it up to a multiple of 64): ids from there on decode to nothing and are never
@@ -96,13 +107,15 @@ def padding_start(model) -> int | None:
 def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
              stop: list[int] | None = None, attention_mask=None, use_cache: bool = True,
-             pad_id: int | None = None, kv_cache: KVCache | None = None
-             ) -> Iterator[np.ndarray]:
+             pad_id: int | None = None, kv_cache: KVCache | None = None,
+             sampling: Sampling | None = None) -> Iterator[np.ndarray]:
     """Yield the next token ids (B,) one step at a time, up to `max_new_tokens` steps.
 
     stop: token ids that end a row; a finished row then yields `pad_id` (default: its stop id)
     until every row is finished, which ends the loop. Sampling draws from
     np.random.default_rng(seed), so the same seed gives the same tokens.
+    sampling: how every row chooses (generate/sampling.py), in place of temperature, top_k and
+    top_p (give one or the other).
     kv_cache: a cache that already holds the keys and values of the first `kv_cache.length`
     prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
     cache keeps growing as tokens are generated. Default: a fresh cache.
@@ -112,7 +125,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
                                "text, so use `glassformer translate` (glassformer.translate)")
     if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
         raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
-    check_sampling(temperature, top_k, top_p)
+    sampling = _sampling(sampling, temperature, top_k, top_p)
     cfg = model.cfg
     ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size)
     context = model.context_len
@@ -124,7 +137,8 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
             f"trained beyond it: ask for at most {max(context - ids.shape[1], 0)} new tokens")
     _check_reused_cache(kv_cache, ids, use_cache)
     padding = padding_start(model)
-    rng = np.random.default_rng(seed)
+    rows = [sampling] * ids.shape[0]                     # one record and one generator
+    rngs = [np.random.default_rng(seed)] * ids.shape[0]  # for every row
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
     last_stop = np.zeros(ids.shape[0], dtype=np.int64)
@@ -148,8 +162,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         if padding is not None:
             logits = logits.copy()
             logits[:, padding:] = -np.inf                # padding ids: never sampled
-        next_ids = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
-                               rng=rng)
+        next_ids = sample(logits, rows, rngs)
         fill = last_stop if pad_id is None else np.full_like(last_stop, pad_id)
         next_ids = np.where(finished, fill, next_ids)
         yield next_ids

@@ -1,4 +1,8 @@
-"""Choosing the next token from logits: greedy, temperature, top-k and top-p (nucleus).
+"""Choosing the next token from logits: one sampler for generate(), chat and serve.
+
+A `Sampling` is how one row chooses, held as a value (mlx-lm's make_sampler idea): generate()
+and chat hold one for every row of their batch, each server request holds its own. `sample`
+applies a batch of them, one per row, to a batch of logits (B, V) in one call:
 
     greedy       temperature == 0: the argmax (ties go to the lowest id)
     temperature  divide logits by T: T < 1 sharpens, T > 1 flattens
@@ -6,13 +10,16 @@
     top-p        keep the smallest set of most likely tokens whose probability sums to >= p
                  (the most likely token is always kept), as HF's TopPLogitsWarper
 
-`sample_rows` is the same choice for a batch whose rows each have their own temperature, top-p
-and generator (a server's requests, glassformer/serve/).
-
 Filters apply in the order temperature, top-k, top-p, then one draw from the remaining
-distribution with an explicit np.random.Generator, so a seed reproduces the choice.
+distribution: one uniform per sampled row from that row's np.random.Generator (generate() gives
+all its rows one generator, a server each request its own), so a seed reproduces the choice and
+a row picks in a batch what it picks alone. A filter is vectorised over rows: a row that does
+not use it has a value that keeps every token (top_k 0, top_p 1).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,20 +37,108 @@ def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -
         raise GlassformerError(f"top_p must be in (0, 1], got {top_p}")
 
 
-def top_k_filter(logits: np.ndarray, k: int) -> np.ndarray:
-    """Set every logit below the k-th largest of its row to -inf. (B, V) -> (B, V)."""
-    if k >= logits.shape[-1]:
+@dataclass(frozen=True)
+class Sampling:
+    """How one row chooses its next token. Checked when made: a record that exists is valid."""
+    temperature: float = 1.0          # 0: greedy
+    top_k: int | None = None          # None: off
+    top_p: float | None = None        # None or 1: off
+
+    def __post_init__(self):
+        check_sampling(self.temperature, self.top_k, self.top_p)
+
+
+class SamplingRows(NamedTuple):
+    """A batch of Sampling records as one array per field, one entry per row: what `sample`
+    reads (a field's "off" value keeps every token, so mixed rows share one filter call)."""
+    temperature: np.ndarray           # (B,) float64; 0: greedy
+    top_k: np.ndarray                 # (B,) int64; 0: off
+    top_p: np.ndarray                 # (B,) float64; 1: off
+
+    def take(self, rows: np.ndarray) -> "SamplingRows":
+        return SamplingRows(*(field[rows] for field in self))
+
+
+def stack(records: list[Sampling]) -> SamplingRows:
+    """B records -> SamplingRows of (B,) arrays."""
+    return SamplingRows(
+        temperature=np.array([r.temperature for r in records], dtype=np.float64),
+        top_k=np.array([r.top_k or 0 for r in records], dtype=np.int64),
+        top_p=np.array([1.0 if r.top_p is None else r.top_p for r in records], dtype=np.float64))
+
+
+def sample(logits: np.ndarray, records: list[Sampling], rngs: list) -> np.ndarray:
+    """One id per row, each row with its own Sampling and generator: logits (B, V) -> (B,) int64.
+
+    records: B Sampling values; rngs: B np.random.Generator (None for a greedy row; one
+    generator may serve several rows, which then draw from it in row order).
+    """
+    settings = stack(records)
+    hot = settings.temperature > 0.0                                # (B,) rows that sample
+    n_hot = np.count_nonzero(hot)
+    if n_hot == 0:
+        return np.argmax(logits, axis=-1).astype(np.int64)
+    if n_hot == len(hot):             # every row samples: no greedy ids, no gathered copy
+        ids = np.empty(len(hot), dtype=np.int64)
+        sampled, chosen = slice(None), logits
+    else:
+        ids = np.argmax(logits, axis=-1).astype(np.int64)           # (B,) greedy rows keep this
+        sampled = np.flatnonzero(hot)
+        chosen, settings = logits[sampled], settings.take(sampled)  # (b, V)
+        rngs = [rngs[row] for row in sampled]
+    # float64, exact cumulative sums; one array: the cast and the division in one pass
+    scaled = np.divide(chosen, settings.temperature[:, None], dtype=np.float64)   # (b, V)
+    if settings.top_k.any():                                        # a filter only when used
+        scaled = top_k_filter(scaled, settings.top_k)
+    if (settings.top_p < 1.0).any():
+        scaled = top_p_filter(scaled, settings.top_p[:, None])
+    probs, _ = softmax_forward(scaled)                              # (b, V)
+    ids[sampled] = draw_ids(probs, uniforms(rngs))
+    return ids
+
+
+def sample_next(logits: np.ndarray, *, temperature: float = 1.0, top_k: int | None = None,
+                top_p: float | None = None, rng: np.random.Generator | None = None
+                ) -> np.ndarray:
+    """Pick one id per row, every row with the same settings and generator. (B, V) -> (B,)."""
+    rows = logits.shape[0]
+    return sample(logits, [Sampling(temperature, top_k, top_p)] * rows, [rng] * rows)
+
+
+def uniforms(rngs: list) -> np.ndarray:
+    """One uniform in [0, 1) per row, from its own generator, in row order: b -> (b, 1)."""
+    if None in rngs:
+        raise GlassformerError("sampling with temperature > 0 needs rng, an np.random.Generator")
+    if rngs.count(rngs[0]) == len(rngs):        # one generator (generate()): one call, same draws
+        return rngs[0].random((len(rngs), 1))
+    # note: a loop over rows, but only for one scalar each: every request owns its seed.
+    return np.array([[rng.random()] for rng in rngs])
+
+
+def top_k_filter(logits: np.ndarray, k) -> np.ndarray:
+    """Set every logit below the k-th largest of its row to -inf. (B, V) -> (B, V).
+
+    k: one int, or one per row as a (B,) array (0, or V and more: that row keeps every logit)."""
+    vocab = logits.shape[-1]
+    k = np.asarray(k, dtype=np.int64).reshape(-1)                  # (B,) or (1,): every row
+    # the k-th largest sits at sorted position V - k; an "off" row reads position 0, its minimum
+    position = np.where((k > 0) & (k < vocab), vocab - k, 0)
+    if not position.any():
         return logits
-    kth = np.partition(logits, -k, axis=-1)[:, -k][:, None]   # (B, V) -> (B, 1)
+    ordered = np.partition(logits, sorted(set(position.tolist())), axis=-1)  # those exact
+    kth = ordered[np.arange(logits.shape[0]), position][:, None]    # (B, V) -> (B, 1)
     return np.where(logits < kth, -np.inf, logits)
 
 
 def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
     """Keep the nucleus: the fewest most-likely tokens whose probabilities reach p. (B, V).
 
-    p: one float, or one per row as a (B, 1) array (a server's rows each have their own)."""
-    if np.all(np.asarray(p) >= 1.0):
+    p: one float, or one per row as a (B, 1) array (1 or more: that row keeps every token)."""
+    p = np.asarray(p, dtype=np.float64)
+    if np.all(p >= 1.0):
         return logits
+    # subtle: a row with p = 1 keeps every token, though rounding may bring `before` to 1 first
+    p = np.where(p < 1.0, p, np.inf)
     order = np.argsort(-logits, axis=-1, kind="stable")            # (B, V) most likely first
     sorted_logits = np.take_along_axis(logits, order, axis=-1)
     probs, _ = softmax_forward(sorted_logits)
@@ -52,24 +147,6 @@ def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
     drop = np.empty_like(drop_sorted)
     np.put_along_axis(drop, order, drop_sorted, axis=-1)            # back to vocabulary order
     return np.where(drop, -np.inf, logits)
-
-
-def sample_next(logits: np.ndarray, *, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None, rng: np.random.Generator | None = None
-                ) -> np.ndarray:
-    """Pick one id per row. logits (B, V) -> ids (B,) int64."""
-    check_sampling(temperature, top_k, top_p)
-    if temperature == 0.0:
-        return np.argmax(logits, axis=-1).astype(np.int64)
-    if rng is None:
-        raise GlassformerError("sampling with temperature > 0 needs rng, an np.random.Generator")
-    scaled = logits.astype(np.float64) / float(temperature)  # float64: exact cumulative sums
-    if top_k is not None:
-        scaled = top_k_filter(scaled, int(top_k))
-    if top_p is not None:
-        scaled = top_p_filter(scaled, float(top_p))
-    probs, _ = softmax_forward(scaled)                              # (B, V)
-    return draw_ids(probs, rng.random((probs.shape[0], 1)))
 
 
 def draw_ids(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
@@ -82,23 +159,3 @@ def draw_ids(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
     ids = np.minimum(ids, probs.shape[-1] - 1)
     kept_last = probs.shape[-1] - 1 - np.argmax(probs[:, ::-1] > 0.0, axis=-1)
     return np.minimum(ids, kept_last).astype(np.int64)
-
-
-def sample_rows(logits: np.ndarray, temperature: np.ndarray, top_p: np.ndarray,
-                rngs: list) -> np.ndarray:
-    """One id per row, each row with its own settings: logits (B, V), temperature (B,) (0 =
-    greedy), top_p (B,) (1 = off), rngs B generators. A row picks what sample_next would pick
-    for it alone with the same generator: one uniform per sampled row, from its own generator.
-    """
-    ids = np.argmax(logits, axis=-1).astype(np.int64)               # (B,) greedy rows keep this
-    sampled = np.flatnonzero(temperature > 0.0)
-    if sampled.size == 0:
-        return ids
-    temps = temperature[sampled].astype(np.float64)[:, None]        # (b, 1)
-    scaled = logits[sampled].astype(np.float64) / temps             # (b, V) float64 as above
-    scaled = top_p_filter(scaled, top_p[sampled][:, None])
-    probs, _ = softmax_forward(scaled)                              # (b, V)
-    # note: a loop over rows, but only for one scalar each: every request owns its seed.
-    uniforms = np.array([[rngs[row].random()] for row in sampled])  # (b, 1)
-    ids[sampled] = draw_ids(probs, uniforms)
-    return ids

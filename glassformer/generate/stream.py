@@ -60,7 +60,7 @@ def generated_ids(model, prompt_ids: list[int], *, stop_ids: Iterable[int] = (),
                   **generate_kwargs) -> Iterator[int]:
     """Token ids of one prompt as `generate(model, ...)` chooses them, ending before a stop id.
 
-    generate_kwargs: max_new_tokens, temperature, top_k, top_p, seed, use_cache.
+    generate_kwargs: max_new_tokens, temperature, top_k, top_p (or sampling), seed, use_cache.
     """
     stop = sorted({int(i) for i in stop_ids})
     for step in generate(model, np.asarray([prompt_ids], dtype=np.int64), stop=stop,

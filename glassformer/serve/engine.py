@@ -7,7 +7,8 @@ reply in flight in the same forward. Its loop, once per step:
     2. admit waiting sequences into free rows (a row holding the longest common prefix of the
        prompt is preferred, and those keys are reused), and prefill their prompts together
     3. one decode step for every running row: each feeds its last token at its own position,
-       samples with its own temperature / top-p / generator, and stops on its own conditions;
+       samples with its own Sampling and generator (generate/sampling.py, the sampler
+       generate() uses: all rows in one call), and stops on its own conditions;
        a finished row leaves, the others go on
 
 The server's ASGI side talks to the engine only through `submit` (a bounded waiting list: a full
@@ -26,7 +27,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import padding_start
-from glassformer.generate.sampling import sample_rows
+from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo
@@ -161,9 +162,8 @@ class Engine:
         if self.padding is not None:
             logits = logits.copy()
             logits[:, self.padding:] = -np.inf               # padding ids: never sampled
-        temperature = np.array([seq.settings.temperature for seq in seqs])
-        top_p = np.array([seq.settings.top_p for seq in seqs])
-        ids = sample_rows(logits, temperature, top_p, [seq.rng for seq in seqs])  # (n,)
+        ids = sample(logits, [seq.settings.sampling for seq in seqs],
+                     [seq.rng for seq in seqs])                     # (n,) generate()'s sampler
         infos = self.token_infos(logits, ids, seqs)
         self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):

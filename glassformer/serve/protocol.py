@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from glassformer.generate.sampling import Sampling
 from glassformer.serve.sequence import Settings, TokenInfo, Usage
 
 MAX_N = 8               # choices per request
@@ -120,10 +121,10 @@ def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
         logprobs = integer(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
     seed = integer(body, "seed", None, 0, MAX_SEED)
     limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS)
-    found = Settings(max_tokens=limit or 0,
-                     temperature=number(body, "temperature", 1.0, 0.0, 2.0),
-                     top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True),
-                     seed=seed, stop=stop_strings(body), logprobs=logprobs)
+    sampling = Sampling(temperature=number(body, "temperature", 1.0, 0.0, 2.0),
+                        top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True))
+    found = Settings(max_tokens=limit or 0, sampling=sampling, seed=seed,
+                     stop=stop_strings(body), logprobs=logprobs)
     return found, integer(body, "n", 1, 1, MAX_N)
 
 

@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from glassformer.generate.sampling import Sampling
 from glassformer.generate.stream import stream_text
 
 
@@ -55,9 +56,8 @@ class Finished(NamedTuple):
 class Settings:
     """What a request asks of its reply."""
     max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
+    sampling: Sampling = Sampling()      # how each token is chosen (generate/sampling.py)
+    seed: int | None = None              # of this reply's own generator
     stop: tuple[str, ...] = ()           # stop strings
     logprobs: int | None = None          # None: none; k >= 0: the chosen token's and top k
 

@@ -142,7 +142,7 @@ class ChatSession:
 
         The prompt is prepared here, before the stream starts: `turns[-1]` already tells how
         many ids are reused and how many messages were dropped.
-        generate_kwargs: temperature, top_k, top_p, seed, use_cache.
+        generate_kwargs: temperature, top_k, top_p (or sampling, a Sampling), seed, use_cache.
         """
         messages, prompt_ids, dropped = self.fit(
             self.messages + [{"role": "user", "content": text}], max_new_tokens)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from serve_models import tiny_chat_model, tiny_mla_chat_model
 
+from glassformer.generate.sampling import Sampling
 from glassformer.generate.stream import generated_ids
 from glassformer.serve.engine import Engine, QueueFull
 from glassformer.serve.rows import RowCache
@@ -40,11 +41,13 @@ def model(request):
     return build(max_seq_len=96)
 
 
-def sequence(model, prompt: str, **settings):
+def sequence(model, prompt: str, *, max_tokens=16, seed=None, stop=(), logprobs=None,
+             **sampling):
     reply = Reply()
-    settings = {"max_tokens": 16, "temperature": 0.0, **settings}
-    return Sequence(0, model.tokenizer.encode(prompt), Settings(**settings), STOP,
-                    model.tokenizer, reply), reply
+    settings = Settings(max_tokens, Sampling(**{"temperature": 0.0, **sampling}), seed, stop,
+                        logprobs)
+    return Sequence(0, model.tokenizer.encode(prompt), settings, STOP, model.tokenizer,
+                    reply), reply
 
 
 def alone(model, prompt: str, n: int, **kwargs) -> str:
