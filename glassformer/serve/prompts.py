@@ -8,9 +8,9 @@ ChatSession: its prompt_ids and stop_ids); a template that raises is the request
 from __future__ import annotations
 
 from glassformer.generate.stream import end_of_text_ids
-from glassformer.generate.templates import chat_template_of
 from glassformer.serve.protocol import ApiError, bad
 from glassformer.tasks.chat import ChatSession
+from glassformer.tokenizers.chat_template import chat_template_of
 
 
 def text_prompt(model, body: dict) -> tuple[list[int], list[int]]:

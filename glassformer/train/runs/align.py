@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import chat_template_of
 from glassformer.ops.grpo_loss import LOSS_TYPES, SCALES
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.datasets.prefs import encode_pref_file, split_prefs
 from glassformer.train.datasets.prompts import encode_prompt_file, split_prompts
 from glassformer.train.objectives.dpo import DPO, REF_PREFIX
