@@ -45,11 +45,12 @@ import numpy as np
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
-from glassformer.generate.stream import StreamStep, end_of_text_ids, stream_text
+from glassformer.generate.stream import StreamStep, stream_text
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.tokenizers.chat_template import (ChatTemplate, RenderBudget, chat_prompt_ids,
                                                   chat_template_of)
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 IM_END = "<|im_end|>"
 

@@ -19,4 +19,5 @@ of the supported file layouts. See docs/tokenizers.md.
     chat_template.py    chat templates: a conversation rendered (Jinja2's sandbox) and tokenized as
                         the model was trained, control tokens by id, typed ones as text
     template_budget.py  the size and time limits of a template's render
+    end_of_text.py      which specials end a text or a turn (generation stops on them)
 """
