@@ -39,13 +39,13 @@ everywhere); train/runs/finetune.py chooses by the suffix (is_chat_file).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.io.jsonl import read_json_lines
 from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.tokenizers.chat_template import (ChatTemplate, check_messages, compile_template,
                                                   control_pattern, encode_rendered,
@@ -83,36 +83,24 @@ def read_conversations(path: str | Path) -> list[tuple[int, list[dict]]]:
     Raises GlassformerError naming the line for a line that is not a JSON object with a
     non-empty `messages` list of dicts with string roles, or with a role not in CHAT_ROLES (a
     typo such as "asistant" would otherwise train as prompt text). A byte-order mark and CRLF
-    line ends are read as editors mean them.
+    line ends are read as editors mean them (io/jsonl.py).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise GlassformerError(f"data file {path} does not exist")
     conversations = []
-    with open(path, encoding="utf-8-sig") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise GlassformerError(f"{where} is not valid JSON") from None
-            if not isinstance(record, dict) or "messages" not in record:
-                raise GlassformerError(f"{where} is not an object with 'messages' (the chat "
-                                       'format is {"messages": [{"role": ..., "content": ...}]})')
-            try:
-                messages = check_messages(record["messages"])
-            except GlassformerError as err:
-                raise GlassformerError(f"{where}: {err}") from None
-            for index, message in enumerate(messages):
-                if message["role"] not in CHAT_ROLES:
-                    raise GlassformerError(f"{where}: message {index} has role "
-                                           f"{message['role']!r}; expected one of "
-                                           f"{', '.join(CHAT_ROLES)}")
-            conversations.append((number, messages))
-    if not conversations:
-        raise GlassformerError(f"data file {path} holds no conversations")
+    for number, record in read_json_lines(path, "conversations"):
+        where = f"{path} line {number}"
+        if not isinstance(record, dict) or "messages" not in record:
+            raise GlassformerError(f"{where} is not an object with 'messages' (the chat "
+                                   'format is {"messages": [{"role": ..., "content": ...}]})')
+        try:
+            messages = check_messages(record["messages"])
+        except GlassformerError as err:
+            raise GlassformerError(f"{where}: {err}") from None
+        for index, message in enumerate(messages):
+            if message["role"] not in CHAT_ROLES:
+                raise GlassformerError(f"{where}: message {index} has role "
+                                       f"{message['role']!r}; expected one of "
+                                       f"{', '.join(CHAT_ROLES)}")
+        conversations.append((number, messages))
     return conversations
 
 

@@ -22,9 +22,9 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.io.jsonl import read_json_lines
 from glassformer.tokenizers.chat_template import ChatTemplate, chat_prompt_ids
 from glassformer.train.datasets.chat import VAL_FRACTION
-from glassformer.train.datasets.jsonl import read_json_lines
 
 
 class PromptData(NamedTuple):
