@@ -26,12 +26,13 @@ def turn(role: str, content: str) -> list[dict]:
     return [{"role": role, "content": content}]
 
 
+PAIR = {"prompt": turn("user", "寫一首五言絕句，以「四」字開頭。"),
+        "chosen": turn("assistant", "四時運灰琯，一夕變冬春。"),
+        "rejected": turn("assistant", "四四四四四。")}
 WRITTEN = {
-    "prefs": [json.dumps({"prompt": turn("user", "寫一首五言絕句，以「四」字開頭。"),
-                          "chosen": turn("assistant", "四時運灰琯，一夕變冬春。"),
-                          "rejected": turn("assistant", "四四四四四。")}, ensure_ascii=False),
+    "prefs": [json.dumps(PAIR, ensure_ascii=False),
               json.dumps({"prompt": "plain text, then", "chosen": " yes", "rejected": " no"})],
-    "prompts": [json.dumps({"messages": turn("user", "写一首五言绝句") + turn("assistant", "燄")},
+    "prompts": [json.dumps({"messages": turn("user", "写一首") + turn("assistant", "燄")},
                            ensure_ascii=False),
                 json.dumps({"prompt": turn("user", "hi"), "answer": "四"}, ensure_ascii=False)],
 }
