@@ -44,7 +44,7 @@ def peak_rss_mib() -> float:
 def batch(model) -> tuple[np.ndarray, np.ndarray]:
     """(x, y), each (4, 128): the first Tang conversations, rendered and masked as finetune does
     (rows cut or padded to 128 tokens)."""
-    from glassformer.generate.templates import chat_template_of
+    from glassformer.tokenizers.chat_template import chat_template_of
     from glassformer.train.datasets.chat import encode_conversation, pad_rows
     template = chat_template_of(model.tokenizer)
     with open(DATA, encoding="utf-8") as f:

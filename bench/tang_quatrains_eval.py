@@ -33,11 +33,11 @@ import numpy as np
 
 from glassformer.cli.common import blas_sized_to_free_cores
 from glassformer.generate.generate import generate
-from glassformer.generate.stream import end_of_text_ids
-from glassformer.generate.templates import chat_prompt_ids, chat_template_of
 from glassformer.io.pretrained import load_pretrained
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.tokenizers.chat_template import chat_prompt_ids, chat_template_of
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 from glassformer.train.datasets.chat import encode_conversation, pad_rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ The calls most scripts need, at the package top:
     open_chat, perplexity               sentence embeddings, an encoder-decoder's output, a chat
                                         session, loss and perplexity on a text
     inspect(model, text)                what one forward pass computed (glassformer/viewer/)
-    render_chat(template, messages)     a conversation in a chat template (generate/templates.py)
+    render_chat(template, messages)     a chat in its template (tokenizers/chat_template.py)
     trace(part, **options)              one explain part's steps and gradient check (viewer/trace.py)
     walkthrough()                       the seed's self-attention walkthrough (viewer/seed_page.py)
     tokenize(tokenizer, text)           a text's tokens, characters cut into bytes shown as bytes
@@ -37,7 +37,7 @@ EXPORTS = {
     "perplexity": "glassformer.tasks.perplexity",
     "preference_accuracy": "glassformer.tasks.preferences",
     "inspect": "glassformer.viewer.inspection",
-    "render_chat": "glassformer.generate.templates",
+    "render_chat": "glassformer.tokenizers.chat_template",
     "trace": "glassformer.viewer.trace",
     "walkthrough": "glassformer.viewer.seed_page",
     "tokenize": "glassformer.viewer.token_view",

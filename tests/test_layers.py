@@ -14,6 +14,16 @@ and the ones below it, never one above:
        serve
     6  cli                              argument parsing only
 
+Inside layer 5 the packages that run a model stack too (issue 42), lowest first:
+
+    generate  <  train  <  tasks  <  serve, viewer
+
+decoding knows nothing of training; training uses decoding (GRPO samples its completions with
+generate) but none of the tasks; a task may use both, never the server or the viewer, which sit
+on top. A package may import its own rank and the ones below (serve and viewer share the top).
+explain, gradcheck and notebooks are outside this order. No exceptions are needed: what train/
+once took from generate/ for chat templates and end-of-text ids is the tokenizers' (layer 3).
+
 Every import counts, including one written inside a function: hiding an import in a function
 does not change which way the code depends.
 """
@@ -36,6 +46,10 @@ LAYER = {
     "notebooks": 5,
     "cli": 6, "__main__": 6,
 }
+
+
+# the sub-order inside layer 5 (module docstring)
+UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "serve": 3, "viewer": 3}
 
 
 def module_name(path: Path) -> str:
@@ -84,6 +98,25 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
             there = layer_of(target)
             if here is not None and (there is None or there > here):
                 bad.append(f"{source} (layer {here}) imports {target} (layer {there})")
+    return bad
+
+
+def upper_rank(module: str) -> int | None:
+    """The rank of a module inside layer 5's sub-order, or None outside it."""
+    parts = module.split(".")
+    return UPPER_RANK.get(parts[1]) if len(parts) > 1 else None
+
+
+def upward_in_layer_5(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from generate/, train/, tasks/ to a package above it in UPPER_RANK."""
+    bad = []
+    for source, targets in sorted(graph.items()):
+        here = upper_rank(source)
+        for target in sorted(targets):
+            there = upper_rank(target)
+            if here is not None and there is not None and there > here:
+                bad.append(f"{source} ({source.split('.')[1]}/) imports {target} "
+                           f"({target.split('.')[1]}/, above it in layer 5)")
     return bad
 
 
@@ -140,6 +173,23 @@ def test_imports_point_down_the_layers():
     assert not bad, f"{len(bad)} upward imports:\n" + "\n".join(bad)
 
 
+def test_imports_point_down_inside_layer_5():
+    bad = upward_in_layer_5(import_graph())
+    assert not bad, f"{len(bad)} upward imports inside layer 5:\n" + "\n".join(bad)
+
+
+def test_the_layer_5_order_is_checked():
+    # what the rule refuses, on a made-up graph: each package importing the one above it
+    graph = {"glassformer.generate.a": {"glassformer.train.b"},
+             "glassformer.train.b": {"glassformer.tasks.c", "glassformer.generate.a"},
+             "glassformer.tasks.c": {"glassformer.viewer.d", "glassformer.serve.e"},
+             "glassformer.viewer.d": {"glassformer.serve.e", "glassformer.tasks.c"},
+             "glassformer.serve.e": {"glassformer.explain.f"}}
+    assert [line.split()[0] for line in upward_in_layer_5(graph)] == [
+        "glassformer.generate.a", "glassformer.tasks.c", "glassformer.tasks.c",
+        "glassformer.train.b"]
+
+
 def test_no_circles_between_files():
     groups = circles(import_graph())
     assert not groups, f"{len(groups)} import circles:\n" + "\n".join(" <-> ".join(g) for g in groups)
@@ -147,7 +197,7 @@ def test_no_circles_between_files():
 
 if __name__ == "__main__":
     graph = import_graph()
-    for line in upward_imports(graph):
+    for line in upward_imports(graph) + upward_in_layer_5(graph):
         print("up:", line)
     for group in circles(graph):
         print("circle:", " <-> ".join(group))

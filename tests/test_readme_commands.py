@@ -37,12 +37,12 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
-from glassformer.generate.templates import CHATML_TEMPLATE
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.packaged import PACKAGED
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import CHATML_TEMPLATE
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 ROOT = Path(__file__).resolve().parents[1]

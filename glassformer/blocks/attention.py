@@ -11,22 +11,12 @@ G = H / K consecutive query heads, as in HF's `repeat_kv`. No copy is made: quer
 Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y (B, T, C).
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
-A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/projection.py) adds it; the
-joined product then runs frozen and each adapter adds its delta to its slice of the output. GPT-2's
-fused c_attn has one adapter over all three ("wqkv.lora_A" (C, r), "wqkv.lora_B" (r, (H+2K) D)),
-which only the joined product can apply: the block refuses it on the other paths (merge it first
-for decoding: io/peft.py).
+
+The q, k, v projections (one joined product or three, LoRA adapters on them) are
+blocks/qkv.py's; the heads are split and merged by blocks/heads.py.
 
 QK-norm (cfg.qk_norm: blocks/qk_norm.py) normalises q and k before RoPE, per head or over the
 whole projection (then before the heads are split).
-
-Self-attention over several tokens (training, eval, a prompt, with or without a KV cache)
-projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: one
-(C, (H + 2K) D) product runs faster than three narrow ones (fewer, larger BLAS calls, which split
-better over threads), and its backward is one dx and one dW product instead of three each.
-Decoding one token at a time keeps three products, because joining the weights would copy them
-once per generated token, more bytes than the product itself reads, unless they lie packed side
-by side already (blocks/packed.py; models/layout.py packs a loaded model's). Same numbers.
 """
 from __future__ import annotations
 
@@ -35,17 +25,17 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.heads import merge_heads, split_heads
 from glassformer.blocks.kv_cache import KVCache
-from glassformer.blocks.lora import LORA_A, LORA_B, adapter_name, adapter_of
-from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import projection_backward, projection_forward
 from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
                                         qk_norm_shapes)
+from glassformer.blocks.qkv import qkv_backward, qkv_forward
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
-from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
-from glassformer.ops.lora import LoraCtx, LoraLinearCtx, lora_delta_backward, lora_delta_forward
+from glassformer.ops.linear import LinearCtx, linear_forward
+from glassformer.ops.lora import LoraLinearCtx
 from glassformer.ops.position import alibi_bias
 from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tables_at
 
@@ -64,119 +54,6 @@ class AttentionBlockCtx(NamedTuple):
     cached: bool       # keys/values came from a KV cache: no backward
     qkv_adapters: dict | None = None   # joined product: {"q"/"k"/"v": LoraCtx} of its adapters
     qk_norm: QKNormCtx | None = None   # QK-norm's, when cfg.qk_norm is set
-
-
-def split_heads(x: np.ndarray, n: int) -> np.ndarray:
-    """(B, T, n*D) -> (B, n, T, D)."""
-    b, t, c = x.shape
-    return x.reshape(b, t, n, c // n).transpose(0, 2, 1, 3)
-
-
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    """(B, n, T, D) -> (B, T, n*D)."""
-    b, n, t, d = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(b, t, n * d)
-
-
-def _joined(params: dict, several_tokens: bool
-            ) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """([wq | wk | wv] (C, (H+2K) D), [bq | bk | bv] ((H+2K) D,) or None without biases) for one
-    joined product, or None for three products. No copy when they lie packed
-    (blocks/packed.py); joined by a copy only for several tokens (see the module docstring)."""
-    weights = [params["wq"], params["wk"], params["wv"]]
-    biases = [params["bq"], params["bk"], params["bv"]] if "bq" in params else None
-    w = packed_whole(weights)            # the array they lie packed in, or None
-    b = None if biases is None else packed_whole(biases)
-    if w is not None and (biases is None or b is not None):
-        return w, b
-    if not several_tokens:
-        return None
-    if w is None:
-        w = np.concatenate(weights, axis=-1)                                # (C, (H+2K) D)
-    if biases is not None and b is None:
-        b = np.concatenate(biases, axis=-1)                                 # ((H+2K) D,)
-    return w, b
-
-
-def _slices(widths: tuple[int, int, int]) -> list[tuple[str, int, int]]:
-    """(name, first column, end column) of q, k, v and the whole of the joined output, given the
-    widths (H*D, K*D, K*D): where each one's adapter adds its delta."""
-    width_q, width_k, width_v = widths
-    end = width_q + width_k + width_v
-    return [("q", 0, width_q), ("k", width_q, width_q + width_k),
-            ("v", width_q + width_k, end), ("qkv", 0, end)]
-
-
-def _project(params: dict, x: np.ndarray, source: np.ndarray, joined, *, frozen: bool,
-             train: bool, rng):
-    """The q, k, v projections: (q_lin (B, T, H*D), k_lin, v_lin (B, S, K*D)), their ctxs
-    (qkv, q, k, v) and the joined product's adapters ({} when none, None when not joined).
-    joined: `_joined`'s (w, b) for one product over all three, or None."""
-    if joined is not None:
-        qkv, qkv_proj = linear_forward(x, *joined, frozen=frozen)          # (B, T, (H+2K) D)
-        width_q, width_kv = params["wq"].shape[1], params["wk"].shape[1]
-        adapters = {}
-        for name, lo, hi in _slices((width_q, width_kv, width_kv)):
-            adapter = adapter_of(params, f"w{name}")
-            if adapter is not None:  # LoRA: the base is frozen, the adapter adds to its slice
-                delta, adapters[name] = lora_delta_forward(
-                    x, adapter.a, adapter.b, scale=adapter.scale, dropout=adapter.dropout,
-                    train=train, rng=rng)                                   # (B, T, hi - lo)
-                qkv[..., lo:hi] += delta
-        q_lin, k_lin = qkv[..., :width_q], qkv[..., width_q:width_q + width_kv]     # views
-        v_lin = qkv[..., width_q + width_kv:]
-        return (q_lin, k_lin, v_lin), (qkv_proj, None, None, None), adapters
-    if adapter_of(params, "wqkv") is not None:
-        raise GlassformerError("a fused q|k|v LoRA adapter (GPT-2's c_attn) applies to "
-                               "self-attention over 2 or more tokens only; merge it into the "
-                               "weights to decode (glassformer.load_pretrained(..., adapter=...))")
-    options = dict(frozen=frozen, train=train, rng=rng)
-    q_lin, q_proj = projection_forward(params, "wq", "bq", x, **options)       # (B, T, H*D)
-    k_lin, k_proj = projection_forward(params, "wk", "bk", source, **options)  # (B, S, K*D)
-    v_lin, v_proj = projection_forward(params, "wv", "bv", source, **options)  # (B, S, K*D)
-    return (q_lin, k_lin, v_lin), (None, q_proj, k_proj, v_proj), None
-
-
-def _project_backward(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray, ctx
-                      ) -> tuple[dict, np.ndarray, np.ndarray | None]:
-    """Grads of wq, wk, wv (and biases), d(query input) and d(key/value source).
-
-    dq (B, H, T, D), dk and dv (B, K, S, D): the heads are merged back as they are copied.
-    dsource is None for the joined product: x fed all three projections, and the joined
-    product's dx = dqkv @ [wq | wk | wv]^T already sums the three paths."""
-    grads = {}
-    if ctx.qkv_proj is not None:
-        b, n_head, t, d = dq.shape
-        n_kv = dk.shape[1]
-        dqkv = np.empty((b, t, (n_head + 2 * n_kv) * d), dq.dtype)        # (B, T, (H+2K) D)
-        bounds = np.cumsum([0, n_head * d, n_kv * d, n_kv * d])
-        for lo, hi, grad in zip(bounds[:-1], bounds[1:], (dq, dk, dv)):
-            heads = grad.shape[1]
-            # merge heads into this slice: (B, n, T, D) -> (B, T, n, D), written in place
-            dqkv[..., lo:hi].reshape(b, t, heads, d)[...] = grad.transpose(0, 2, 1, 3)
-        dx, dw, db = linear_backward(dqkv, ctx.qkv_proj)   # dw, db None when frozen
-        for name, lo, hi in _slices((n_head * d, n_kv * d, n_kv * d)):
-            if dw is not None and name != "qkv":
-                # (C, n*D) column block, copied whole: the optimizer then reads contiguous rows
-                grads[f"w{name}"] = np.ascontiguousarray(dw[:, lo:hi])
-            if db is not None and name != "qkv":
-                grads[f"b{name}"] = db[lo:hi]
-            if name in ctx.qkv_adapters:
-                adapter: LoraCtx = ctx.qkv_adapters[name]
-                dx_adapter, da, db_adapter = lora_delta_backward(dqkv[..., lo:hi], adapter)
-                grads[adapter_name(f"w{name}", LORA_A)] = da
-                grads[adapter_name(f"w{name}", LORA_B)] = db_adapter
-                dx = dx + dx_adapter  # fan-out: x fed the frozen product and this adapter
-        return grads, dx, None
-    dsrc_k, k_grads, dbk = projection_backward(merge_heads(dk), ctx.k_proj, "wk")
-    dsrc_v, v_grads, dbv = projection_backward(merge_heads(dv), ctx.v_proj, "wv")
-    dx, q_grads, dbq = projection_backward(merge_heads(dq), ctx.q_proj, "wq")
-    grads.update({**k_grads, **v_grads, **q_grads})
-    for name, db in (("bq", dbq), ("bk", dbk), ("bv", dbv)):
-        if db is not None:
-            grads[name] = db
-    dsource = dsrc_k + dsrc_v  # fan-out: the source fed both the key and the value projection
-    return grads, dx, dsource
 
 
 def _group(q: np.ndarray, n_kv: int) -> np.ndarray:
@@ -207,18 +84,16 @@ def _check_inputs(x: np.ndarray, memory: np.ndarray | None, cfg: BlockConfig) ->
 def _heads(params: dict, x: np.ndarray, memory: np.ndarray | None, memory_kv, cfg: BlockConfig,
            *, frozen: bool, train: bool, rng):
     """q (B, H, T, D), k and v (B, K, S, D), the projections' ctxs (qkv, q, k, v), the joined
-    product's adapters and QK-norm's ctx (None without it). Keys and values come
-    from memory_kv as given (decoding with cross-attention: projected once by `cross_kv`), else
-    from memory or x."""
+    product's adapters and QK-norm's ctx (None without it). Keys and values come from memory_kv
+    as given (decoding with cross-attention: projected once by blocks/qkv.py's `cross_kv`),
+    else from memory or x."""
     if memory_kv is not None:
         q_lin, q_proj = linear_forward(x, params["wq"], params.get("bq"))   # (B, T, H*D)
         k, v = memory_kv                                                    # (B, K, S, D) each
         projections = (None, q_proj, None, None)
         return split_heads(q_lin, cfg.n_head), k, v, projections, None, None
-    source = x if memory is None else memory
-    joined = None if memory is not None else _joined(params, several_tokens=x.shape[1] > 1)
-    (q_lin, k_lin, v_lin), projections, qkv_adapters = _project(
-        params, x, source, joined, frozen=frozen, train=train, rng=rng)
+    (q_lin, k_lin, v_lin), projections, qkv_adapters = qkv_forward(
+        params, x, memory, frozen=frozen, train=train, rng=rng)
     qk = None
     if cfg.qk_norm == "proj":  # OLMoE: over the whole projection, before the heads are split
         q_lin, k_lin, qk = qk_norm_forward(params, q_lin, k_lin, cfg)      # (B, T, H*D) ...
@@ -281,7 +156,8 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     kv_cache.length + arange(T) (or arange(T)).
     kv_cache: this layer's keys and values so far (generation); the new ones are written into it.
     memory_kv: cross-attention keys and values (B, K, S, D) each, projected once from the encoder
-    output by `cross_kv` (decoding: inference only, like kv_cache); then memory is not needed.
+    output by blocks/qkv.py's `cross_kv` (decoding: inference only, like kv_cache); then memory
+    is not needed.
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only.
     """
     _check_inputs(x, memory, cfg)
@@ -311,16 +187,6 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     return y, ctx
 
 
-def cross_kv(params: dict, memory: np.ndarray, cfg: BlockConfig
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """A cross-attention block's keys and values of an encoder output, for decoding: memory
-    (B, S, C) -> k, v (B, K, S, D). Computed once per source; every decoding step then passes
-    them as `memory_kv` instead of projecting memory again. Inference only (no ctx)."""
-    k_lin, _ = linear_forward(memory, params["wk"], params.get("bk"))       # (B, S, K*D)
-    v_lin, _ = linear_forward(memory, params["wv"], params.get("bv"))       # (B, S, K*D)
-    return split_heads(k_lin, cfg.kv_heads), split_heads(v_lin, cfg.kv_heads)
-
-
 def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
                              ) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """Returns (grads, dx, dmemory); dmemory is None for self-attention."""
@@ -340,7 +206,8 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     if ctx.qk_norm is not None:
         dq, dk, norm_grads = _qk_norm_backward(dq, dk, ctx)
         grads.update(norm_grads)
-    proj_grads, dx, dsource = _project_backward(dq, dk, dv, ctx)
+    projections = (ctx.qkv_proj, ctx.q_proj, ctx.k_proj, ctx.v_proj)
+    proj_grads, dx, dsource = qkv_backward(dq, dk, dv, projections, ctx.qkv_adapters)
     grads.update(proj_grads)
     if dbo is not None:
         grads["bo"] = dbo

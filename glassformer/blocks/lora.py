@@ -15,7 +15,7 @@ base weights and the constants as `frozen` (train/objectives/objective.py).
 
 The weights that can carry an adapter are the linear layers of the blocks: attention's wq, wk, wv,
 wo and the MLP's w_up, w_gate, w_down, plus "attn.wqkv", one adapter over the joined q|k|v
-product (GPT-2's fused c_attn: blocks/attention.py). PEFT's module names for them (q_proj, c_attn,
+product (GPT-2's fused c_attn: blocks/qkv.py). PEFT's module names for them (q_proj, c_attn,
 query, ...) are io/peft.py's business.
 
 Frozen base. When any adapter is present (`has_adapters`), the model is a LoRA model and every

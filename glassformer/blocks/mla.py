@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.blocks.attention import merge_heads, split_heads
+from glassformer.blocks.heads import merge_heads, split_heads
 from glassformer.blocks.config import BlockConfig, MLAConfig
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError

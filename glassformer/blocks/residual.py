@@ -127,7 +127,7 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                   frozen: bool = False) -> tuple[np.ndarray, BlockCtx]:
     """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...).
 
-    memory_kv: this layer's cross-attention k, v from blocks/attention.py's `cross_kv`, in place
+    memory_kv: this layer's cross-attention k, v from blocks/qkv.py's `cross_kv`, in place
     of memory when decoding (inference only).
     frozen: the attention and MLP weights take no gradient (a LoRA model: blocks/lora.py); their
     adapters, if any, do. rng also draws the adapters' dropout."""

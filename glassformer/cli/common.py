@@ -147,7 +147,7 @@ def add_model_argument(parser, what: str) -> None:
 
 
 def add_template_budget_arguments(parser) -> None:
-    """The limits of a chat template's render (generate/template_budget.py), for the commands
+    """The limits of a chat template's render (tokenizers/template_budget.py), for the commands
     that render one: chat, finetune, eval, serve."""
     parser.add_argument("--template-max-chars", type=int, default=None, metavar="N",
                         help="the most characters a chat template may render for one "
@@ -160,7 +160,7 @@ def add_template_budget_arguments(parser) -> None:
 
 def template_budget(args):
     """--template-max-chars and --template-timeout as a RenderBudget (None: the defaults)."""
-    from glassformer.generate.template_budget import RenderBudget
+    from glassformer.tokenizers.template_budget import RenderBudget
     if args.template_max_chars is not None and args.template_max_chars < 1:
         raise GlassformerError(f"--template-max-chars must be at least 1, got "
                                f"{args.template_max_chars}")

@@ -10,6 +10,7 @@ from tqdm import tqdm
 from glassformer.cli.common import (add_model_argument, add_template_budget_arguments,
                                     load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
+from glassformer.io.jsonl import json_lines
 from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
 
@@ -54,9 +55,8 @@ def is_preference_file(path: str) -> bool:
     if not path.endswith(".jsonl"):
         return False
     try:
-        with open(path, encoding="utf-8") as f:
-            first = json.loads(next((line for line in f if line.strip()), "{}"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        _, first = next(json_lines(path), (0, {}))   # only the first record is parsed
+    except GlassformerError:
         return False
     return isinstance(first, dict) and "chosen" in first and "rejected" in first
 

@@ -6,7 +6,7 @@
                   top-k, top-p, applied to a batch of rows in one call
     beam.py       an encoder-decoder's greedy and beam search
     stream.py     ids to printable text as they arrive
-    templates.py  chat templates: a conversation rendered and tokenized as the model was trained
 
-The uses built on these (chat, translate) are tasks (glassformer/tasks/).
+The uses built on these (chat, translate) are tasks (glassformer/tasks/); chat templates (a
+conversation rendered and tokenized as the model was trained) are tokenizers/chat_template.py's.
 """

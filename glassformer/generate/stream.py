@@ -22,6 +22,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 REPLACEMENT = "\ufffd"   # what decode puts in place of bytes that are not (yet) valid UTF-8
 
@@ -76,7 +77,7 @@ def stream_generate(model, prompt: str, *, stop_ids: Iterable[int] | None = None
     """Encode `prompt` with the model's tokenizer, generate, and stream the new text.
 
     stop_ids: ids that end generation (not printed); default: the tokenizer's end-of-text
-    specials (see `end_of_text_ids`).
+    specials (tokenizers/end_of_text.py).
     """
     tokenizer = model.tokenizer
     if tokenizer is None:
@@ -88,13 +89,3 @@ def stream_generate(model, prompt: str, *, stop_ids: Iterable[int] | None = None
     stop = end_of_text_ids(tokenizer) if stop_ids is None else stop_ids
     ids = generated_ids(model, prompt_ids, stop_ids=stop, **generate_kwargs)
     return stream_text(tokenizer, ids)
-
-
-# Special tokens that end a text or a turn, across families (GPT-2, SmolLM/ChatML, LLaMA 2/3).
-END_OF_TEXT_TOKENS = ("<|endoftext|>", "<|im_end|>", "</s>", "<|eot_id|>", "<|end_of_text|>")
-
-
-def end_of_text_ids(tokenizer) -> list[int]:
-    """Ids of the tokenizer's end-of-text specials (END_OF_TEXT_TOKENS); [] for char models."""
-    specials = tokenizer.special_tokens
-    return [specials[token] for token in END_OF_TEXT_TOKENS if token in specials]

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.blocks.attention import cross_kv
 from glassformer.blocks.kv_cache import KVCache, KVLayout
+from glassformer.blocks.qkv import cross_kv
 from glassformer.blocks.names import sub_params
 from glassformer.blocks.residual import block_forward
 from glassformer.errors import GlassformerError

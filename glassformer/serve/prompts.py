@@ -7,10 +7,10 @@ ChatSession: its prompt_ids and stop_ids); a template that raises is the request
 """
 from __future__ import annotations
 
-from glassformer.generate.stream import end_of_text_ids
-from glassformer.generate.templates import chat_template_of
 from glassformer.serve.protocol import ApiError, bad
 from glassformer.tasks.chat import ChatSession
+from glassformer.tokenizers.chat_template import chat_template_of
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 
 def text_prompt(model, body: dict) -> tuple[list[int], list[int]]:

@@ -12,9 +12,10 @@ Qwen2) uses ChatML:
 
 The model files store the format as a Jinja template, which comes with the tokenizer
 (`tokenizer.config`: GGUF metadata, chat_template.jinja or tokenizer_config.json) and is rendered
-in Jinja2's sandbox as transformers renders it (generate/templates.py). The template's own control
-tokens become control ids; anything the user types stays text, so typing `<|im_end|>` cannot
-close the turn. A model without a template but with ChatML's tokens gets ChatML (the CLI says so).
+in Jinja2's sandbox as transformers renders it (tokenizers/chat_template.py). The template's own
+control tokens become control ids; anything the user types stays text, so typing `<|im_end|>`
+cannot close the turn. A model without a template but with ChatML's tokens gets ChatML (the CLI
+says so).
 
 The session keeps its KV cache between turns, as llama.cpp's server does. Each turn renders the
 whole conversation and tokenizes it, then keeps the cache for the longest common prefix of the new
@@ -44,11 +45,12 @@ import numpy as np
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
-from glassformer.generate.stream import StreamStep, end_of_text_ids, stream_text
-from glassformer.generate.templates import (ChatTemplate, RenderBudget, chat_prompt_ids,
-                                            chat_template_of)
+from glassformer.generate.stream import StreamStep, stream_text
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.tokenizers.chat_template import (ChatTemplate, RenderBudget, chat_prompt_ids,
+                                                  chat_template_of)
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 IM_END = "<|im_end|>"
 
@@ -61,7 +63,7 @@ def open_chat(name_or_path: str | Path, *, system: str | None = None,
 
     system: a system prompt replacing the template's default one.
     adapter: a LoRA adapter folder (PEFT's format), merged into the model (io/peft.py).
-    template_budget: the chat template's render limits (generate/template_budget.py).
+    template_budget: the chat template's render limits (tokenizers/template_budget.py).
     """
     model = load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter)
     if model.tokenizer is None:
@@ -109,7 +111,7 @@ class ChatSession:
     """A conversation with one model: the messages so far, the KV cache of the ids already read,
     and a record per turn."""
     model: object                      # a glassformer Model with a tokenizer
-    template: ChatTemplate             # the conversation format (generate/templates.py)
+    template: ChatTemplate             # the conversation format (tokenizers/chat_template.py)
     messages: list[dict] = field(default_factory=list)
     kv_cache: KVCache | None = None    # keys and values of cached_ids[:kv_cache.length]
     cached_ids: list[int] = field(default_factory=list)

@@ -20,9 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import chat_template_of
 from glassformer.io.peft import load_adapter
 from glassformer.models.family import CAUSAL
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.datasets.prefs import encode_pref_file, pair_rows
 from glassformer.train.objectives.dpo import DPOSettings, sequence_logps
 
@@ -40,7 +40,7 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
                         template_budget=None) -> PreferenceResult:
     """Reward accuracy and mean margin of base + adapter against the base (or base +
     ref_adapter), on a pairs file (its first `limit` pairs when given); template_budget: the
-    chat template's render limits (generate/template_budget.RenderBudget)."""
+    chat template's render limits (tokenizers/template_budget.RenderBudget)."""
     if model.family.kind != CAUSAL:
         raise GlassformerError(f"preference accuracy needs a causal LM, got {model.arch}")
     adapters, _ = load_adapter(adapter, model)

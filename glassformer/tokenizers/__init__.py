@@ -16,4 +16,8 @@ of the supported file layouts. See docs/tokenizers.md.
     wordpiece_train.py  learning a WordPiece vocabulary (HF WordPieceTrainer's merge loop)
     load.py             recognise a folder or file and build the right tokenizer
     display.py          per-token rows (id, piece, text, bytes) for `glassformer tokenizer encode`
+    chat_template.py    chat templates: a conversation rendered (Jinja2's sandbox) and tokenized as
+                        the model was trained, control tokens by id, typed ones as text
+    template_budget.py  the size and time limits of a template's render
+    end_of_text.py      which specials end a text or a turn (generation stops on them)
 """

@@ -13,8 +13,8 @@ Special tokens are control tokens, so text never makes them by default: `encode(
 `<|im_end|>` in `text` as the ten characters it is spelled with, exactly as tiktoken's
 `encode_ordinary` does. A caller that wrote the text itself opts in, as with tiktoken:
 `encode(text, allowed_special="all")` or `allowed_special={"<|endoftext|>"}`. Chat templates and
-the CLI insert control tokens by id (generate/templates.py), so user text can never close a turn
-or open a system one (a prompt injection).
+the CLI insert control tokens by id (tokenizers/chat_template.py), so user text can never close a
+turn or open a system one (a prompt injection).
 
 The helpers: `check_ids` (decode's range check), `allowed_specials` (the opt-in, checked),
 `split_on_specials` (cut text around the allowed special tokens before the ordinary tokenizer

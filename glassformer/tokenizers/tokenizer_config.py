@@ -13,7 +13,7 @@ Reading follows transformers' precedence: chat_template.jinja wins over tokenize
 metadata (`tokenizer.chat_template`, `tokenizer.ggml.bos_token_id`, ...), read in bpe_files.py.
 Writing follows transformers' save_pretrained: the template goes to chat_template.jinja, never
 into tokenizer_config.json. Only text is read: the template is rendered later, in a sandbox
-(generate/templates.py).
+(tokenizers/chat_template.py).
 """
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import pytest
 
 from align_fixtures import FAST, LORA, pref_records, tiny_tokenizer, write_jsonl
 from glassformer.cli import main
-from glassformer.generate.templates import chat_template_of
 from glassformer.io.checkpoint import read_train_log
 from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.datasets.prefs import encode_pref_file
 
 FD_TOL = 1e-6     # float64 central differences, h = 1e-6 on smooth functions

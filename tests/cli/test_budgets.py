@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-import glassformer.generate.templates as templates
+import glassformer.tokenizers.chat_template as templates
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import render_chat
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import render_chat
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 REFUSED_RSS_BYTES = 1 << 30   # the bound for a refused command

@@ -9,11 +9,11 @@ import pytest
 import glassformer.tasks.chat as chat_module
 from glassformer import load_pretrained
 from glassformer.cli import main
-from glassformer.generate.templates import chat_prompt_ids, chat_template_of, render_chat
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import chat_prompt_ids, chat_template_of, render_chat
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}

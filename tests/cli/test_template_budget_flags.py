@@ -1,6 +1,6 @@
 """Issue 32: the limits of a chat template's render are flags a user may raise
 (`--template-max-chars`, `--template-timeout` on chat, finetune, eval and serve;
-generate/template_budget.py). Past either: one line, exit 2, no traceback, naming the flag (and,
+tokenizers/template_budget.py). Past either: one line, exit 2, no traceback, naming the flag (and,
 for the size, the value that fits); the value named then renders; a bad value is one line."""
 import json
 import re
@@ -10,12 +10,12 @@ import pytest
 
 from glassformer.cli import main
 from glassformer.errors import GlassformerError
-from glassformer.generate.template_budget import RenderBudget
-from glassformer.generate.templates import render_chat
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import render_chat
+from glassformer.tokenizers.template_budget import RenderBudget
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}

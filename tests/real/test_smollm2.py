@@ -9,7 +9,7 @@ import glassformer.cli.convert as convert_command
 import glassformer.tasks.chat as chat_module
 from glassformer.cli import main
 from glassformer.generate.generate import generate
-from glassformer.generate.templates import chat_prompt_ids, chat_template_of, render_chat
+from glassformer.tokenizers.chat_template import chat_prompt_ids, chat_template_of, render_chat
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_chat_command_answers(capsys):
 
 
 def test_chat_session_is_multi_turn(smollm2):
-    from glassformer.generate.templates import chat_prompt_ids, chat_template_of
+    from glassformer.tokenizers.chat_template import chat_prompt_ids, chat_template_of
     from glassformer.tasks.chat import ChatSession
 
     template = chat_template_of(smollm2.tokenizer)

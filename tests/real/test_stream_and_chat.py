@@ -3,10 +3,10 @@ the chat template the real SmolLM2 GGUF carries."""
 import numpy as np
 import pytest
 
-from glassformer.generate.templates import render_chat
 from glassformer.generate.stream import REPLACEMENT, stream_text
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.chat_template import render_chat
 
 from chat_templates import PLAIN_CHATML, SMOLLM2_TEMPLATE  # tests/real is on sys.path
 

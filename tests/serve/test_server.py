@@ -15,10 +15,10 @@ from serve_process import start_server
 from serve_models import save_chat_model, tiny_chat_model, tiny_encoder
 
 from glassformer.cli import main
-from glassformer.generate.templates import chat_template_of
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.tasks.chat import ChatSession
+from glassformer.tokenizers.chat_template import chat_template_of
 
 LOGPROB_TOL = 1e-4   # float32 logits, batched vs a full forward
 EMBED_TOL = 1e-5     # the bound: the same float32 forward

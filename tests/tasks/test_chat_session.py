@@ -7,11 +7,11 @@ import pytest
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate
-from glassformer.generate.templates import ChatTemplate
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tasks.chat import ChatSession, common_prefix, oldest_exchange
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import ChatTemplate
 
 SPECIALS = {"<|im_start|>": 128, "<|im_end|>": 129, "<|endoftext|>": 130}
 FMT = ChatTemplate(   # ChatML with a default system prompt, as SmolLM2's template writes it

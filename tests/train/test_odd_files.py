@@ -10,12 +10,12 @@ import pytest
 
 from glassformer.cli import main
 from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.generate.templates import CHATML_TEMPLATE, ChatTemplate
 from glassformer.io.peft import ADAPTER_CONFIG, LoraConfig, init_adapters, load_adapter, \
     save_adapter
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import CHATML_TEMPLATE, ChatTemplate
 from glassformer.train.data import read_text
 from glassformer.train.datasets.chat import encode_chat_file, read_conversations
 from glassformer.train.datasets.pairs import read_tsv

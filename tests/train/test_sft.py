@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import ChatTemplate, chat_prompt_ids
-from glassformer.tokenizers.bpe import BPETokenizer
-from glassformer.train.loop import TrainConfig
 from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.chat_template import ChatTemplate, chat_prompt_ids
 from glassformer.train.datasets.chat import (PAD_ID, encode_chat_file, encode_conversation,
                                              split_chat)
+from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives.sft import draw_chat
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}

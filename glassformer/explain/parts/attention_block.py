@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.blocks.attention import (attention_inputs, init_attention, merged_heads,
-                                          split_heads)
+from glassformer.blocks.attention import attention_inputs, init_attention, merged_heads
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.heads import split_heads
 from glassformer.blocks.names import prefixed
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Setup, lively, normal, shape_of, step, with_common

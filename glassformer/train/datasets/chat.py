@@ -4,8 +4,8 @@ A chat file is JSONL in the format Hugging Face's TRL reads, one conversation a 
 
     {"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}
 
-Each conversation is rendered with the model's own chat template (generate/templates.py), so the
-model is trained on exactly the layout `glassformer chat` will show it. Which ids are the
+Each conversation is rendered with the model's own chat template (tokenizers/chat_template.py), so
+the model is trained on exactly the layout `glassformer chat` will show it. Which ids are the
 assistant's is found without knowing the template, by rendering prefixes and diffing them:
 
     R(messages[:i])                          everything before reply i
@@ -21,11 +21,11 @@ the header when the template has one, and ends at the end of R(messages[:i+1]), 
 end-of-turn token (and what the template writes after it) is learned too: that is how the model
 learns to stop.
 
-Control tokens. Everything the messages say is marked before rendering (templates.py's rule), so
-a `<|im_end|>` typed inside a message stays text; only the control tokens the template writes
-itself become control ids. Each span (prompt part, reply part) is encoded on its own with
-templates.encode_rendered, so the prompt's ids are exactly the ids `chat` feeds the model
-before it writes a reply.
+Control tokens. Everything the messages say is marked before rendering (the rule of
+tokenizers/chat_template.py), so a `<|im_end|>` typed inside a message stays text; only the
+control tokens the template writes itself become control ids. Each span (prompt part, reply
+part) is encoded on its own with chat_template.encode_rendered, so the prompt's ids are exactly
+the ids `chat` feeds the model before it writes a reply.
 
 Batches are padded, not packed: the "sft" objective's draw (train/objectives/sft.py) picks B
 conversations at random (with replacement, like train/data.py's windows), cuts every row to the
@@ -39,17 +39,17 @@ everywhere); train/runs/finetune.py chooses by the suffix (is_chat_file).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import (ChatTemplate, check_messages, compile_template,
-                                            control_pattern, encode_rendered,
-                                            mark_control_tokens, render_chat)
+from glassformer.io.jsonl import read_json_lines
 from glassformer.ops.cross_entropy import IGNORE_INDEX
+from glassformer.tokenizers.chat_template import (ChatTemplate, check_messages, compile_template,
+                                                  control_pattern, encode_rendered,
+                                                  mark_control_tokens, render_chat)
 
 PAD_ID = 0              # any id would do: right padding is never attended to nor predicted
 CHAT_SUFFIXES = (".jsonl", ".json")   # files read as chat conversations; others as plain text
@@ -83,36 +83,24 @@ def read_conversations(path: str | Path) -> list[tuple[int, list[dict]]]:
     Raises GlassformerError naming the line for a line that is not a JSON object with a
     non-empty `messages` list of dicts with string roles, or with a role not in CHAT_ROLES (a
     typo such as "asistant" would otherwise train as prompt text). A byte-order mark and CRLF
-    line ends are read as editors mean them.
+    line ends are read as editors mean them (io/jsonl.py).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise GlassformerError(f"data file {path} does not exist")
     conversations = []
-    with open(path, encoding="utf-8-sig") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise GlassformerError(f"{where} is not valid JSON") from None
-            if not isinstance(record, dict) or "messages" not in record:
-                raise GlassformerError(f"{where} is not an object with 'messages' (the chat "
-                                       'format is {"messages": [{"role": ..., "content": ...}]})')
-            try:
-                messages = check_messages(record["messages"])
-            except GlassformerError as err:
-                raise GlassformerError(f"{where}: {err}") from None
-            for index, message in enumerate(messages):
-                if message["role"] not in CHAT_ROLES:
-                    raise GlassformerError(f"{where}: message {index} has role "
-                                           f"{message['role']!r}; expected one of "
-                                           f"{', '.join(CHAT_ROLES)}")
-            conversations.append((number, messages))
-    if not conversations:
-        raise GlassformerError(f"data file {path} holds no conversations")
+    for number, record in read_json_lines(path, "conversations"):
+        where = f"{path} line {number}"
+        if not isinstance(record, dict) or "messages" not in record:
+            raise GlassformerError(f"{where} is not an object with 'messages' (the chat "
+                                   'format is {"messages": [{"role": ..., "content": ...}]})')
+        try:
+            messages = check_messages(record["messages"])
+        except GlassformerError as err:
+            raise GlassformerError(f"{where}: {err}") from None
+        for index, message in enumerate(messages):
+            if message["role"] not in CHAT_ROLES:
+                raise GlassformerError(f"{where}: message {index} has role "
+                                       f"{message['role']!r}; expected one of "
+                                       f"{', '.join(CHAT_ROLES)}")
+        conversations.append((number, messages))
     return conversations
 
 
@@ -122,8 +110,8 @@ def reply_spans(template: ChatTemplate, marked: list[dict], compiled=None
                 ) -> tuple[str, list[tuple[int, int]]]:
     """(the rendered conversation up to its last reply, [(start, end) of each reply's text]).
 
-    `marked`: messages whose control tokens are already marked (templates.mark_control_tokens).
-    compiled: template.source already compiled (templates.compile_template), to render faster.
+    `marked`: messages whose control tokens are already marked (chat_template.mark_control_tokens).
+    compiled: template.source already compiled (chat_template.compile_template), to render faster.
     """
     def render(messages, header=False):
         return render_chat(compiled or template.source, messages, add_generation_prompt=header,

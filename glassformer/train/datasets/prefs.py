@@ -34,12 +34,12 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.stream import end_of_text_ids
-from glassformer.generate.templates import (ChatTemplate, check_messages, compile_template,
-                                            control_pattern, encode_rendered,
-                                            mark_control_tokens, render_chat)
+from glassformer.io.jsonl import read_json_lines
+from glassformer.tokenizers.chat_template import (ChatTemplate, check_messages, compile_template,
+                                                  control_pattern, encode_rendered,
+                                                  mark_control_tokens, render_chat)
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 from glassformer.train.datasets.chat import VAL_FRACTION, ChatData, pad_rows
-from glassformer.train.datasets.jsonl import read_json_lines
 
 FIELDS = ("prompt", "chosen", "rejected")
 

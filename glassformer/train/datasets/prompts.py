@@ -10,7 +10,7 @@ One JSON object a line, either
 
 Every other field is a column the reward functions receive (TRL passes them the same way).
 A conversational prompt is rendered with the chat template and its generation prompt
-(templates.chat_prompt_ids: what the messages say never becomes control tokens); a plain one is
+(chat_template.chat_prompt_ids: what the messages say never becomes control tokens); a plain one is
 encoded as text. Refused, one line naming the line: no prompt, and a prompt so long that
 max_completion_tokens more would not fit the block size the run trains on.
 """
@@ -22,9 +22,9 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import ChatTemplate, chat_prompt_ids
+from glassformer.io.jsonl import read_json_lines
+from glassformer.tokenizers.chat_template import ChatTemplate, chat_prompt_ids
 from glassformer.train.datasets.chat import VAL_FRACTION
-from glassformer.train.datasets.jsonl import read_json_lines
 
 
 class PromptData(NamedTuple):

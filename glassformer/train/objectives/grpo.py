@@ -41,13 +41,13 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import generate, positions_from_mask
-from glassformer.generate.stream import end_of_text_ids
 from glassformer.models.family import CAUSAL
 from glassformer.models.model import Model
 from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.ops.grpo_loss import (LOSS_TYPES, SCALES, group_advantages,
                                         grpo_loss_backward, grpo_loss_forward, reduction_weights)
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 from glassformer.train.datasets.prompts import PromptData, left_padded
 from glassformer.train.objectives.dpo import policy_and_reference
 from glassformer.train.objectives.objective import Objective, check_kind, only_trained, rows_of

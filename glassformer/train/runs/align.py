@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import chat_template_of
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.datasets.prefs import encode_pref_file, split_prefs
 from glassformer.train.datasets.prompts import encode_prompt_file, split_prompts
 from glassformer.train.objectives import objective_of

@@ -42,7 +42,6 @@ import numpy as np
 
 from glassformer.blocks.lora import is_adapter_key
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import chat_template_of
 from glassformer.io.checkpoint import load_checkpoint
 from glassformer.io.named_models import load_model
 from glassformer.io.peft import (LoraConfig, adapter_constants, init_adapters, load_adapter,
@@ -51,6 +50,7 @@ from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
 from glassformer.packaged import MODEL, hub_id, resolve_path
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.data import file_fingerprint, read_text, split_windows
 from glassformer.train.datasets.chat import encode_chat_file, is_chat_file, split_chat
 from glassformer.train.loop import (RunState, TrainConfig, check_context, new_run,
@@ -182,7 +182,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     TrainConfig fields given on the command line, whose values the defaults give way to
     (runs/defaults.py; one on_note line per default changed, said as the run starts).
     adapter: a PEFT LoRA folder to continue training (its own LoRA settings replace lora_cfg).
-    template_budget: the chat template's render limits (generate/template_budget.RenderBudget).
+    template_budget: the chat template's render limits (tokenizers/template_budget.RenderBudget).
     Everything is checked (model, targets, every data line, settings) before the run folder is
     touched, so a refused run leaves nothing behind.
     """

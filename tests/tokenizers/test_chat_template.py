@@ -1,18 +1,18 @@
 """render_chat equals transformers' apply_chat_template(tokenize=False) on real templates, raises
 where it raises, refuses what the sandbox refuses; chat_prompt_ids keeps typed control tokens text.
 
-The templates are files in tests/generate/chat_templates/ (see its README).
+The templates are files in tests/tokenizers/chat_templates/ (see its README).
 """
 from pathlib import Path
 
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import (CHATML_TEMPLATE, MARK_END, MARK_START, ChatTemplate,
-                                            chat_prompt_ids, chat_template_of, encode_rendered,
-                                            render_chat)
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.char import CharTokenizer
+from glassformer.tokenizers.chat_template import (CHATML_TEMPLATE, MARK_END, MARK_START,
+                                                  ChatTemplate, chat_prompt_ids, chat_template_of,
+                                                  encode_rendered, render_chat)
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 TEMPLATES = Path(__file__).parent / "chat_templates"

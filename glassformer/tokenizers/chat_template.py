@@ -46,9 +46,9 @@ import regex
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.template_budget import (RENDER_MAX_CHARS, RENDER_MAX_S,  # noqa: F401
-                                                  BoundedSandbox, RenderBudget, RenderLimit,
-                                                  render_within_budget)
+from glassformer.tokenizers.template_budget import (RENDER_MAX_CHARS, RENDER_MAX_S,  # noqa: F401
+                                                    BoundedSandbox, RenderBudget, RenderLimit,
+                                                    render_within_budget)
 
 # Private-use characters (the same as transformers') around control tokens found in user text.
 MARK_START, MARK_END = "\U000f0000", "\U000f0001"

@@ -1,5 +1,5 @@
-"""The budgets of a chat template's render (templates.py; issue 32): a template is a program, and
-a hostile or broken one could run for minutes or fill the memory.
+"""The budgets of a chat template's render (chat_template.py; issue 32): a template is a program,
+and a hostile or broken one could run for minutes or fill the memory.
 
 Rendering stops with one line when its text passes RENDER_MAX_CHARS or its time RENDER_MAX_S
 (checked at every piece of output and every RANGE_CHECK_EVERY steps of a `range`);
