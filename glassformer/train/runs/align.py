@@ -1,60 +1,25 @@
 """What a fine-tuning run needs for the alignment objectives (DPO, GRPO) beyond SFT's.
 
-    align_data         the data file read for the objective: preference pairs (DPO) split into
-                       train and val, as finetune's encode_data does for chat data
     check_align_shards --workers N: whole pairs (DPO) or groups (GRPO) per rank
     reference_weights  the frozen entries that hold the reference (train/objectives/dpo.py):
                        none for the default (adapters off), the starting adapter for
                        `--ref adapter`, a copy of every starting weight for a --full run
 
-train/runs/finetune.py calls these; the objectives themselves know nothing of run folders.
+train/runs/finetune.py and the prefs and prompts forms (train/runs/forms.py, which read the data)
+call these; the objectives themselves know nothing of run folders.
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.generate.templates import chat_template_of
 from glassformer.ops.grpo_loss import LOSS_TYPES, SCALES
-from glassformer.train.datasets.prefs import encode_pref_file, split_prefs
-from glassformer.train.datasets.prompts import encode_prompt_file, split_prompts
 from glassformer.train.objectives.dpo import DPO, REF_PREFIX
 from glassformer.train.objectives.grpo import GRPO
-from glassformer.train.rewards import call_reward, load_rewards
+from glassformer.train.rewards import call_reward
 
 ALIGN_OBJECTIVES = (DPO.name, GRPO.name)
 REFS = ("base", "adapter")   # --ref: the model with the adapters off, or the starting adapter
-
-
-def template_or_none(tokenizer, budget=None):
-    """The model's chat template (rendered within `budget`), or None for a model that has none
-    (plain-text data only)."""
-    try:
-        return chat_template_of(tokenizer, budget)
-    except GlassformerError:
-        return None
-
-
-def align_data(path: str | Path, model, train_cfg, template_budget=None) -> tuple:
-    """(train data, val data) of an alignment objective's data file, every setting and (GRPO)
-    every reward function checked first, so a refused run writes nothing."""
-    check_align_shards(train_cfg.objective, train_cfg.batch_size, train_cfg.workers)
-    template = template_or_none(model.tokenizer, template_budget)
-    if train_cfg.objective == DPO.name:
-        if template is None:
-            raise GlassformerError("DPO renders the pairs with the model's chat template, and "
-                                   "this model has none")
-        data = encode_pref_file(path, model.tokenizer, template,
-                                block_size=train_cfg.block_size)
-        return split_prefs(data)
-    check_grpo_config(train_cfg)
-    rewards = load_rewards(train_cfg.reward)
-    data = encode_prompt_file(path, model.tokenizer, template, block_size=train_cfg.block_size,
-                              max_completion_tokens=train_cfg.max_completion_tokens)
-    probe_rewards(rewards, data.records[0], train_cfg.num_generations, data.conversational)
-    return split_prompts(data)
 
 
 # what a rank of a data-parallel run takes whole (train/objectives/ranks.py)
