@@ -15,8 +15,9 @@ records that batch already holds wait until just after it (epoch_order): so no b
 records holds one twice, and a batch of 8 from 7 pairs holds each pair once and one twice,
 while every epoch still holds every record once. Nothing is saved between draws: the batch of
 micro-batch k is a function of (seed, n, B, k) alone, so a run resumed at any iteration draws
-exactly the batches of the uninterrupted one (the loop passes k = iteration * grad_accum + j). Draws with replacement would not: a DPO batch of 8 from 7
-pairs drew one pair three times and missed two, and no step could be compared with a TRL run.
+exactly the batches of the uninterrupted one (the loop passes k = iteration * grad_accum + j).
+Draws with replacement would not: a DPO batch of 8 from 7 pairs drew one pair three times and
+missed two, and no step could be compared with a TRL run.
 
 Length grouping (`group`, source/target pairs): each epoch's permutation is cut into
 "megabatches" of `group` records, and each is sorted by row index; the seq2seq rows are sorted
