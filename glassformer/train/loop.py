@@ -153,12 +153,13 @@ def _save(out_dir, model_cfg, train_cfg, run: RunState, tokenizer_json) -> None:
 def estimate_loss(steps: Steps, family, params: dict, cfg, data, *, iters: int,
                   train_cfg: TrainConfig, objective: Objective, rng: np.random.Generator,
                   split: str, frozen: dict | None = None, batches: list | None = None) -> float:
-    """Mean loss over `iters` random batches of `data`, as nanoGPT's estimate_loss.
+    """Mean loss over `iters` batches of `data`, as nanoGPT's estimate_loss: random windows of a
+    token stream, a record dataset's first `iters` batches in order (datasets/epochs.py).
 
     batches: a list that receives each (x, y) drawn, when the caller wants them too."""
     losses = []
-    for _ in range(iters):
-        x, y = objective.draw(data, train_cfg, rng, split=split)
+    for index in range(iters):
+        x, y = objective.draw(data, train_cfg, rng, split=split, step=index, shuffle=False)
         if batches is not None:
             batches.append((x, y))
         losses.append(steps.eval_loss(family, params, cfg, x, y, objective=objective,
@@ -190,8 +191,11 @@ def _optimizer_step(steps: Steps, family, model_cfg, train_cfg: TrainConfig, obj
                     ) -> tuple[float, dict]:
     """grad_accum micro-batches, clip, AdamW. Returns the mean micro-batch loss and the
     objective's metrics ({} for most)."""
-    micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train")
-                     for _ in range(train_cfg.grad_accum)]
+    # micro-batch k of the run is the k-th of a record dataset's shuffled epochs
+    # (datasets/epochs.py), so a resumed run draws the batches of the uninterrupted one
+    micro_batches = [objective.draw(train_data, train_cfg, run.batch_rng, split="train",
+                                    step=run.it * train_cfg.grad_accum + j, shuffle=True)
+                     for j in range(train_cfg.grad_accum)]
     result = steps.train_step(family, run.params, model_cfg, micro_batches, run.opt,
                               rng=run.dropout_rng, grad_clip=train_cfg.grad_clip, lr=lr,
                               beta1=train_cfg.beta1, beta2=train_cfg.beta2,

@@ -135,3 +135,22 @@ def test_peft_loads_the_run_folder_with_glassformers_logits(base, tmp_path, caps
     np.testing.assert_allclose(ours, theirs, atol=PEFT_LOGITS_RTOL * scale, rtol=0)
     # and the adapter matters: the base alone is far from both
     assert np.abs(ours - load_pretrained(base)(ids)).max() > 1e3 * PEFT_LOGITS_RTOL * scale
+
+
+def test_held_out_split_is_logged_and_a_resume_across_epochs_is_exact(base, tmp_path, capsys):
+    """23 train conversations in batches of 4, 2 micro-batches a step: iteration 3 crosses into
+    the second epoch, and a resume at 3 draws what the straight run drew."""
+    data = chat_file(tmp_path / "chat.jsonl")
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    common = ["--model", str(base), "--data", str(data), *FAST, "--grad-accum", "2",
+              "--max-iters", "6", "--eval-interval", "3", "--lr-decay-iters", "6"]
+    assert main(["finetune", *common, "--out", str(straight)]) == 0
+    line = "held out: the last 1 of 24 conversations (4%)"
+    assert read_train_log(straight)[0] == {"iter": 0, "held_out": line}
+    assert line in "".join(capsys.readouterr())
+    assert main(["finetune", *common, "--out", str(halves), "--max-iters", "3"]) == 0
+    assert main(["finetune", "--out", str(halves), "--resume", "--max-iters", "6",
+                 "--no-progress"]) == 0
+    losses = {str(p): [r["train_loss"] for r in read_train_log(p) if "train_loss" in r]
+              for p in (straight, halves)}
+    np.testing.assert_allclose(losses[str(halves)], losses[str(straight)], rtol=1e-5)

@@ -20,7 +20,8 @@ TINY = ["--n-layer", "1", "--n-head", "2", "--d-model", "32", "--block-size", "1
 LEARNED = 0.5  # nats: 40 steps take the val loss from uniform (ln 65 = 4.2) to about 3.2
 
 
-def draw_previous(data: np.ndarray, train_cfg, rng: np.random.Generator, *, split="data"):
+def draw_previous(data: np.ndarray, train_cfg, rng: np.random.Generator, *, split="data",
+                  step=0, shuffle=True):
     """Windows of the stream; the target at t is the token at t - 1 (nothing at t = 0)."""
     x, _ = get_batch(data, train_cfg.batch_size, train_cfg.block_size, rng, split=split)
     y = np.concatenate([np.full((x.shape[0], 1), IGNORE_INDEX), x[:, :-1]], axis=1)  # (B, T)

@@ -27,10 +27,10 @@ control tokens the template writes itself become control ids. Each span (prompt 
 part) is encoded on its own with chat_template.encode_rendered, so the prompt's ids are exactly
 the ids `chat` feeds the model before it writes a reply.
 
-Batches are padded, not packed: the "sft" objective's draw (train/objectives/sft.py) picks B
-conversations at random (with replacement, like train/data.py's windows), cuts every row to the
-longest of them (at most block_size ids of input), and pads the rest on the right with id 0. Right padding under a causal mask is never read
-by a real position, and its targets are IGNORE_INDEX, so padding changes no loss and no gradient.
+Batches are padded, not packed: the "sft" objective's draw (train/objectives/sft.py) takes the
+next B conversations of the run's seeded shuffled epochs (train/datasets/epochs.py), cuts every
+row to the longest of them (at most block_size ids of input), and pads the rest on the right
+with id 0. Right padding under a causal mask is never read by a real position, and its targets are IGNORE_INDEX, so padding changes no loss and no gradient.
 A conversation longer than block_size + 1 ids is truncated (its tail gets no loss); the count is
 reported (`ChatData.truncated`).
 

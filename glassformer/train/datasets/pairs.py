@@ -17,9 +17,10 @@ no model ever trains on a test word:
                                       else  -> training    (90%)
 
 Batches. Each split is encoded once into padded arrays (PairData), its rows sorted by length
-(source, then target; ties in a fixed pseudo-random order). A batch is B consecutive rows of that
-order from a random start, cut to its own longest source and target: rows of one batch have about
-the same length, so little of it is padding (bucketing without fixed buckets). Padding is id 0
+(source, then target; ties in a fixed pseudo-random order). A batch is B rows of one
+length-sorted megabatch of the run's shuffled epochs (train/datasets/epochs.py), cut to its own
+longest source and target: rows of one batch have about the same length, so little of it is
+padding (transformers' group_by_length). Padding is id 0
 (<pad>): the model masks those source keys, and the loss ignores those target positions.
 
     src     (B, S)       source ids, <pad> after the end
@@ -152,6 +153,14 @@ class PairData(NamedTuple):
     tgt: np.ndarray        # (N, T_max + 2) int32: <s> target </s>, PAD_ID after
     src_len: np.ndarray    # (N,) source lengths
     tgt_len: np.ndarray    # (N,) target lengths + 2 (<s> and </s>)
+
+
+def pairs_held_out(train: PairData, val: PairData) -> str:
+    """The log's line for the val split of a pair set (split_of: by a hash of the source)."""
+    n_train, n_val = len(train.src_len), len(val.src_len)
+    share = round(100 * n_val / (n_train + n_val))
+    return (f"held out: {n_val:,} of {n_train + n_val:,} pairs ({share}%) for val, by a hash of "
+            "each source (its pairs stay together; the test split is never read)")
 
 
 def _padded(rows: list[list[int]]) -> np.ndarray:

@@ -2,9 +2,9 @@
 
     data   PrefData (train/datasets/prefs.py): each pair's chosen and rejected rows, with
            targets only on the completion's tokens
-    draw   B random pairs -> x, y (2B, T): the B chosen rows, then their B rejected rows, so
-           chosen and rejected go through the model in ONE batched forward, as TRL's
-           concatenated forward
+    draw   the next B pairs of the run's shuffled epochs (datasets/epochs.py) -> x, y (2B, T):
+           the B chosen rows, then their B rejected rows, so chosen and rejected go through
+           the model in ONE batched forward, as TRL's concatenated forward
     loss   ops/dpo_loss.py on sequence log-probs (ops/token_logps.py summed over the
            completion, the LM head run on the completion's positions only): the policy's,
            with gradient, against the reference's, without
@@ -52,13 +52,13 @@ from glassformer.models.family import CAUSAL
 from glassformer.ops.cross_entropy import IGNORE_INDEX
 from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward, dpo_rewards
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
+from glassformer.train.datasets.epochs import batch_rows
 from glassformer.train.datasets.prefs import PrefData, pair_rows
-from glassformer.train.objectives.objective import (Objective, check_kind, counted_rows,
+from glassformer.train.objectives.objective import (PREFS, Objective, check_kind, counted_rows,
                                                     only_trained, with_frozen)
 from glassformer.train.objectives.ranks import gather_rows, unit_slice
 from glassformer.train.objectives.settings import Settings, setting
 
-PREFS = "prefs"         # Objective.reads: preference pairs (train/datasets/prefs.py)
 REF_PREFIX = "ref."     # frozen entries that are the reference's own weights
 ADAPTER_PARTS = (LORA_A, LORA_B, LORA_SCALE, LORA_DROPOUT)
 REFS = ("base", "adapter")   # what the reference is (policy_and_reference, reference_weights)
@@ -140,13 +140,15 @@ def reference_weights(ref: str, *, full: bool, start: dict, adapter_constants: d
     return {REF_PREFIX + key: np.array(value) for key, value in frozen_adapter.items()}
 
 
-def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator, *,
-               split: str = "data") -> tuple[np.ndarray, np.ndarray]:
-    """B random pairs as (x, y), each (2B, T): chosen rows, then rejected; y is IGNORE_INDEX
-    outside the completions. T is the longest input among them (at most block_size)."""
+def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator | None = None, *,
+               split: str = "data", step: int = 0, shuffle: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Micro-batch `step`'s B pairs (datasets/epochs.py; rng is not needed) as (x, y), each
+    (2B, T): chosen rows, then rejected; y is IGNORE_INDEX outside the completions. T is the
+    longest input among them (at most block_size)."""
     if data.n == 0:
         raise GlassformerError(f"the {split} split holds no preference pairs")
-    pairs = rng.integers(0, data.n, size=train_cfg.batch_size)         # (B,)
+    pairs = batch_rows(data.n, train_cfg, step=step, shuffle=shuffle)  # (B,)
     rows = pair_rows(data, pairs)                                      # (2B,)
     width = min(int(data.rows.lengths[rows].max()) - 1, train_cfg.block_size)   # T
     x = data.rows.ids[rows, :width].astype(np.int64)                   # (2B, T)

@@ -48,14 +48,15 @@ from glassformer.ops.grpo_loss import (LOSS_TYPES, SCALES, group_advantages,
                                         grpo_loss_backward, grpo_loss_forward, reduction_weights)
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.tokenizers.end_of_text import end_of_text_ids
+from glassformer.train.datasets.epochs import batch_rows
 from glassformer.train.datasets.prompts import PromptData, left_padded
 from glassformer.train.objectives.dpo import policy_and_reference
-from glassformer.train.objectives.objective import Objective, check_kind, only_trained, rows_of
+from glassformer.train.objectives.objective import (PROMPTS, Objective, check_kind, only_trained,
+                                                    rows_of)
 from glassformer.train.objectives.ranks import gather_rows, gather_token_rows, unit_slice
 from glassformer.train.objectives.settings import Settings, setting
 from glassformer.train.rewards import call_reward, load_rewards
 
-PROMPTS = "prompts"     # Objective.reads: prompts (train/datasets/prompts.py)
 # the update's logits per chunk of rows (float32), which bounds its peak memory: SmolLM2's
 # 49,152-entry vocabulary over 111 positions is 22 MB a row, so 6 rows a chunk
 LOGITS_CHUNK_BYTES = 128 * 2**20
@@ -137,11 +138,13 @@ class Rollout(NamedTuple):
 
 
 def draw_prompts(data: PromptData, train_cfg, rng: np.random.Generator, *,
-                 split: str = "data") -> tuple[PromptBatch, np.ndarray]:
-    """B random prompts and a sampling seed (the same two draws every call)."""
+                 split: str = "data", step: int = 0, shuffle: bool = True
+                 ) -> tuple[PromptBatch, np.ndarray]:
+    """Micro-batch `step`'s B prompts (datasets/epochs.py) and a sampling seed, the one draw
+    from rng every call (so a resumed run samples what the uninterrupted one would have)."""
     if len(data.records) == 0:
         raise GlassformerError(f"the {split} split holds no prompts")
-    rows = rng.integers(0, len(data.records), size=train_cfg.batch_size)    # (B,)
+    rows = batch_rows(len(data.records), train_cfg, step=step, shuffle=shuffle)   # (B,)
     seed = int(rng.integers(0, 2**62))
     return PromptBatch(data, rows, seed), rows
 

@@ -130,8 +130,10 @@ def mask_tokens(body: np.ndarray, data: MLMData, rng: np.random.Generator,
 
 
 def draw_masked(data: MLMData, train_cfg, rng: np.random.Generator, *,
-                split: str = "data") -> tuple[np.ndarray, np.ndarray]:
-    """B windows [CLS] + (T - 2) ids + [SEP], masked: (x (B, T) int64, y (B, T) int64)."""
+                split: str = "data", step: int = 0, shuffle: bool = True
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """B random windows [CLS] + (T - 2) ids + [SEP], masked: (x (B, T) int64, y (B, T) int64);
+    every choice from rng (step and shuffle are the record datasets' and unused here)."""
     block = train_cfg.block_size
     if block < 3:
         raise GlassformerError(f"--objective mlm needs a block size of at least 3 ([CLS], one "

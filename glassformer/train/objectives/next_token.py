@@ -21,8 +21,11 @@ from glassformer.train.objectives.objective import (TEXT, Objective, check_kind,
 
 
 def draw_windows(data: np.ndarray, train_cfg, rng: np.random.Generator, *,
-                 split: str = "data") -> tuple[np.ndarray, np.ndarray]:
-    """B random windows of T + 1 ids of the token stream (train/data.py get_batch)."""
+                 split: str = "data", step: int = 0, shuffle: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """B random windows of T + 1 ids of the token stream (train/data.py get_batch), as nanoGPT
+    draws them: from rng, for training and evals alike (step and shuffle are the record
+    datasets' and unused here)."""
     return get_batch(data, train_cfg.batch_size, train_cfg.block_size, rng, split=split)
 
 

@@ -4,8 +4,9 @@ The training loop (train/loop.py) and the run folders (train/runs/) are the same
 training; an `Objective` holds everything that differs:
 
     kind       the Family.kind it trains (models/family.py): CAUSAL, ENCODER, ENCODER_DECODER
-    reads      what its data file is: TEXT (a token stream), PAIRS (source/target pairs) or CHAT
-               (conversations); the run folder of that data reads it (train/runs/)
+    reads      what its data file is, the name of a form (train/runs/forms.py FORMS): TEXT (a
+               token stream), PAIRS (source/target pairs), CHAT (conversations), PREFS
+               (preference pairs) or PROMPTS; the form reads, splits and batches it
     prepare(ids, tokenizer) -> data
                a TEXT objective's split (1-D token ids) -> what its draw reads (the ids
                themselves, or masked-LM's record with its special ids)
@@ -14,9 +15,13 @@ training; an `Objective` holds everything that differs:
                written); `check_kind` is the part every objective shares
     char_specials   the special tokens a default char vocabulary gets after its characters
     bits_per_byte   whether its val loss is a next-token code length (logged as val_bpb)
-    draw(data, train_cfg, rng, *, split) -> (x, y)
+    draw(data, train_cfg, rng, *, split, step, shuffle) -> (x, y)
         x: int ids (B, T), or a tuple of arrays with the rows on axis 0 (an encoder-decoder's
            (source, target input)); y: (B, T') int64 targets, IGNORE_INDEX where no loss counts.
+        A token stream's draw takes random windows from rng. A record dataset's takes the
+        records of micro-batch `step` of the run's seeded shuffled epochs (shuffle, training)
+        or eval batch `step` of the split in order (datasets/epochs.py): nothing but the
+        iteration decides them, so a resume draws the same.
     loss_and_grads(family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen)
         -> (loss, grads, metrics): the mean loss on (x, y), d(dloss * loss)/d params for the
         keys of `params` only, and {name: float} logged beside train_loss ({} for most; DPO's
@@ -64,18 +69,21 @@ from glassformer.ops.cross_entropy import (IGNORE_INDEX, cross_entropy_backward,
                                            cross_entropy_forward)
 from glassformer.train.objectives.settings import NoSettings
 
-# What an objective's data file is (Objective.reads): the run folders of train/runs/ read each
-TEXT = "text"     # UTF-8 text, encoded into one token stream (train/runs/text.py)
-PAIRS = "pairs"   # source/target pairs: cmudict, tang-couplets:PATH, TSV (train/runs/pairs.py)
-CHAT = "chat"     # chat JSONL conversations (train/datasets/chat.py, train/runs/finetune.py)
+# What an objective's data file is (Objective.reads): each names a form of train/runs/forms.py,
+# which says how that file is read, checked, split, batched and read again on resume
+TEXT = "text"        # UTF-8 text, encoded into one token stream (train/data.py)
+PAIRS = "pairs"      # source/target pairs: cmudict, tang-couplets:PATH, TSV (datasets/pairs.py)
+CHAT = "chat"        # chat JSONL conversations (train/datasets/chat.py)
+PREFS = "prefs"      # preference pairs (train/datasets/prefs.py)
+PROMPTS = "prompts"  # prompts, with the columns the rewards read (train/datasets/prompts.py)
 
 
 class Objective(NamedTuple):
     """Everything one kind of training owns (see the module docstring)."""
     name: str                 # as TrainConfig.objective and --objective spell it
     kind: str                 # the Family.kind it trains (models/family.py)
-    reads: str                # TEXT, PAIRS or CHAT: what its data file is
-    draw: Callable            # draw(data, train_cfg, rng, *, split) -> (x, y)
+    reads: str                # TEXT, PAIRS, CHAT, PREFS or PROMPTS: its data's form
+    draw: Callable            # draw(data, train_cfg, rng, *, split, step, shuffle) -> (x, y)
     loss_and_grads: Callable  # (family, params, cfg, x, y, *, rng, dloss, train_cfg, frozen)
     #                           -> (loss, grads, metrics)
     eval_loss: Callable       # (family, params, cfg, x, y, *, train_cfg, frozen) -> float

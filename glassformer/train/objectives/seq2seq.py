@@ -2,8 +2,10 @@
 pairs, and the cross-entropy of the decoder's logits (teacher forcing).
 
     data   PairData, one split encoded and sorted by length (train/datasets/pairs.py)
-    draw   B length-neighbour rows from a random start, cut to their own longest source and
-           target:  src (B, S), tgt_in (B, T) = <s> y1 .. yn, y = tgt_out (B, T) = y1 .. </s>,
+    draw   the next B pairs of the run's length-grouped shuffled epochs (datasets/epochs.py:
+           random megabatches of 50 B pairs, each sorted by length, so a batch's pairs are
+           about as long), cut to their own longest source and target:
+           src (B, S), tgt_in (B, T) = <s> y1 .. yn, y = tgt_out (B, T) = y1 .. </s>,
            IGNORE_INDEX on padding
     loss   objective.token_loss_and_grads, with train_cfg.label_smoothing on training batches;
            its eval loss is the plain cross-entropy per target token (no smoothing): the number
@@ -22,24 +24,16 @@ from glassformer.errors import GlassformerError
 from glassformer.models.family import ENCODER_DECODER
 from glassformer.ops.cross_entropy import IGNORE_INDEX, cross_entropy_forward
 from glassformer.tokenizers.pairs import PAD_ID
+from glassformer.train.datasets.epochs import MEGABATCHES, batch_rows
 from glassformer.train.datasets.pairs import PairData
 from glassformer.train.objectives.objective import (PAIRS, Objective, check_kind,
                                                     token_loss_and_grads, with_frozen)
 
 
-def draw_pair_batch(data: PairData, batch_size: int, rng: np.random.Generator, *,
-                    split: str = "data") -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
-    """((src (B, S), tgt_in (B, T)), tgt_out (B, T)): B length-neighbour rows from a random
-    start, cut to their own longest source and target (see the module docstring)."""
-    if not isinstance(rng, np.random.Generator):
-        raise GlassformerError(f"expected rng to be a np.random.Generator, got "
-                               f"{type(rng).__name__}")
-    n = len(data.src_len)
-    if n < batch_size:
-        raise GlassformerError(f"batch size {batch_size} needs at least {batch_size} pairs in "
-                               f"the {split} split, got {n}")
-    start = int(rng.integers(0, n - batch_size + 1))
-    rows = slice(start, start + batch_size)
+def pair_batch(data: PairData, rows: np.ndarray
+               ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """((src (B, S), tgt_in (B, T)), tgt_out (B, T)) of the pairs `rows` (B,), cut to their own
+    longest source and target (see the module docstring)."""
     s_max = int(data.src_len[rows].max())
     t_max = int(data.tgt_len[rows].max())
     src = data.src[rows, :s_max].astype(np.int64)               # (B, S)
@@ -49,9 +43,33 @@ def draw_pair_batch(data: PairData, batch_size: int, rng: np.random.Generator, *
     return (src, tgt_in), tgt_out
 
 
-def draw_pairs(data: PairData, train_cfg, rng: np.random.Generator, *, split: str = "data"):
-    """The objective's draw: train_cfg.batch_size length-neighbour pairs (train/datasets/pairs.py)."""
-    return draw_pair_batch(data, train_cfg.batch_size, rng, split=split)
+def check_enough(data: PairData, batch_size: int, split: str) -> None:
+    """A split holds at least one batch of pairs."""
+    n = len(data.src_len)
+    if n < batch_size:
+        raise GlassformerError(f"batch size {batch_size} needs at least {batch_size} pairs in "
+                               f"the {split} split, got {n}")
+
+
+def draw_pair_batch(data: PairData, batch_size: int, rng: np.random.Generator, *,
+                    split: str = "data") -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """B length-neighbour rows from a random start (bench/seq2seq.py times such batches)."""
+    if not isinstance(rng, np.random.Generator):
+        raise GlassformerError(f"expected rng to be a np.random.Generator, got "
+                               f"{type(rng).__name__}")
+    check_enough(data, batch_size, split)
+    start = int(rng.integers(0, len(data.src_len) - batch_size + 1))
+    return pair_batch(data, np.arange(start, start + batch_size))
+
+
+def draw_pairs(data: PairData, train_cfg, rng: np.random.Generator | None = None, *,
+               split: str = "data", step: int = 0, shuffle: bool = True):
+    """The objective's draw: micro-batch `step`'s train_cfg.batch_size pairs, length-grouped
+    (datasets/epochs.py; rng is not needed)."""
+    check_enough(data, train_cfg.batch_size, split)
+    rows = batch_rows(len(data.src_len), train_cfg, step=step, shuffle=shuffle,
+                      group=MEGABATCHES * train_cfg.batch_size)          # (B,)
+    return pair_batch(data, rows)
 
 
 def plain_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None,

@@ -9,6 +9,7 @@ and `completion_ids`, each a list as long as `completions`. None means "cannot s
     REWARDS        the built-in rewards by name ("tang-form": tang_form.py)
     load_rewards   "tang-form" or "path/to/file.py:function", comma-separated -> [(name, f)]
     call_reward    runs one, turning a raise or a wrong-length answer into one line
+    probe_rewards  each on one group of empty completions, before a run writes anything
 """
 from __future__ import annotations
 
@@ -76,3 +77,13 @@ def call_reward(name: str, function: Callable, prompts: list, completions: list,
                                f"{len(completions)} completions; it must return one per "
                                "completion")
     return values
+
+
+def probe_rewards(rewards: list, record: dict, group: int, conversational: bool) -> None:
+    """Each reward function on one group of empty completions of the first prompt: a function
+    that raises or answers with the wrong length is refused before anything is written."""
+    empty = [{"role": "assistant", "content": ""}] if conversational else ""
+    columns = {key: [value] * group for key, value in record.items() if key != "prompt"}
+    columns["completion_ids"] = [[] for _ in range(group)]
+    for name, function in rewards:
+        call_reward(name, function, [record["prompt"]] * group, [empty] * group, columns)

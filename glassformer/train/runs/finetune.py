@@ -10,7 +10,10 @@ This is what `glassformer finetune` calls.
 Data. A `.jsonl`/`.json` file is chat data, `{"messages": [...]}` a line, rendered with the base
 model's chat template with loss on the replies only (train/datasets/chat.py, objective "sft");
 any other file is plain text with loss on every token (objective "next-token": random windows,
-as `glassformer train`). The last 5% of conversations (10% of a text's tokens) are the val split.
+as `glassformer train`); --objective dpo / grpo read preference pairs / prompts. Each is a form
+of train/runs/forms.py, which reads, checks and splits it: the last 5% of the records (10% of a
+text's tokens) are the val split, stated in the log as the run starts. Records are batched in
+seeded shuffled epochs (train/datasets/epochs.py).
 
 LoRA. The adapters (io/peft.py: A (C_in, r) uniform, B (r, C_out) zeros, on the PEFT modules
 named by `targets`) are the run's only params: the optimizer, its moments and the checkpoints
@@ -50,21 +53,22 @@ from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
 from glassformer.packaged import MODEL, hub_id, resolve_path
-from glassformer.tokenizers.chat_template import chat_template_of
-from glassformer.train.data import file_fingerprint, read_text, split_windows
-from glassformer.train.datasets.chat import encode_chat_file, is_chat_file, split_chat
+from glassformer.train.data import file_fingerprint
+from glassformer.train.datasets.chat import is_chat_file
 from glassformer.train.loop import (RunState, TrainConfig, check_context, new_run,
                                     resume_run)
+from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.next_token import NEXT_TOKEN
+from glassformer.train.objectives.objective import CHAT, TEXT
 from glassformer.train.objectives.sft import SFT
 from glassformer.train.objectives.dpo import reference_weights
-from glassformer.train.runs.align import ALIGN_OBJECTIVES, align_data
 from glassformer.train.runs.defaults import fit_defaults, noted_first
 from glassformer.train.runs.checks import (check_train_config, check_training_memory,
                                            resumed_config, train_config_from_dict)
 from glassformer.train.runs.folder import (RunHooks, announce_resume, hold_run_folder,
-                                           refuse_existing_run, run_folder, tokenizer_layout,
-                                           train_in_folder, write_data_record)
+                                           log_held_out, refuse_existing_run, run_folder,
+                                           tokenizer_layout, train_in_folder, write_data_record)
+from glassformer.train.runs.forms import Read, form_of, read_for
 from glassformer.train.runs.text import resume_data
 from glassformer.train.step import IN_PROCESS, Steps
 
@@ -109,23 +113,26 @@ def adapter_setup(model, folder: str) -> tuple[Base, LoraConfig]:
     return Base(model, params, {**model.params, **constants}), lora_cfg
 
 
-def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget=None):
-    """(train data, val data, the objective's name, conversations cut, conversations left out
-    for an empty reply) for the data file, all in
-    memory: chat JSONL for SFT, any other file as text for NEXT_TOKEN (both decoders' objectives,
-    which load_base has checked the model for)."""
-    tokenizer = model.tokenizer
-    if train_cfg.objective in ALIGN_OBJECTIVES:   # chosen by --objective, not by the file
-        train_data, val_data = align_data(path, model, train_cfg, template_budget)
-        return train_data, val_data, train_cfg.objective, 0, 0
-    if is_chat_file(path):
-        data = encode_chat_file(path, tokenizer, chat_template_of(tokenizer, template_budget),
-                                block_size=train_cfg.block_size)
-        train_data, val_data = split_chat(data)
-        return train_data, val_data, SFT.name, data.truncated, data.skipped
-    ids = np.asarray(tokenizer.encode(read_text(path)), dtype=np.int64)
-    train_data, val_data = split_windows(ids, train_cfg.block_size, path)
-    return train_data, val_data, NEXT_TOKEN.name, 0, 0
+def finetune_objective(path: str | Path, objective: str) -> str:
+    """The objective a fine-tune of `path` runs: one given by --objective that reads its own
+    form of data (dpo: preference pairs, grpo: prompts); else the file's suffix chooses, chat
+    JSONL for SFT and any other file as text for NEXT_TOKEN (both decoders' objectives, which
+    load_base has checked the model for)."""
+    if objective_of(objective).reads not in (TEXT, CHAT):
+        return objective
+    return SFT.name if is_chat_file(path) else NEXT_TOKEN.name
+
+
+def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget=None
+                ) -> tuple[Read, str, str]:
+    """(the data file read by its form (runs/forms.py): train, val, notes; the objective's
+    name; the line that states the held-out split), all in memory."""
+    objective = finetune_objective(path, train_cfg.objective)
+    form = form_of(objective_of(objective).reads)
+    read = read_for(form, path, model.tokenizer,
+                    dataclasses.replace(train_cfg, objective=objective), template_budget)
+    held_out = form.held_out(read.train, read.val) if form.held_out else None
+    return read, objective, held_out
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
@@ -207,29 +214,27 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
-    train_data, val_data, objective, truncated, skipped = encode_data(data, base_model, train_cfg,
-                                                                      template_budget)
+    read, objective, held_out = encode_data(data, base_model, train_cfg, template_budget)
     train_cfg = dataclasses.replace(train_cfg, objective=objective)
     if settings.needs_reference:
         base = with_reference(base, settings.reference, lora_cfg)
-    if skipped and on_note:
-        on_note(f"{skipped:,} conversations have an empty assistant turn and were left out "
-                "(an empty reply has nothing to learn)")
-    if truncated and on_note:
-        on_note(f"{truncated:,} conversations are longer than block size "
-                f"{train_cfg.block_size} + 1 ids and were cut (their tails get no loss)")
+    for note in read.notes:
+        if on_note:
+            on_note(note)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
         _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter))
         write_data_record(out, file_fingerprint(data))
+        if held_out:
+            log_held_out(out, held_out, on_note)
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
-        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data), layout, hooks)
+        run = _train(out, base, lora_cfg, train_cfg, run, (read.train, read.val), layout, hooks)
     return run, base_model.cfg
 
 
 def with_reference(base: Base, ref: str, lora_cfg: LoraConfig | None) -> Base:
-    """base with the reference's own weights added to `frozen` (train/runs/align.py)."""
+    """base with the reference's own weights added to `frozen` (objectives/dpo.py reference_weights)."""
     constants = {key: value for key, value in base.frozen.items()
                  if key.rsplit(".", 1)[-1] in ("lora_scale", "lora_dropout")}
     extra = reference_weights(ref, full=lora_cfg is None, start=base.params,
@@ -299,8 +304,10 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                                        train_cfg.objective_settings.reference, lora_cfg)
             base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
-        train_data, val_data, _, _, _ = encode_data(data_record["path"], base_model, train_cfg,
-                                                    template_budget)
-        run = _train(out, base, lora_cfg, train_cfg, run, (train_data, val_data),
+        read, _, held_out = encode_data(data_record["path"], base_model, train_cfg,
+                                        template_budget)
+        if held_out and on_note:
+            on_note(held_out)   # the split the run logged as it started
+        run = _train(out, base, lora_cfg, train_cfg, run, (read.train, read.val),
                      ckpt.tokenizer_json, hooks)
     return run, base_model.cfg

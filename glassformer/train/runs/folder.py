@@ -7,7 +7,8 @@
                             it as tokenizer.json
     RUN/latest, RUN/ckpt-*/ the training loop's checkpoints (train/loop.py, io/checkpoint.py);
                             saved_train_config reads the latest one's settings
-    RUN/train_log.jsonl     one record per iteration (and per resume that changed something)
+    RUN/train_log.jsonl     one record per iteration (and per resume that changed something);
+                            a record dataset's run first logs its held-out split (log_held_out)
 
 The three kinds of run (runs/text.py, runs/pairs.py, runs/finetune.py) fill it through these
 helpers, and end the same way: `train_in_folder` starts the loop with the run's hooks.
@@ -43,7 +44,8 @@ from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
 from glassformer.errors import GlassformerError
-from glassformer.io.checkpoint import remove_partial_checkpoints, resolve_checkpoint
+from glassformer.io.checkpoint import (append_train_log, remove_partial_checkpoints,
+                                       resolve_checkpoint)
 from glassformer.io.safetensors import write_atomically
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.loop import RunState, TrainConfig, train
@@ -204,6 +206,13 @@ def announce_resume(hooks: RunHooks, out: Path, it: int, saved: TrainConfig, cha
         hooks.on_note(f"--{name.replace('_', '-')} {new} (the run had {old})")
     if data_note:
         hooks.on_note(data_note)
+
+
+def log_held_out(out: Path, line: str, on_note=None) -> None:
+    """A new run's held-out split, once: the train log's first entry, and a note."""
+    append_train_log(out, {"iter": 0, "held_out": line})
+    if on_note:
+        on_note(line)
 
 
 def train_in_folder(out: Path, model_cfg, train_cfg: TrainConfig, run: RunState, data: tuple,

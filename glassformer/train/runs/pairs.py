@@ -27,14 +27,14 @@ from typing import Callable
 from glassformer.errors import GlassformerError
 from glassformer.models.registry import family as family_of
 from glassformer.tokenizers.pairs import PairTokenizer
-from glassformer.train.datasets.pairs import (PairData, PairSet, encode_pairs, read_pairs,
-                                              split_pairs)
+from glassformer.train.datasets.pairs import (PairData, PairSet, encode_pairs, pairs_held_out,
+                                              read_pairs, split_pairs)
 from glassformer.train.loop import RunState, TrainConfig, new_run
 from glassformer.train.objectives import objective_of
 from glassformer.train.runs.checks import check_train_config, check_training_memory
 from glassformer.train.runs.folder import (DATA_RECORD, RunHooks, hold_run_folder,
-                                           refuse_existing_run, run_folder, train_in_folder,
-                                           write_data_record)
+                                           log_held_out, refuse_existing_run, run_folder,
+                                           train_in_folder, write_data_record)
 from glassformer.train.step import IN_PROCESS, Steps
 
 NEEDS_DATA = ("--arch transformer needs --data: cmudict, tang-couplets:PATH or a TSV file of "
@@ -98,6 +98,7 @@ def run_pairs_training(*, data: str | None, out_dir: str,
         layout = json.loads(path.read_text(encoding="utf-8"))
         write_data_record(out, pairs_record(pairs))
         train_data, val_data = encoded_splits(splits, tokenizer, train_cfg.batch_size)
+        log_held_out(out, pairs_held_out(train_data, val_data))
         run = new_run(model_cfg, train_cfg)
         run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data), layout,
                               hooks)

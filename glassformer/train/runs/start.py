@@ -1,18 +1,18 @@
 """What `glassformer train` calls, whatever the objective: a new run, or a resume.
 
-    start_training   a new run from a recipe's settings (train/recipes/): the objective says
-                     what its data is (Objective.reads), and NEW_RUN gives the run of that data:
-                     a text file's token stream (runs/text.py) or a pair set (runs/pairs.py)
+    start_training   a new run from a recipe's settings (train/recipes/): the objective names
+                     its data's form (Objective.reads), and the form's `start` is the run of
+                     that data (runs/forms.py): a text file's token stream (runs/text.py) or a
+                     pair set (runs/pairs.py)
     resume_training  the run continues as it was: the saved training config is the default for
                      every setting; only SAFE_ON_RESUME (runs/checks.py) may be changed (and the
                      change is logged), anything else that differs is refused naming both values;
-                     the checkpoint names the objective, and RESUME_DATA reads its data again
+                     the checkpoint names the objective, and its form's `resume` reads the
+                     data again
 
 A fine-tuning run starts and resumes through runs/finetune.py, with its base model.
 """
 from __future__ import annotations
-
-from functools import partial
 
 from glassformer.errors import GlassformerError
 from glassformer.io.checkpoint import append_train_log, load_checkpoint
@@ -20,39 +20,24 @@ from glassformer.models.registry import config_from_dict
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.loop import RunState, TrainConfig, resume_run
 from glassformer.train.objectives import objective_of
-from glassformer.train.objectives.objective import PAIRS, TEXT
-from glassformer.train.recipes import model_config
 from glassformer.train.recipes.neighbour_heads import with_old_held_keys
 from glassformer.train.runs.checks import (check_model_flags, check_train_config, resumed_config,
                                            train_config_from_dict)
 from glassformer.train.runs.defaults import fit_defaults, noted_first
 from glassformer.train.runs.folder import (RunHooks, announce_resume, check_same_tokenizer,
                                            hold_run_folder, run_folder, train_in_folder)
-from glassformer.train.runs.pairs import resume_pair_data, run_pairs_training
-from glassformer.train.runs.text import resume_text_data, run_training
+from glassformer.train.runs.forms import Form, form_of
 from glassformer.train.step import IN_PROCESS, Steps
 
-# Objective.reads -> (out, data, allow_new_data, tokenizer, layout, train_cfg)
-#                    -> (train, val, val tokens per byte or None, data record, note or None)
-RESUME_DATA = {TEXT: resume_text_data, PAIRS: resume_pair_data}
 
-
-def start_text_run(*, model: dict, train_cfg: TrainConfig, **options):
-    """A TEXT objective's new run: the model's context is the block size."""
-    return run_training(model_cfg_for=partial(model_config, model,
-                                              max_seq_len=train_cfg.block_size),
-                        train_cfg=train_cfg, **options)
-
-
-def start_pairs_run(*, model: dict, train_cfg: TrainConfig, init=None, tokenizer=None,
-                    after_init=None, **options):
-    """A PAIRS objective's new run: the pairs bring their own vocabulary and context (the command
-    refuses --init and --tokenizer for it), and no recipe rewrites its init."""
-    return run_pairs_training(model_cfg_for=partial(model_config, model), train_cfg=train_cfg,
-                              **options)
-
-
-NEW_RUN = {TEXT: start_text_run, PAIRS: start_pairs_run}
+def train_form(train_cfg: TrainConfig, what: str) -> Form:
+    """The form of the objective's data, which `glassformer train` must know how to `what`
+    ("start", "resume"); one line for chat, preference or prompt data (finetune's)."""
+    form = form_of(objective_of(train_cfg.objective).reads)
+    if getattr(form, what) is None:
+        raise GlassformerError(f"--objective {train_cfg.objective} reads {form.name} data, "
+                               "which glassformer finetune trains on, not glassformer train")
+    return form
 
 
 def start_training(*, data: str | None, out_dir: str, model: dict, train_cfg: TrainConfig,
@@ -70,11 +55,10 @@ def start_training(*, data: str | None, out_dir: str, model: dict, train_cfg: Tr
     """
     train_cfg, notes = fit_defaults(train_cfg, typed)
     on_start = noted_first(notes, on_note, on_start)
-    reads = objective_of(train_cfg.objective).reads
-    return NEW_RUN[reads](data=data, out_dir=out_dir, model=model, train_cfg=train_cfg,
-                          init=init, tokenizer=tokenizer, after_init=after_init,
-                          on_start=on_start, on_step=on_step, should_stop=should_stop,
-                          steps=steps)
+    form = train_form(train_cfg, "start")
+    return form.start(data=data, out_dir=out_dir, model=model, train_cfg=train_cfg,
+                      init=init, tokenizer=tokenizer, after_init=after_init,
+                      on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
 
 
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
@@ -105,8 +89,8 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         saved = with_old_held_keys(saved, ckpt.config)
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
-        reads = objective_of(train_cfg.objective).reads
-        train_data, val_data, val_tpb, data_record, data_note = RESUME_DATA[reads](
+        form = train_form(train_cfg, "resume")
+        train_data, val_data, val_tpb, data_record, data_note = form.resume(
             out, data, allow_new_data, load_tokenizer(ckpt.path), ckpt.tokenizer_json, train_cfg)
         run = resume_run(ckpt)
         if changed or data_note:
@@ -115,6 +99,8 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
                 entry["data"] = data_record
             append_train_log(out, entry)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
+        if form.held_out and hooks.on_note:
+            hooks.on_note(form.held_out(train_data, val_data))   # the split a new run logged
         run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data),
                               ckpt.tokenizer_json, hooks, val_tokens_per_byte=val_tpb)
     return run, model_cfg
