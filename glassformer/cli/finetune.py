@@ -31,7 +31,6 @@ NAME = "finetune"
 HELP = ("fine-tune a pretrained causal LM on chat JSONL (loss on the replies) or text: LoRA "
         "adapters saved in PEFT's format, or --full")
 
-RECIPE = TrainConfig(**TANG_SFT.train)
 DEFAULTS = TrainConfig()
 LORA_RECIPE = TANG_SFT.lora
 # train's flags that finetune does not take: only a new BERT has neighbour heads to hold
@@ -96,12 +95,16 @@ def add_arguments(parser) -> None:
 
 
 def recipe_default(field: str) -> str:
-    """'default: 2e-3, the tang-sft recipe's' for a setting the recipe gives, else the loop's
-    own default (nanoGPT's)."""
-    value = getattr(RECIPE, field)
-    if field in TANG_SFT.train:
-        return f"default: {value}, the {TANG_SFT.name} recipe's; dpo and grpo: theirs"
-    return f"default: {value}"
+    """'default: 256 (tang-sft), 160 (tang-dpo, tang-grpo)' for a setting the recipes give,
+    each --objective's recipe named; 'default: 1' for the loop's own default (nanoGPT's)."""
+    values: dict = {}
+    for recipe in FINETUNE_RECIPES.values():
+        if field in recipe.train:
+            values.setdefault(recipe.train[field], []).append(recipe.name)
+    if not values:
+        return f"default: {getattr(DEFAULTS, field)}"
+    shown = ", ".join(f"{value} ({', '.join(names)})" for value, names in values.items())
+    return f"default: {shown}, the recipes'"
 
 
 def finetune_objectives() -> list:
@@ -207,7 +210,7 @@ def saved_settings(out: str) -> TrainConfig:
     try:
         return saved_train_config(out)
     except (OSError, GlassformerError):
-        return RECIPE
+        return recipe_train_config(TANG_SFT, {}, {})
 
 
 def finetune_as_rank(args, comm) -> int:

@@ -3,7 +3,7 @@ settings classes (train/objectives/settings.py), never written out by hand.
 
     add_settings_arguments(parser, objectives, recipes)
         --sft-weight for DPOSettings.sft_weight, ...: the field's help, its choices, and its
-        default (a recipe's where the command starts from one, said so); a field two
+        default (the recipe's where the command's recipe changes it, said so); a field two
         objectives share (--beta) is one flag whose help gives each. Every flag defaults to
         None, so the run can tell what was typed.
     given_settings(args, objective, objectives)
@@ -28,12 +28,14 @@ def owners(objectives: list) -> dict[str, list]:
 
 
 def default_text(objective, field, recipes: dict) -> str:
-    """'default: 1.0, the tang-dpo recipe's' where the command's recipe gives the setting, else
-    'default: X' (the settings class's own, whose help says where it comes from)."""
+    """' (default: 1.0, the tang-dpo recipe's)' where the command's recipe changes the setting,
+    ' (default: X)' for the settings class's own (its help says where that comes from), and
+    nothing for a default the help describes in words (None, "")."""
     recipe = recipes.get(objective.name)
-    if recipe is not None and field.name in recipe.settings:
-        return f"default: {recipe.settings[field.name]}, the {recipe.name} recipe's"
-    return f"default: {field.default}"
+    value = field.default
+    if recipe is not None and recipe.settings.get(field.name, value) != value:
+        return f" (default: {recipe.settings[field.name]}, the {recipe.name} recipe's)"
+    return "" if value is None or value == "" else f" (default: {value})"
 
 
 def add_settings_arguments(parser, objectives: list, recipes: dict | None = None) -> None:
@@ -47,9 +49,9 @@ def add_settings_arguments(parser, objectives: list, recipes: dict | None = None
         for objective in having:
             field = next(f for f in setting_fields(objective.settings) if f.name == name)
             choices = field.metadata.get("choices")
-            allowed = f" ({', '.join(map(str, choices))})" if choices else ""
-            parts.append(f"{objective.name}: {field.metadata['help']}{allowed} "
-                         f"({default_text(objective, field, recipes)})")
+            allowed = f"; one of {', '.join(map(str, choices))}" if choices else ""
+            parts.append(f"{objective.name}: {field.metadata['help']}{allowed}"
+                         f"{default_text(objective, field, recipes)}")
         text = "; ".join(parts).replace("%", "%%")   # argparse formats help with %
         group.add_argument(flag_of(name), type=setting_type(having[0].settings, name),
                            default=None, help=text)

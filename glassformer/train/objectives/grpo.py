@@ -65,23 +65,24 @@ LOGITS_CHUNK_BYTES = 128 * 2**20
 @dataclass(frozen=True)
 class GRPOSettings(Settings):
     """GRPO's settings; the defaults are TRL's GRPOConfig's (a recipe may give others)."""
-    num_generations: int = setting(8, "completions sampled per prompt, the group (TRL: 8)")
+    num_generations: int = setting(8, "completions sampled per prompt, the group (TRL's "
+                                      "default: 8)")
     max_completion_tokens: int = setting(64, "longest completion sampled (TRL's "
                                              "max_completion_length: 256; ours is shorter "
                                              "for a CPU)")
-    temperature: float = setting(1.0, "sampling temperature (TRL: 1.0)")
-    epsilon: float = setting(0.2, "clip range of the ratio (TRL: 0.2)")
+    temperature: float = setting(1.0, "sampling temperature (TRL's default: 1.0)")
+    epsilon: float = setting(0.2, "clip range of the ratio (TRL's default: 0.2)")
     epsilon_high: float | None = setting(None, "upper clip range (default: --epsilon)")
-    loss_type: str = setting("dapo", "TRL's reductions: grpo, dapo (TRL's default), dr_grpo "
-                                     "or bnpo", choices=LOSS_TYPES)
-    scale_rewards: str = setting("group", "what the advantage is divided by: the group's std "
-                                          "(TRL's default), the batch's, or none",
+    loss_type: str = setting("dapo", "how the per-token losses are averaged, as TRL's "
+                                     "loss_type (TRL's default: dapo)", choices=LOSS_TYPES)
+    scale_rewards: str = setting("group", "what the advantage is divided by: the group's std, "
+                                          "the batch's, or none (TRL's default: group)",
                                  choices=SCALES)
     reward: str = setting("tang-form", "reward functions, comma-separated: tang-form (built "
                                        "in) or FILE.py:FUNC with TRL's signature "
                                        "f(prompts, completions, **columns)")
     reward_weights: str = setting("", "comma-separated weights of the rewards (default: 1 "
-                                      "each)")
+                                      "each, TRL's)")
     beta: float = setting(0.0, "weight of the KL term to the reference (TRL's default: 0, "
                                "no reference)")
 
