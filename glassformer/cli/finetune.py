@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from typing import NamedTuple
 
 from glassformer.cli.common import (TRAIN_FLAGS, add_template_budget_arguments,
                                     given_train_flags, model_help, run_ended, template_budget)
@@ -160,7 +161,6 @@ def check_flags(args) -> None:
         flag = "--full" if args.full else lora_flags[0]
         raise GlassformerError(f"--adapter continues the adapter with its own LoRA settings, "
                                f"so {flag} does not apply")
-    typed_settings(args)   # a flag of another objective: one line
     resolve_path(args.model, MODEL)   # a missing model or package: one line, nothing loaded
 
 
@@ -170,11 +170,11 @@ def run(args) -> int:
     comm = mpi_comm()
     if comm is not None:
         return as_rank(comm, partial(finetune_as_rank, args, comm))
-    settings = saved_settings(args.out) if args.resume else new_settings(args)
-    workers = args.workers or (settings.workers if args.resume else 1)
+    request = request_of(args)
+    workers = args.workers or (request.train_cfg.workers if args.resume else 1)
     if workers > 1:
-        batch_size = args.batch_size or settings.batch_size
-        check_whole_units(objective_of(settings.objective), batch_size, workers)
+        batch_size = args.batch_size or request.train_cfg.batch_size
+        check_whole_units(objective_of(request.train_cfg.objective), batch_size, workers)
         check_shards(batch_size, workers)
         if workers > usable_cores():
             raise GlassformerError(f"--workers {workers} is more than the {usable_cores()} "
@@ -183,25 +183,30 @@ def run(args) -> int:
             return launch_ranks(args, workers, command_name=NAME)
         say(f"note: mpi4py is not installed here, so --workers {workers} trains in one process "
             "(docs/distributed.md)")
-    return finetune_here(args)
+    return finetune_here(args, request)
 
 
-def new_settings(args, given: dict | None = None) -> TrainConfig:
-    """A new run's settings: its objective's recipe (the Tang SFT recipe by default), with the
-    flags typed on top (given: the loop's, when not all of them apply), its defaults still to
-    fit them (train/runs/defaults.py)."""
-    recipe = FINETUNE_RECIPES[args.objective or TANG_SFT.objective]
-    given = given_train_flags(args, skip=NOT_HERE) if given is None else given
-    return recipe_train_config(recipe, given, typed_settings(args))
+class Request(NamedTuple):
+    """What the command line asks of a run, read once: the settings typed (the loop's and the
+    objective's, each as field -> value) and the settings the run starts from."""
+    given: dict               # TrainConfig fields typed
+    settings: dict            # the objective's settings typed (cli/settings_flags.py)
+    train_cfg: TrainConfig    # a new run's: its recipe's with both on top; a resume's: saved
 
 
-def typed_settings(args) -> dict:
-    """The objective's settings typed on the command line, for the run's objective (a new run's
-    --objective, sft by default; a resumed run's own); a flag of another objective is refused."""
-    name = args.objective or TANG_SFT.objective
-    if args.resume:
-        name = saved_settings(args.out).objective
-    return given_settings(args, objective_of(name), finetune_objectives())
+def request_of(args, comm=None) -> Request:
+    """The Request of these flags; one line for a flag of another objective than the run's (a
+    new run's --objective, sft by default; a resumed run's own). Without comm (one process),
+    --workers is not a setting the run records."""
+    given = given_train_flags(args, skip=NOT_HERE)
+    if comm is None:
+        given.pop("workers", None)
+    saved = saved_settings(args.out) if args.resume else None
+    name = saved.objective if saved else args.objective or TANG_SFT.objective
+    settings = given_settings(args, objective_of(name), finetune_objectives())
+    if saved:
+        return Request(given, settings, saved)
+    return Request(given, settings, recipe_train_config(FINETUNE_RECIPES[name], given, settings))
 
 
 def saved_settings(out: str) -> TrainConfig:
@@ -216,27 +221,26 @@ def saved_settings(out: str) -> TrainConfig:
 def finetune_as_rank(args, comm) -> int:
     """One rank of a data-parallel fine-tune: rank 0 runs it as `finetune_here`, the others
     follow it (they receive the base model, adapters and data from rank 0: train/distributed.py)."""
-    return lead_or_follow(comm, args.workers, partial(finetune_here, args, comm))
+    return lead_or_follow(comm, args.workers,
+                          partial(finetune_here, args, request_of(args, comm), comm))
 
 
-def finetune_here(args, comm=None) -> int:
+def finetune_here(args, request: Request, comm=None) -> int:
     """Fine-tune in this process: alone (comm None), or as rank 0 of a data-parallel run."""
-    given = given_train_flags(args, skip=NOT_HERE)
-    if comm is None:
-        given.pop("workers", None)
+    budget = template_budget(args)
     with stop_on_signals() as stop, progress_printer(enabled=not args.no_progress) as progress:
         should_stop = stop if comm is None else agreed_stop(comm, stop)
         hooks = dict(on_note=say, on_start=progress.start, on_step=progress.on_step,
-                     should_stop=should_stop, steps=training_steps(comm))
+                     should_stop=should_stop, steps=training_steps(comm),
+                     template_budget=budget)
         if args.resume:
             run_state, _ = resume_finetune(out_dir=args.out, data=args.data,
-                                           given={**given, **typed_settings(args)},
-                                           allow_new_data=args.allow_new_data,
-                                           template_budget=template_budget(args), **hooks)
+                                           given={**request.given, **request.settings},
+                                           allow_new_data=args.allow_new_data, **hooks)
         else:
             run_state, _ = run_finetune(model=args.model, data=args.data, out_dir=args.out,
-                                        train_cfg=new_settings(args, given),
-                                        typed=frozenset(given),
+                                        train_cfg=request.train_cfg,
+                                        typed=frozenset(request.given),
                                         lora_cfg=lora_config(args), adapter=args.adapter,
-                                        template_budget=template_budget(args), **hooks)
+                                        **hooks)
     return run_ended("finetune", args.out, run_state, stop, saved_in="run in")
