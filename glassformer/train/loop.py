@@ -32,7 +32,7 @@ from glassformer.models.registry import family as family_of
 from glassformer.train.optim import AdamWState, adamw_init
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import Objective
-from glassformer.train.objectives.settings import Settings
+from glassformer.train.objectives.settings import Settings, flag_of
 from glassformer.train.schedule import SCHEDULES, scheduled_lr
 from glassformer.train.step import IN_PROCESS, Steps
 
@@ -92,12 +92,6 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """JSON-ready: the loop's fields, the objective's settings as a dict of their own."""
         return dataclasses.asdict(self)
-
-
-def flag_of(field: str) -> str:
-    """The command-line flag of a TrainConfig field: lr_decay_iters -> --lr-decay-iters (cli/
-    common.py's TRAIN_FLAGS spell every flag so)."""
-    return "--" + field.replace("_", "-")
 
 
 @dataclass
@@ -236,7 +230,7 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
           on_step: Callable[[dict], None] | None = None,
           should_stop: Callable[[], bool] | None = None,
           steps: Steps = IN_PROCESS, val_tokens_per_byte: float | None = None,
-          frozen: dict | None = None) -> RunState:
+          frozen: dict | None = None, objective: Objective | None = None) -> RunState:
     """Run from `run.it` to `train_cfg.max_iters`, logging and checkpointing into `out_dir`.
 
     on_step(record) is called after each logged record (the CLI's progress bar uses it).
@@ -248,14 +242,16 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
     val_bpb = val_loss / ln 2 * tokens per byte (bits per byte: comparable across tokenizers).
     frozen: weights the forward reads but training never updates (a LoRA run's base model);
     run.params, the moments and the checkpoints hold only what trains.
-    The batches and the loss come from the objective train_cfg.objective names
-    (train/objectives/).
+    objective: the Objective train_cfg.objective names, resolved once where the run starts and
+    passed on (None: looked up here, as a follower rank of a data-parallel run does, which
+    learns the settings from rank 0); the batches and the loss come from it.
     """
     # every rank of a data-parallel run starts from rank 0's run and data (one process: as is)
     model_cfg, train_cfg, run, train_data, val_data, frozen = steps.start(
         model_cfg, train_cfg, run, train_data, val_data, frozen or {})
     family = family_of(model_cfg.to_dict()["arch"])
-    objective = objective_of(train_cfg.objective)   # resolved once, passed on
+    if objective is None:
+        objective = objective_of(train_cfg.objective)
     check_context(model_cfg, train_cfg)
     writes = steps.writes_files
     if writes:

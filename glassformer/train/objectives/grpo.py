@@ -5,7 +5,7 @@ One step, on B prompts drawn from PromptData (train/datasets/prompts.py):
 
     1. sample   each prompt repeated G times (TRL's order: a prompt's G rows together), all
                 B*G rows in ONE batch with the KV cache (generate/generate.py), temperature
-                TrainConfig.temperature, at most max_completion_tokens, each row ending at
+                GRPOSettings.temperature, at most max_completion_tokens, each row ending at
                 its first end-of-text id (which is kept: the model learns to stop)
     2. reward   every reward function (train/rewards/) on the decoded completions, summed
                 with reward_weights; advantages per group (ops/grpo_loss.group_advantages)

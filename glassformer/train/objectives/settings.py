@@ -40,7 +40,9 @@ def setting(default, help: str, *, choices: tuple | None = None):
 
 
 def flag_of(name: str) -> str:
-    """A setting's command-line flag: sft_weight -> --sft-weight."""
+    """A setting's command-line flag: sft_weight -> --sft-weight, lr_decay_iters ->
+    --lr-decay-iters (every training flag is spelled so: TrainConfig's in cli/common.py's
+    TRAIN_FLAGS, an objective's in cli/settings_flags.py)."""
     return "--" + name.replace("_", "-")
 
 

@@ -59,7 +59,8 @@ from glassformer.train.loop import (RunState, TrainConfig, check_context, new_ru
                                     resume_run)
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.next_token import NEXT_TOKEN
-from glassformer.train.objectives.objective import CHAT, TEXT
+from glassformer.train.objectives.objective import CHAT, TEXT, Objective
+from glassformer.train.objectives.ranks import check_whole_units
 from glassformer.train.objectives.sft import SFT
 from glassformer.train.objectives.dpo import reference_weights
 from glassformer.train.runs.defaults import fit_defaults, noted_first
@@ -113,26 +114,26 @@ def adapter_setup(model, folder: str) -> tuple[Base, LoraConfig]:
     return Base(model, params, {**model.params, **constants}), lora_cfg
 
 
-def finetune_objective(path: str | Path, objective: str) -> str:
+def finetune_objective(path: str | Path, objective: Objective) -> Objective:
     """The objective a fine-tune of `path` runs: one given by --objective that reads its own
     form of data (dpo: preference pairs, grpo: prompts); else the file's suffix chooses, chat
     JSONL for SFT and any other file as text for NEXT_TOKEN (both decoders' objectives, which
     load_base has checked the model for)."""
-    if objective_of(objective).reads not in (TEXT, CHAT):
+    if objective.reads not in (TEXT, CHAT):
         return objective
-    return SFT.name if is_chat_file(path) else NEXT_TOKEN.name
+    return SFT if is_chat_file(path) else NEXT_TOKEN
 
 
-def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget=None
-                ) -> tuple[Read, str, str]:
-    """(the data file read by its form (runs/forms.py): train, val, notes; the objective's
-    name; the line that states the held-out split), all in memory."""
-    objective = finetune_objective(path, train_cfg.objective)
-    form = form_of(objective_of(objective).reads)
-    read = read_for(form, path, model.tokenizer,
-                    dataclasses.replace(train_cfg, objective=objective), template_budget)
+def encode_data(path: str | Path, model, train_cfg: TrainConfig, objective: Objective,
+                template_budget=None) -> tuple[Read, str | None]:
+    """(the data file read by its objective's form (runs/forms.py): train, val, notes; the
+    line that states the held-out split), all in memory; a --batch-size whose units would not
+    split over --workers is refused first (objectives/ranks.py)."""
+    check_whole_units(objective, train_cfg.batch_size, train_cfg.workers)
+    form = form_of(objective.reads)
+    read = read_for(form, path, model.tokenizer, train_cfg, template_budget)
     held_out = form.held_out(read.train, read.val) if form.held_out else None
-    return read, objective, held_out
+    return read, held_out
 
 
 def _record(model_given: str, lora_cfg: LoraConfig | None, objective: str,
@@ -166,12 +167,12 @@ def adapter_saver(out: Path, base: Base, lora_cfg: LoraConfig | None, run_of: Ca
     return on_record
 
 
-def _train(out: Path, base: Base, lora_cfg, train_cfg, run: RunState, data, layout,
-           hooks: RunHooks) -> RunState:
+def _train(out: Path, base: Base, lora_cfg, train_cfg, objective: Objective, run: RunState,
+           data, layout, hooks: RunHooks) -> RunState:
     """The loop, with the adapter files kept beside each checkpoint."""
     saver = adapter_saver(out, base, lora_cfg, lambda: run, hooks.on_step)
     run = train_in_folder(out, base.model.cfg, train_cfg, run, data, layout, hooks,
-                          on_step=saver, frozen=base.frozen)
+                          objective=objective, on_step=saver, frozen=base.frozen)
     if lora_cfg is not None and hooks.steps.writes_files:
         save_adapter(out, base.model, run.params, lora_cfg)  # also after a stop between evals
     return run
@@ -214,8 +215,9 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
-    read, objective, held_out = encode_data(data, base_model, train_cfg, template_budget)
-    train_cfg = dataclasses.replace(train_cfg, objective=objective)
+    objective = finetune_objective(data, objective_of(train_cfg.objective))   # resolved once
+    train_cfg = dataclasses.replace(train_cfg, objective=objective.name)
+    read, held_out = encode_data(data, base_model, train_cfg, objective, template_budget)
     if settings.needs_reference:
         base = with_reference(base, settings.reference, lora_cfg)
     for note in read.notes:
@@ -223,13 +225,14 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
             on_note(note)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
-        _write_json(out / RECORD, _record(model, lora_cfg, objective, adapter))
+        _write_json(out / RECORD, _record(model, lora_cfg, objective.name, adapter))
         write_data_record(out, file_fingerprint(data))
         if held_out:
             log_held_out(out, held_out, on_note)
         layout = tokenizer_layout(base_model.tokenizer, out)
         run = new_run(base_model.cfg, train_cfg, base.params)
-        run = _train(out, base, lora_cfg, train_cfg, run, (read.train, read.val), layout, hooks)
+        run = _train(out, base, lora_cfg, train_cfg, objective, run, (read.train, read.val),
+                     layout, hooks)
     return run, base_model.cfg
 
 
@@ -304,10 +307,11 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
                                        train_cfg.objective_settings.reference, lora_cfg)
             base = Base(base_model, base.params, reference.frozen)
         announce_resume(hooks, out, run.it, saved, changed, data_note)
-        read, _, held_out = encode_data(data_record["path"], base_model, train_cfg,
-                                        template_budget)
+        objective = objective_of(train_cfg.objective)   # resolved once, passed on
+        read, held_out = encode_data(data_record["path"], base_model, train_cfg, objective,
+                                     template_budget)
         if held_out and on_note:
             on_note(held_out)   # the split the run logged as it started
-        run = _train(out, base, lora_cfg, train_cfg, run, (read.train, read.val),
+        run = _train(out, base, lora_cfg, train_cfg, objective, run, (read.train, read.val),
                      ckpt.tokenizer_json, hooks)
     return run, base_model.cfg

@@ -216,14 +216,16 @@ def log_held_out(out: Path, line: str, on_note=None) -> None:
 
 
 def train_in_folder(out: Path, model_cfg, train_cfg: TrainConfig, run: RunState, data: tuple,
-                    layout: dict, hooks: RunHooks, *, on_step=None, frozen: dict | None = None,
+                    layout: dict, hooks: RunHooks, *, objective, on_step=None,
+                    frozen: dict | None = None,
                     val_tokens_per_byte: float | None = None) -> RunState:
     """The end of every kind of run: say it starts, then the loop (train/loop.py) on the
-    (train, val) data. on_step: instead of hooks.on_step (a fine-tune wraps it)."""
+    (train, val) data, with the run's Objective as its start resolved it. on_step: instead of
+    hooks.on_step (a fine-tune wraps it)."""
     train_data, val_data = data
     if hooks.on_start:
         hooks.on_start(train_cfg.max_iters, run.it)
     return train(model_cfg, train_cfg, run, train_data=train_data, val_data=val_data,
                  out_dir=out, tokenizer_json=layout, on_step=on_step or hooks.on_step,
                  should_stop=hooks.should_stop, steps=hooks.steps,
-                 val_tokens_per_byte=val_tokens_per_byte, frozen=frozen)
+                 val_tokens_per_byte=val_tokens_per_byte, frozen=frozen, objective=objective)

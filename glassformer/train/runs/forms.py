@@ -44,8 +44,6 @@ from glassformer.train.datasets.prompts import PromptData, encode_prompt_file, s
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives.objective import CHAT, PAIRS, PREFS, PROMPTS, TEXT
 from glassformer.train.recipes import model_config
-from glassformer.train.objectives import objective_of
-from glassformer.train.objectives.ranks import check_whole_units
 from glassformer.train.rewards import load_rewards, probe_rewards
 from glassformer.train.runs.pairs import resume_pair_data, run_pairs_training
 from glassformer.train.runs.text import resume_text_data, run_training
@@ -130,8 +128,7 @@ def chat_held_out(train: ChatData, val: ChatData) -> str:
 
 def read_prefs(path, tokenizer, train_cfg: TrainConfig, template_budget=None) -> Read:
     """Preference pairs rendered with the chat template (datasets/prefs.py), the last 5% val;
-    the ranks first, so a refused run reads nothing."""
-    check_whole_units(objective_of(train_cfg.objective), train_cfg.batch_size, train_cfg.workers)
+    so a refused run reads nothing."""
     template = template_or_none(tokenizer, template_budget)
     if template is None:
         raise GlassformerError("DPO renders the pairs with the model's chat template, and "
@@ -145,9 +142,8 @@ def prefs_held_out(train: PrefData, val: PrefData) -> str:
 
 
 def read_prompts(path, tokenizer, train_cfg: TrainConfig, template_budget=None) -> Read:
-    """GRPO's prompts (datasets/prompts.py), the last 5% val; the ranks and every reward
-    function are checked first (rewards/probe_rewards), so a refused run writes nothing."""
-    check_whole_units(objective_of(train_cfg.objective), train_cfg.batch_size, train_cfg.workers)
+    """GRPO's prompts (datasets/prompts.py), the last 5% val; every reward function is checked
+    first (rewards/probe_rewards), so a refused run writes nothing."""
     settings = train_cfg.objective_settings
     rewards = load_rewards(settings.reward)
     data = encode_prompt_file(path, tokenizer, template_or_none(tokenizer, template_budget),

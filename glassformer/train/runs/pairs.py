@@ -74,8 +74,9 @@ def encoded_splits(splits: dict[str, PairSet], tokenizer: PairTokenizer, batch_s
 def run_pairs_training(*, data: str | None, out_dir: str,
                        model_cfg_for: Callable[[int, int], object], train_cfg: TrainConfig,
                        on_start=None, on_step=None, should_stop=None,
-                       steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                       steps: Steps = IN_PROCESS, objective=None) -> tuple[RunState, object]:
     """Start a new seq2seq run and train it; returns (final RunState, model config).
+    objective: train_cfg.objective's record, as the run's start resolved it (None: looked up).
 
     model_cfg_for(vocab_size, max_seq_len) builds the model config once the pairs are read.
     """
@@ -90,7 +91,8 @@ def run_pairs_training(*, data: str | None, out_dir: str,
     train_cfg = dataclasses.replace(train_cfg, block_size=context)
     check_train_config(train_cfg)
     model_cfg = model_cfg_for(tokenizer.vocab_size, context)
-    objective_of(train_cfg.objective).check(family_of(model_cfg.ARCH), model_cfg, tokenizer)
+    objective = objective or objective_of(train_cfg.objective)
+    objective.check(family_of(model_cfg.ARCH), model_cfg, tokenizer)
     check_training_memory(model_cfg, train_cfg)
     with hold_run_folder(out):  # note: nothing is written into `out` before this line
         refuse_existing_run(out)
@@ -101,12 +103,13 @@ def run_pairs_training(*, data: str | None, out_dir: str,
         log_held_out(out, pairs_held_out(train_data, val_data))
         run = new_run(model_cfg, train_cfg)
         run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data), layout,
-                              hooks)
+                              hooks, objective=objective)
     return run, model_cfg
 
 
 def resume_pair_data(out: Path, data: str | None, allow_new_data: bool,
-                     tokenizer: PairTokenizer, layout: dict, train_cfg: TrainConfig) -> tuple:
+                     tokenizer: PairTokenizer, layout: dict, train_cfg: TrainConfig,
+                     objective=None) -> tuple:
     """A resumed run's (train, val, None: no bits per byte, data record, a note when the pairs
     are not the recorded ones)."""
     try:

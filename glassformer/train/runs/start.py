@@ -30,12 +30,12 @@ from glassformer.train.runs.forms import Form, form_of
 from glassformer.train.step import IN_PROCESS, Steps
 
 
-def train_form(train_cfg: TrainConfig, what: str) -> Form:
+def train_form(objective, what: str) -> Form:
     """The form of the objective's data, which `glassformer train` must know how to `what`
     ("start", "resume"); one line for chat, preference or prompt data (finetune's)."""
-    form = form_of(objective_of(train_cfg.objective).reads)
+    form = form_of(objective.reads)
     if getattr(form, what) is None:
-        raise GlassformerError(f"--objective {train_cfg.objective} reads {form.name} data, "
+        raise GlassformerError(f"--objective {objective.name} reads {form.name} data, "
                                "which glassformer finetune trains on, not glassformer train")
     return form
 
@@ -55,10 +55,12 @@ def start_training(*, data: str | None, out_dir: str, model: dict, train_cfg: Tr
     """
     train_cfg, notes = fit_defaults(train_cfg, typed)
     on_start = noted_first(notes, on_note, on_start)
-    form = train_form(train_cfg, "start")
+    objective = objective_of(train_cfg.objective)   # resolved once, passed on
+    form = train_form(objective, "start")
     return form.start(data=data, out_dir=out_dir, model=model, train_cfg=train_cfg,
                       init=init, tokenizer=tokenizer, after_init=after_init,
-                      on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
+                      on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps,
+                      objective=objective)
 
 
 def resume_training(*, out_dir: str, data: str | None = None, given: dict | None = None,
@@ -89,9 +91,11 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         saved = with_old_held_keys(saved, ckpt.config)
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
-        form = train_form(train_cfg, "resume")
+        objective = objective_of(train_cfg.objective)   # resolved once, passed on
+        form = train_form(objective, "resume")
         train_data, val_data, val_tpb, data_record, data_note = form.resume(
-            out, data, allow_new_data, load_tokenizer(ckpt.path), ckpt.tokenizer_json, train_cfg)
+            out, data, allow_new_data, load_tokenizer(ckpt.path), ckpt.tokenizer_json, train_cfg,
+            objective)
         run = resume_run(ckpt)
         if changed or data_note:
             entry = {"iter": run.it, "resumed_with": changed}
@@ -102,5 +106,6 @@ def resume_training(*, out_dir: str, data: str | None = None, given: dict | None
         if form.held_out and hooks.on_note:
             hooks.on_note(form.held_out(train_data, val_data))   # the split a new run logged
         run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data),
-                              ckpt.tokenizer_json, hooks, val_tokens_per_byte=val_tpb)
+                              ckpt.tokenizer_json, hooks, objective=objective,
+                              val_tokens_per_byte=val_tpb)
     return run, model_cfg

@@ -119,7 +119,8 @@ def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str 
 def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int], object],
                  train_cfg: TrainConfig, init: str | None = None, tokenizer: str | None = None,
                  after_init: Callable | None = None, on_start=None, on_step=None,
-                 should_stop=None, steps: Steps = IN_PROCESS) -> tuple[RunState, object]:
+                 should_stop=None, steps: Steps = IN_PROCESS, objective=None
+                 ) -> tuple[RunState, object]:
     """Start a new run and train it; returns (final RunState, model config).
 
     model_cfg_for(vocab_size) builds the model config once the char tokenizer is known.
@@ -132,12 +133,13 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
     on_start(max_iters, start_iter) is called once training is about to begin; on_step(record)
     after each logged record; should_stop() is asked once per iteration (train/runs/signals.py).
     steps: how steps are computed (train/step.py; rank 0 of a data-parallel run passes
-    train/distributed.py's).
+    train/distributed.py's). objective: train_cfg.objective's record, as the run's start
+    resolved it (None: looked up here).
     """
     hooks = RunHooks(on_start=on_start, on_step=on_step, should_stop=should_stop, steps=steps)
     out = run_folder(out_dir)
     check_train_config(train_cfg)
-    objective = objective_of(train_cfg.objective)
+    objective = objective or objective_of(train_cfg.objective)
     text = read_text(data) if data else default_corpus_text()
     model_cfg, params, tokenizer = _start_from(init, text, model_cfg_for, tokenizer, objective)
     # before anything is written: the model's kind, and what the objective needs of it
@@ -153,7 +155,7 @@ def run_training(*, data: str | None, out_dir: str, model_cfg_for: Callable[[int
                                                        layout, train_cfg.block_size)
         run = new_run(model_cfg, train_cfg, params, after_init=after_init)
         run = train_in_folder(out, model_cfg, train_cfg, run, (train_data, val_data), layout,
-                              hooks, val_tokens_per_byte=val_tpb)
+                              hooks, objective=objective, val_tokens_per_byte=val_tpb)
     return run, model_cfg
 
 
@@ -184,12 +186,12 @@ def resume_data(out: Path, data: str | None, allow_new_data: bool) -> tuple[dict
 
 
 def resume_text_data(out: Path, data: str | None, allow_new_data: bool, tokenizer, layout: dict,
-                     train_cfg: TrainConfig) -> tuple:
-    """A resumed run's (train, val, val tokens per byte, data record, note or None)."""
+                     train_cfg: TrainConfig, objective) -> tuple:
+    """A resumed run's (train, val, val tokens per byte, data record, note or None), the data
+    prepared for its Objective."""
     record, note = resume_data(out, data, allow_new_data)
-    train_data, val_data, val_tpb = objective_data(objective_of(train_cfg.objective),
-                                                   Path(record["path"]), out, tokenizer, layout,
-                                                   train_cfg.block_size)
+    train_data, val_data, val_tpb = objective_data(objective, Path(record["path"]), out,
+                                                   tokenizer, layout, train_cfg.block_size)
     return train_data, val_data, val_tpb, record, note
 
 
