@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.tokenizers.base import AllowedSpecial, Tokenizer, check_ids, json_path
 from glassformer.tokenizers.char import describe_char
 
@@ -49,9 +49,7 @@ class PairTokenizer(Tokenizer):
     """Source characters and target tokens in one vocabulary after <pad>, </s>, <s>."""
 
     def __init__(self, symbols: Iterable[str], target_split: str = "char"):
-        if target_split not in TARGET_SPLITS:
-            raise GlassformerError(f"target_split must be one of {TARGET_SPLITS}, got "
-                                   f"{target_split!r}")
+        check_choice("target_split", target_split, TARGET_SPLITS)
         self.symbols = list(symbols)
         if len(set(self.symbols)) != len(self.symbols) or set(self.symbols) & set(SPECIALS):
             raise GlassformerError("pair vocabulary has a repeated symbol or a special token")

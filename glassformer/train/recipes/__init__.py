@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, NamedTuple
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.io.peft import LoraConfig
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
@@ -238,9 +238,7 @@ def with_attention(model: dict) -> dict:
     --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; mha (or a
     recipe without the setting) keeps the model as it is."""
     attention = model.get("attention", "mha")
-    if attention not in ATTENTIONS:
-        raise GlassformerError(f"--attention must be one of {', '.join(ATTENTIONS)}, "
-                               f"got {attention!r}")
+    check_choice("--attention", attention, ATTENTIONS)
     if attention == "mha":
         return model
     return {**model, "arch": "deepseek_v3", "n_shared_experts": model.get("shared_experts", 0)}
