@@ -29,7 +29,8 @@ from typing import Callable, Iterable
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers import hf_json
 from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokenizer,
-                                         allowed_specials, check_ids, json_path, split_on_specials)
+                                         allowed_specials, check_ids, json_path, read_layout,
+                                         split_on_specials)
 from glassformer.tokenizers.bytelevel import (bytes_to_unicode, spell_bytes, unicode_to_bytes,
                                               unspell)
 from glassformer.tokenizers.pretokenize import PreTokenizer
@@ -269,21 +270,15 @@ class BPETokenizer(Tokenizer):
         (folder / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         layout = hf_json.bpe_layout(vocab, merges, self.pretokenizer.pattern,
                                     self.pretokenizer.split_digits, self.specials)
-        target = folder / TOKENIZER_JSON
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        self.save_config(folder)
-        return target
+        return self.save_layout(folder / TOKENIZER_JSON, layout)
 
     @classmethod
     def load(cls, path: str | Path) -> "BPETokenizer":
         """Read a folder written by `save`: its tokenizer.json, else its vocab.json + merges.txt."""
-        source = json_path(path)
         folder = Path(path)
-        if not source.is_file() and (folder / "vocab.json").is_file():
+        if not json_path(path).is_file() and (folder / "vocab.json").is_file():
             return cls.from_vocab_files(folder / "vocab.json", folder / "merges.txt")
-        if not source.is_file():
-            raise GlassformerError(f"no BPE tokenizer at {source}: file not found")
-        layout = json.loads(source.read_text(encoding="utf-8"))
+        source, layout = read_layout(path, "BPE")
         return cls.from_hf_layout(layout, str(source))
 
     @classmethod

@@ -14,14 +14,13 @@ Saved as one JSON file, `tokenizer.json`: {"type": "char", "chars": [...], "spec
 """
 from __future__ import annotations
 
-import json
 import unicodedata
 from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, allowed_specials, check_ids,
-                                         json_path, split_on_specials)
+                                         check_layout, json_path, read_layout, split_on_specials)
 
 LAYOUT_TYPE = "char"   # the "type" field that marks a glassformer char tokenizer.json
 
@@ -94,28 +93,16 @@ class CharTokenizer(Tokenizer):
 
     def save(self, path: str | Path) -> Path:
         """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if .json."""
-        target = json_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         layout = {"type": LAYOUT_TYPE, "chars": self.chars, "special_tokens": list(self.specials)}
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        self.save_config(target.parent)
-        return target
+        return self.save_layout(json_path(path), layout)
 
     @classmethod
     def load(cls, path: str | Path) -> "CharTokenizer":
-        source = json_path(path)
-        if not source.is_file():
-            raise GlassformerError(f"no char tokenizer at {source}: file not found")
-        layout = json.loads(source.read_text(encoding="utf-8"))
+        source, layout = read_layout(path, "char")
         return cls.from_layout(layout, source)
 
     @classmethod
     def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "CharTokenizer":
         """Build from the parsed JSON layout; `source` only names the file in errors."""
-        if not isinstance(layout, dict) or layout.get("type") != LAYOUT_TYPE:
-            found = layout.get("type") if isinstance(layout, dict) else type(layout).__name__
-            raise GlassformerError(f"{source} is not a char tokenizer: expected "
-                                   f'{{"type": "{LAYOUT_TYPE}", ...}}, found type {found!r}')
-        if not isinstance(layout.get("chars"), list):
-            raise GlassformerError(f"{source}: char tokenizer layout has no \"chars\" list")
+        check_layout(layout, source, "char", LAYOUT_TYPE, "chars")
         return cls(layout["chars"], layout.get("special_tokens", []))

@@ -24,12 +24,12 @@ Saved as one JSON file, `tokenizer.json`: {"type": "pairs", "symbols": [...],
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError, check_choice
-from glassformer.tokenizers.base import AllowedSpecial, Tokenizer, check_ids, json_path
+from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, check_ids, check_layout,
+                                         json_path, read_layout)
 from glassformer.tokenizers.char import describe_char
 
 LAYOUT_TYPE = "pairs"             # the "type" field of a pair tokenizer.json
@@ -106,25 +106,16 @@ class PairTokenizer(Tokenizer):
 
     def save(self, path: str | Path) -> Path:
         """Write `tokenizer.json` into the folder `path` (created if needed), or to `path`."""
-        target = json_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         layout = {"type": LAYOUT_TYPE, "symbols": self.symbols, "target_split": self.target_split}
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        return target
+        return self.save_layout(json_path(path), layout)
 
     @classmethod
     def load(cls, path: str | Path) -> "PairTokenizer":
-        source = json_path(path)
-        if not source.is_file():
-            raise GlassformerError(f"no pair tokenizer at {source}: file not found")
-        return cls.from_layout(json.loads(source.read_text(encoding="utf-8")), source)
+        source, layout = read_layout(path, "pair")
+        return cls.from_layout(layout, source)
 
     @classmethod
     def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "PairTokenizer":
         """Build from the parsed JSON layout; `source` only names the file in errors."""
-        if not isinstance(layout, dict) or layout.get("type") != LAYOUT_TYPE:
-            raise GlassformerError(f"{source} is not a pair tokenizer (expected "
-                                   f'{{"type": "{LAYOUT_TYPE}", ...}})')
-        if not isinstance(layout.get("symbols"), list):
-            raise GlassformerError(f"{source}: pair tokenizer layout has no \"symbols\" list")
+        check_layout(layout, source, "pair", LAYOUT_TYPE, "symbols")
         return cls(layout["symbols"], layout.get("target_split", "char"))
