@@ -97,6 +97,41 @@ class Tokenizer(ABC):
         return target
 
 
+class LayoutTokenizer(Tokenizer):
+    """A tokenizer saved as glassformer's own one-file layout, {"type": LAYOUT_TYPE, VOCAB: [...],
+    ...} (char, pair): its save, load and from_layout, written once; each says which fields its
+    layout holds (`fields`) and how it is built from them (`from_fields`)."""
+
+    KIND: str         # its name in messages: "no char tokenizer at ..."
+    LAYOUT_TYPE: str  # the "type" field that marks its tokenizer.json
+    VOCAB: str        # the layout's vocabulary list ("chars", "symbols")
+
+    @abstractmethod
+    def fields(self) -> dict:
+        """The layout's fields besides "type"."""
+
+    @classmethod
+    @abstractmethod
+    def from_fields(cls, layout: dict) -> "LayoutTokenizer":
+        """The tokenizer of a checked layout (its VOCAB is a list)."""
+
+    def save(self, path: str | Path) -> Path:
+        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if
+        .json."""
+        return self.save_layout(json_path(path), {"type": self.LAYOUT_TYPE, **self.fields()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LayoutTokenizer":
+        source, layout = read_layout(path, cls.KIND)
+        return cls.from_layout(layout, source)
+
+    @classmethod
+    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "LayoutTokenizer":
+        """Build from the parsed JSON layout; `source` only names the file in errors."""
+        check_layout(layout, source, cls.KIND, cls.LAYOUT_TYPE, cls.VOCAB)
+        return cls.from_fields(layout)
+
+
 def check_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
     """`ids` as a list of Python ints, or GlassformerError naming the first one out of range.
 

@@ -15,12 +15,11 @@ Saved as one JSON file, `tokenizer.json`: {"type": "char", "chars": [...], "spec
 from __future__ import annotations
 
 import unicodedata
-from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError
-from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, allowed_specials, check_ids,
-                                         check_layout, json_path, read_layout, split_on_specials)
+from glassformer.tokenizers.base import (AllowedSpecial, LayoutTokenizer, allowed_specials,
+                                         check_ids, split_on_specials)
 
 LAYOUT_TYPE = "char"   # the "type" field that marks a glassformer char tokenizer.json
 
@@ -31,8 +30,10 @@ def describe_char(ch: str) -> str:
     return f"{ch!r} (U+{ord(ch):04X} {name})"
 
 
-class CharTokenizer(Tokenizer):
+class CharTokenizer(LayoutTokenizer):
     """Maps each character of a fixed alphabet to its index in that alphabet."""
+
+    KIND, LAYOUT_TYPE, VOCAB = "char", LAYOUT_TYPE, "chars"
 
     def __init__(self, chars: Iterable[str], special_tokens: Iterable[str] = ()):
         self.chars = list(chars)  # id -> character
@@ -91,18 +92,9 @@ class CharTokenizer(Tokenizer):
     def id_to_piece(self, token_id: int) -> str:
         return self.id_to_text[check_ids([token_id], self.vocab_size)[0]]
 
-    def save(self, path: str | Path) -> Path:
-        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if .json."""
-        layout = {"type": LAYOUT_TYPE, "chars": self.chars, "special_tokens": list(self.specials)}
-        return self.save_layout(json_path(path), layout)
+    def fields(self) -> dict:
+        return {"chars": self.chars, "special_tokens": list(self.specials)}
 
     @classmethod
-    def load(cls, path: str | Path) -> "CharTokenizer":
-        source, layout = read_layout(path, "char")
-        return cls.from_layout(layout, source)
-
-    @classmethod
-    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "CharTokenizer":
-        """Build from the parsed JSON layout; `source` only names the file in errors."""
-        check_layout(layout, source, "char", LAYOUT_TYPE, "chars")
+    def from_fields(cls, layout: dict) -> "CharTokenizer":
         return cls(layout["chars"], layout.get("special_tokens", []))

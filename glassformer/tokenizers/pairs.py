@@ -24,12 +24,10 @@ Saved as one JSON file, `tokenizer.json`: {"type": "pairs", "symbols": [...],
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError, check_choice
-from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, check_ids, check_layout,
-                                         json_path, read_layout)
+from glassformer.tokenizers.base import AllowedSpecial, LayoutTokenizer, check_ids
 from glassformer.tokenizers.char import describe_char
 
 LAYOUT_TYPE = "pairs"             # the "type" field of a pair tokenizer.json
@@ -45,8 +43,10 @@ def split_target(text: str, target_split: str) -> list[str]:
     return text.split()
 
 
-class PairTokenizer(Tokenizer):
+class PairTokenizer(LayoutTokenizer):
     """Source characters and target tokens in one vocabulary after <pad>, </s>, <s>."""
+
+    KIND, LAYOUT_TYPE, VOCAB = "pair", LAYOUT_TYPE, "symbols"
 
     def __init__(self, symbols: Iterable[str], target_split: str = "char"):
         check_choice("target_split", target_split, TARGET_SPLITS)
@@ -104,18 +104,9 @@ class PairTokenizer(Tokenizer):
     def id_to_piece(self, token_id: int) -> str:
         return self.id_to_text[check_ids([token_id], self.vocab_size)[0]]
 
-    def save(self, path: str | Path) -> Path:
-        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path`."""
-        layout = {"type": LAYOUT_TYPE, "symbols": self.symbols, "target_split": self.target_split}
-        return self.save_layout(json_path(path), layout)
+    def fields(self) -> dict:
+        return {"symbols": self.symbols, "target_split": self.target_split}
 
     @classmethod
-    def load(cls, path: str | Path) -> "PairTokenizer":
-        source, layout = read_layout(path, "pair")
-        return cls.from_layout(layout, source)
-
-    @classmethod
-    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "PairTokenizer":
-        """Build from the parsed JSON layout; `source` only names the file in errors."""
-        check_layout(layout, source, "pair", LAYOUT_TYPE, "symbols")
+    def from_fields(cls, layout: dict) -> "PairTokenizer":
         return cls(layout["symbols"], layout.get("target_split", "char"))
