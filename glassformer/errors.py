@@ -18,11 +18,12 @@ class CheckpointError(GlassformerError):
     """A checkpoint or weights file is missing, truncated, corrupt or does not match the model."""
 
 
-def check_choice(name: str, value, choices) -> None:
+def check_choice(name: str, value, choices, error: type = GlassformerError) -> None:
     """Refuse a value outside `choices` in one line naming the setting, what is allowed and what
     arrived: check_choice("--schedule", "linear", ("cosine", "inverse-sqrt")) says
     "--schedule must be one of cosine, inverse-sqrt, got 'linear'". Every "must be one of" check
-    of the package is this one."""
+    of the package is this one; `error` is the GlassformerError subclass to raise (a checkpoint's
+    bad dtype is a CheckpointError)."""
     if value not in choices:
         allowed = ", ".join(str(choice) for choice in choices)
-        raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")
+        raise error(f"{name} must be one of {allowed}, got {value!r}")

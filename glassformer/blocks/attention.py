@@ -27,7 +27,8 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.heads import merge_heads, split_heads
 from glassformer.blocks.kv_cache import KVCache
-from glassformer.blocks.projection import projection_backward, projection_forward
+from glassformer.blocks.projection import (init_projections, projection_backward,
+                                           projection_forward)
 from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_forward,
                                         qk_norm_shapes)
 from glassformer.blocks.qkv import qkv_backward, qkv_forward
@@ -264,13 +265,5 @@ def init_attention(cfg: BlockConfig, rng: np.random.Generator, *, std: float, ou
     """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual;
     zero biases, QK-norm scales of 1. Draws wq, wk, wv, wo in that order (attention_shapes'
     order)."""
-    params = {}
-    for name, shape in attention_shapes(cfg).items():
-        if name.startswith("b"):                                          # bq, bk, bv, bo
-            params[name] = np.zeros(shape, dtype)
-        elif name.endswith("_norm"):                                      # q_norm, k_norm
-            params[name] = np.ones(shape, dtype)
-        else:
-            scale = out_std if name == "wo" else std
-            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
-    return params
+    return init_projections(attention_shapes(cfg), rng, std=std, out_std=out_std,
+                            out_weight="wo", dtype=dtype)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.ops.moe_router import SCORINGS
 from glassformer.ops.rope_scaling import RopeScaling
 
@@ -72,8 +72,7 @@ class MoEConfig:
         if self.expert_d_ff < 1 or self.shared_d_ff < 0:
             raise GlassformerError(f"expert_d_ff must be at least 1 and shared_d_ff at least 0, "
                                    f"got {self.expert_d_ff} and {self.shared_d_ff}")
-        if self.scoring not in SCORINGS:
-            raise GlassformerError(f"scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        check_choice("scoring", self.scoring, SCORINGS)
         if self.n_group < 1 or e % self.n_group or not 1 <= self.topk_group <= self.n_group:
             raise GlassformerError(f"n_group={self.n_group} must divide n_experts={e} and "
                                    f"topk_group={self.topk_group} be between 1 and n_group")
@@ -119,8 +118,7 @@ class BlockConfig:
                                      ("mlp", self.mlp, MLPS),
                                      ("position", self.position, POSITIONS),
                                      ("qk_norm", self.qk_norm, QK_NORMS)):
-            if value not in allowed:
-                raise GlassformerError(f"{name} must be one of {allowed}, got {value!r}")
+            check_choice(name, value, allowed)
         if self.head_dim is None and self.d_model % self.n_head:
             raise GlassformerError(f"n_head={self.n_head} must divide d_model={self.d_model}")
         if self.kv_heads < 1 or self.n_head % self.kv_heads:

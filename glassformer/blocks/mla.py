@@ -42,6 +42,7 @@ import numpy as np
 from glassformer.blocks.heads import merge_heads, split_heads
 from glassformer.blocks.config import BlockConfig, MLAConfig
 from glassformer.blocks.kv_cache import KVCache, KVLayout
+from glassformer.blocks.projection import init_projections
 from glassformer.errors import GlassformerError
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
@@ -268,14 +269,8 @@ def init_mla(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std:
              dtype=np.float32) -> dict:
     """Normal(0, std) projections, Normal(0, out_std) for wo (it writes into the residual), norm
     scales 1; drawn in mla_shapes' order."""
-    params = {}
-    for name, shape in mla_shapes(cfg).items():
-        if name.endswith("norm.w"):
-            params[name] = np.ones(shape, dtype)
-        else:
-            scale = out_std if name == "wo" else std
-            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
-    return params
+    return init_projections(mla_shapes(cfg), rng, std=std, out_std=out_std, out_weight="wo",
+                            dtype=dtype)
 
 
 def latent_layout(mla: MLAConfig) -> KVLayout:

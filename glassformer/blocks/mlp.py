@@ -18,7 +18,8 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.lora import adapter_of
 from glassformer.blocks.packed import packed_whole
-from glassformer.blocks.projection import projection_backward, projection_forward
+from glassformer.blocks.projection import (init_projections, projection_backward,
+                                           projection_forward)
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward, silu_backward, silu_forward)
@@ -125,11 +126,5 @@ def init_mlp(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std:
              dtype=np.float32) -> dict:
     """Normal(0, std) weights, Normal(0, out_std) for w_down, the projection back into the
     residual; zero biases. Draws w_up, w_down, w_gate in that order (mlp_shapes' order)."""
-    params = {}
-    for name, shape in mlp_shapes(cfg).items():
-        if name.startswith("b"):                                          # b_up, b_down
-            params[name] = np.zeros(shape, dtype)
-        else:
-            scale = out_std if name == "w_down" else std
-            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
-    return params
+    return init_projections(mlp_shapes(cfg), rng, std=std, out_std=out_std, out_weight="w_down",
+                            dtype=dtype)

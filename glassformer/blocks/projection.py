@@ -4,7 +4,7 @@ Every linear layer of the blocks (attention's wq, wk, wv, wo; the MLP's w_up, w_
 runs through this pair, so a block never asks whether a weight is adapted: `projection_forward`
 looks the adapter up by the weight's name (blocks/lora.py) and runs ops/linear.py's plain product
 or ops/lora.py's adapted one; `projection_backward` returns the grads under the names they belong
-to (the weight's, or its adapter's two).
+to (the weight's, or its adapter's two). `init_projections` draws a sub-block's fresh weights.
 """
 from __future__ import annotations
 
@@ -41,3 +41,21 @@ def projection_backward(dy: np.ndarray, ctx: LinearCtx | LoraLinearCtx, weight: 
         return dx, {adapter_name(weight, LORA_A): da, adapter_name(weight, LORA_B): db}, None
     dx, dw, dbias = linear_backward(dy, ctx)
     return dx, ({} if dw is None else {weight: dw}), dbias
+
+
+def init_projections(shapes: dict, rng: np.random.Generator, *, std: float, out_std: float,
+                     out_weight: str, dtype=np.float32) -> dict:
+    """Fresh params for `shapes` (name -> shape), drawn in its order: Normal(0, out_std) for
+    `out_weight`, the projection that writes into the residual, Normal(0, std) for the other
+    weights, zero biases (names starting with "b") and norm scales of 1 (names ending in "_norm"
+    or "norm.w"). Attention, MLA and the MLP draw theirs here."""
+    params = {}
+    for name, shape in shapes.items():
+        if name.startswith("b"):                                # bq, ..., bo; b_up, b_down
+            params[name] = np.zeros(shape, dtype)
+        elif name.endswith(("_norm", "norm.w")):                # q_norm, k_norm; kv_norm.w
+            params[name] = np.ones(shape, dtype)
+        else:
+            scale = out_std if name == out_weight else std
+            params[name] = (rng.standard_normal(shape) * scale).astype(dtype)
+    return params

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.errors import CheckpointError, GlassformerError, check_choice
 from glassformer.io import hf_names
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
@@ -226,9 +226,8 @@ def _check_tensors(folder: Path, arch: str, cfg, headers: dict, table: dict) -> 
         if info.shape != want:
             raise CheckpointError(f"{folder / file}: tensor {key!r} has shape {info.shape}, but "
                                   f"config.json implies {want}")
-        if info.dtype not in FLOAT_DTYPES:
-            raise CheckpointError(f"{folder / file}: tensor {key!r} has dtype {info.dtype}; "
-                                  f"weights must be one of {', '.join(FLOAT_DTYPES)}")
+        check_choice(f"{folder / file}: tensor {key!r} dtype", info.dtype, FLOAT_DTYPES,
+                     CheckpointError)
 
 
 def _check_fixed_positions(folder: Path, arch: str, cfg, headers: dict, table: dict) -> None:

@@ -53,7 +53,7 @@ from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.models.common import (LMHeadCtx, layers_backward, layers_forward, layers_shapes,
                                        lm_head_backward, lm_head_forward, split_layers)
 from glassformer.models.family import (ENCODER_DECODER, Family, FamilyConfig,
@@ -98,12 +98,8 @@ class Seq2SeqConfig(FamilyConfig):
         check_sizes(self)
         if self.decoder_layers < 1:
             raise GlassformerError(f"n_dec_layer must be at least 1, got {self.n_dec_layer}")
-        if self.activation not in ACTIVATIONS:
-            raise GlassformerError(f"activation must be one of {ACTIVATIONS}, "
-                                   f"got {self.activation!r}")
-        if self.positions not in POSITIONS:
-            raise GlassformerError(f"positions must be one of {POSITIONS}, "
-                                   f"got {self.positions!r}")
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("positions", self.positions, POSITIONS)
         if self.positions == "sinusoidal" and (self.pos_offset or self.d_model % 2):
             raise GlassformerError("sinusoidal positions need an even d_model and pos_offset 0")
         if self.pos_offset < 0:

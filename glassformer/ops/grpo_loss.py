@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 
 STD_EPS = 1e-4          # TRL's: added to the std, so a group with one reward value gives A = 0
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -65,8 +65,7 @@ def group_advantages(rewards_per_func: np.ndarray, weights: np.ndarray, group: i
                      scale: str = "group") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rewards_per_func (N, F) (NaN for None), weights (F,), N = prompts x group ->
     (advantages (N,), summed rewards (N,) NaN where unscorable, std_is_zero (N,) bool)."""
-    if scale not in SCALES:
-        raise GlassformerError(f"scale_rewards must be one of {', '.join(SCALES)}, got {scale!r}")
+    check_choice("scale_rewards", scale, SCALES)
     unscorable = np.isnan(rewards_per_func).all(axis=1)                        # (N,)
     rewards = np.nansum(rewards_per_func * weights[None, :], axis=1)            # (N,)
     rewards[unscorable] = np.nan
@@ -88,16 +87,14 @@ def group_advantages(rewards_per_func: np.ndarray, weights: np.ndarray, group: i
 def reduction_weights(mask: np.ndarray, loss_type: str, max_completion_length: int
                       ) -> np.ndarray:
     """(N, T) weights w with loss = sum w * l: the loss type's reduction (see the docstring)."""
+    check_choice("loss type", loss_type, LOSS_TYPES)
     mask = mask.astype(np.float64)
     if loss_type == "grpo":
         per_row = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)              # (N, 1)
         return mask / per_row / mask.shape[0]
     if loss_type in ("bnpo", "dapo"):
         return mask / max(float(mask.sum()), 1.0)
-    if loss_type == "dr_grpo":
-        return mask / (mask.shape[0] * float(max_completion_length))
-    raise GlassformerError(f"loss type must be one of {', '.join(LOSS_TYPES)}, got "
-                           f"{loss_type!r}")
+    return mask / (mask.shape[0] * float(max_completion_length))              # dr_grpo
 
 
 def grpo_loss_forward(logps: np.ndarray, old_logps: np.ndarray, advantages: np.ndarray,

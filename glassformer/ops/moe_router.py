@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.ops._check import check_float, check_same_dtype, check_shape
 from glassformer.ops.activation import SigmoidCtx, sigmoid_backward, sigmoid_forward
 from glassformer.ops.softmax import SoftmaxCtx, softmax_backward, softmax_forward
@@ -115,8 +115,7 @@ def router_forward(logits: np.ndarray, bias: np.ndarray | None = None, *, top_k:
         check_shape("bias", check_float("bias", bias), ("E",), sizes)
         check_same_dtype(logits=logits, bias=bias)
     e = sizes["E"]
-    if scoring not in SCORINGS:
-        raise GlassformerError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    check_choice("scoring", scoring, SCORINGS)
     if not 1 <= top_k <= e:
         raise GlassformerError(f"top_k must be between 1 and the number of experts E={e}, "
                                f"got {top_k}")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
 
@@ -53,9 +53,7 @@ class RopeScaling:
     truncate: bool = True               # yarn: round the ramp's ends to whole pairs
 
     def __post_init__(self):
-        if self.rope_type not in ROPE_TYPES:
-            raise GlassformerError(f"rope_type must be one of {ROPE_TYPES}, got "
-                                   f"{self.rope_type!r}")
+        check_choice("rope_type", self.rope_type, ROPE_TYPES)
         if self.rope_type != "default" and not self.factor > 0.0:
             raise GlassformerError(f"RoPE scaling factor must be > 0, got {self.factor}")
         needs_original = self.rope_type in ("dynamic", "llama3", "yarn")

@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.models.family import ENCODER, ENCODER_DECODER
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.tokenizers.byte_lengths import token_byte_lengths
@@ -55,8 +55,7 @@ def count_windows(n_ids: int, block_size: int) -> int:
 
 def select_split(ids: np.ndarray, split: str) -> np.ndarray:
     """The ids `split` names: all of them, or training's train / val part."""
-    if split not in SPLITS:
-        raise GlassformerError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    check_choice("split", split, SPLITS)
     if split == "all":
         return ids
     train, val = split_train_val(ids)

@@ -18,10 +18,13 @@ turn or open a system one (a prompt injection).
 
 The helpers: `check_ids` (decode's range check), `allowed_specials` (the opt-in, checked),
 `split_on_specials` (cut text around the allowed special tokens before the ordinary tokenizer
-sees it) and `json_path` (folder or file -> tokenizer.json).
+sees it), `json_path` (folder or file -> tokenizer.json), and `read_layout` and `check_layout`
+(load's side of `Tokenizer.save_layout`: the parsed tokenizer.json, or one line saying there is
+none or that it is another tokenizer's).
 """
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Iterable, Union
@@ -84,6 +87,50 @@ class Tokenizer(ABC):
         if not self.config.is_empty():
             write_tokenizer_config(folder, self.config, self.special_tokens)
 
+    def save_layout(self, target: Path, layout: dict) -> Path:
+        """Write `layout` as the JSON file `target` (its folder made if needed), then the chat
+        template and named tokens beside it (`save_config`); returns target. Every `save` ends
+        here, so each tokenizer.json is written the same way (UTF-8, unescaped, indent 1)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
+        self.save_config(target.parent)
+        return target
+
+
+class LayoutTokenizer(Tokenizer):
+    """A tokenizer saved as glassformer's own one-file layout, {"type": LAYOUT_TYPE, VOCAB: [...],
+    ...} (char, pair): its save, load and from_layout, written once; each says which fields its
+    layout holds (`fields`) and how it is built from them (`from_fields`)."""
+
+    KIND: str         # its name in messages: "no char tokenizer at ..."
+    LAYOUT_TYPE: str  # the "type" field that marks its tokenizer.json
+    VOCAB: str        # the layout's vocabulary list ("chars", "symbols")
+
+    @abstractmethod
+    def fields(self) -> dict:
+        """The layout's fields besides "type"."""
+
+    @classmethod
+    @abstractmethod
+    def from_fields(cls, layout: dict) -> "LayoutTokenizer":
+        """The tokenizer of a checked layout (its VOCAB is a list)."""
+
+    def save(self, path: str | Path) -> Path:
+        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if
+        .json."""
+        return self.save_layout(json_path(path), {"type": self.LAYOUT_TYPE, **self.fields()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LayoutTokenizer":
+        source, layout = read_layout(path, cls.KIND)
+        return cls.from_layout(layout, source)
+
+    @classmethod
+    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "LayoutTokenizer":
+        """Build from the parsed JSON layout; `source` only names the file in errors."""
+        check_layout(layout, source, cls.KIND, cls.LAYOUT_TYPE, cls.VOCAB)
+        return cls.from_fields(layout)
+
 
 def check_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
     """`ids` as a list of Python ints, or GlassformerError naming the first one out of range.
@@ -145,3 +192,23 @@ def json_path(path: str | Path) -> Path:
     """`path` itself when it names a .json file, else `path/tokenizer.json` (a folder)."""
     path = Path(path)
     return path if path.suffix == ".json" else path / TOKENIZER_JSON
+
+
+def read_layout(path: str | Path, kind: str) -> tuple[Path, dict]:
+    """(the tokenizer.json `path` names, its parsed layout); GlassformerError "no {kind}
+    tokenizer at FILE: file not found" when it is missing."""
+    source = json_path(path)
+    if not source.is_file():
+        raise GlassformerError(f"no {kind} tokenizer at {source}: file not found")
+    return source, json.loads(source.read_text(encoding="utf-8"))
+
+
+def check_layout(layout, source: str | Path, kind: str, layout_type: str, field: str) -> None:
+    """Refuse a parsed layout that is not glassformer's own `kind` tokenizer: not a dict whose
+    "type" is `layout_type`, or without its vocabulary list `field`. `source` names the file."""
+    if not isinstance(layout, dict) or layout.get("type") != layout_type:
+        found = layout.get("type") if isinstance(layout, dict) else type(layout).__name__
+        raise GlassformerError(f"{source} is not a {kind} tokenizer: expected "
+                               f'{{"type": "{layout_type}", ...}}, found type {found!r}')
+    if not isinstance(layout.get(field), list):
+        raise GlassformerError(f"{source}: {kind} tokenizer layout has no \"{field}\" list")

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers import hf_json
 from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokenizer,
-                                         allowed_specials, check_ids, json_path, split_on_specials)
+                                         allowed_specials, check_ids, json_path, read_layout,
+                                         split_on_specials)
 from glassformer.tokenizers.bytelevel import (bytes_to_unicode, spell_bytes, unicode_to_bytes,
                                               unspell)
 from glassformer.tokenizers.pretokenize import PreTokenizer
@@ -80,7 +82,7 @@ def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
     after = list(range(1, n)) + [-1]
     before = list(range(-1, n - 1))
     lookup = merge_table.get  # note: a local name; a 1M-letter word makes millions of calls
-    waiting = pairs_by_rank(parts, merge_table)   # rank -> left positions of its pairs
+    waiting = defaultdict(list, pairs_by_rank(parts, merge_table))  # rank -> left positions
     ranks = list(waiting)
     heapq.heapify(ranks)
     while ranks:
@@ -101,33 +103,25 @@ def apply_merges(ids: list[int], merge_table: MergeTable) -> list[int]:
             left = before[i]
             if right >= 0:
                 before[right] = i
-            # the two new pairs wait in their ranks' buckets: (left part, merged) at `left`,
-            # (merged, right part) at i; `lowest` notes one that ranks before this bucket
-            lowest = rank
+            # the two new pairs wait in their ranks' buckets (a new bucket's rank joins the
+            # heap): (left part, merged) at `left`, (merged, right part) at i
             entry = lookup((parts[left], merged)) if left >= 0 else None
             if entry is not None:
-                bucket = waiting.get(entry[0])
-                if bucket is None:
-                    bucket = waiting[entry[0]] = []
+                if entry[0] not in waiting:
                     heapq.heappush(ranks, entry[0])
-                bucket.append(left)
-                if entry[0] < lowest:
-                    lowest = entry[0]
+                waiting[entry[0]].append(left)
             entry = lookup((merged, parts[right])) if right >= 0 else None
             if entry is not None:
-                bucket = waiting.get(entry[0])
-                if bucket is None:
-                    bucket = waiting[entry[0]] = []
+                if entry[0] not in waiting:
                     heapq.heappush(ranks, entry[0])
-                bucket.append(i)
-                if entry[0] < lowest:
-                    lowest = entry[0]
-            if lowest < rank:
+                waiting[entry[0]].append(i)
+            if ranks and ranks[0] < rank:
                 # subtle: a merge list that gives one token two merges can make a pair that
-                # ranks before this one: it merges first, then the rest of this bucket
+                # ranks before this one (every other waiting rank is above it: the heap's
+                # lowest is new): it merges first, then the rest of this bucket
                 if rank not in waiting:
                     heapq.heappush(ranks, rank)
-                waiting.setdefault(rank, []).extend(places[k + 1:])
+                waiting[rank].extend(places[k + 1:])
                 break
     return [part for part in parts if part is not None]
 
@@ -269,21 +263,15 @@ class BPETokenizer(Tokenizer):
         (folder / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         layout = hf_json.bpe_layout(vocab, merges, self.pretokenizer.pattern,
                                     self.pretokenizer.split_digits, self.specials)
-        target = folder / TOKENIZER_JSON
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        self.save_config(folder)
-        return target
+        return self.save_layout(folder / TOKENIZER_JSON, layout)
 
     @classmethod
     def load(cls, path: str | Path) -> "BPETokenizer":
         """Read a folder written by `save`: its tokenizer.json, else its vocab.json + merges.txt."""
-        source = json_path(path)
         folder = Path(path)
-        if not source.is_file() and (folder / "vocab.json").is_file():
+        if not json_path(path).is_file() and (folder / "vocab.json").is_file():
             return cls.from_vocab_files(folder / "vocab.json", folder / "merges.txt")
-        if not source.is_file():
-            raise GlassformerError(f"no BPE tokenizer at {source}: file not found")
-        layout = json.loads(source.read_text(encoding="utf-8"))
+        source, layout = read_layout(path, "BPE")
         return cls.from_hf_layout(layout, str(source))
 
     @classmethod

@@ -124,16 +124,14 @@ def merge_everywhere(corpus: Corpus, pair: Pair, new_id: int, pair_counts: dict[
     """Replace `pair` by new_id at each of its places, left to right; returns the pairs that grew.
 
     Count changes are summed per neighbour id during the pass and applied once at the end:
-    `lost_before[x]` is weight taken from the pair (x, left id), `made_before[x]` weight given
-    to (x, new id) (and `made_before_at[x]` its places); `_after` likewise on the right side.
+    `moved_before[x]` is the weight that moves from the pair (x, left id) to (x, new id) (and
+    `made_before_at[x]` the new pair's places); `_after` likewise on the right side.
     note: left to right matters for a pair of equal symbols: "a a a" merges as (a a) a.
     """
     left_id, right_id = pair
     symbols, after, before, weights = corpus
-    lost_before: dict[int, int] = defaultdict(int)
-    lost_after: dict[int, int] = defaultdict(int)
-    made_before: dict[int, int] = defaultdict(int)
-    made_after: dict[int, int] = defaultdict(int)
+    moved_before: dict[int, int] = defaultdict(int)
+    moved_after: dict[int, int] = defaultdict(int)
     made_before_at: dict[int, list[int]] = defaultdict(list)
     made_after_at: dict[int, list[int]] = defaultdict(list)
     for place in sorted(places.pop(pair)):
@@ -146,14 +144,12 @@ def merge_everywhere(corpus: Corpus, pair: Pair, new_id: int, pair_counts: dict[
         neighbour = before[place]
         if neighbour >= 0:
             x = symbols[neighbour]
-            lost_before[x] += weight
-            made_before[x] += weight
+            moved_before[x] += weight
             made_before_at[x].append(neighbour)
         beyond = after[right]
         if beyond >= 0:
             y = symbols[beyond]
-            lost_after[y] += weight
-            made_after[y] += weight
+            moved_after[y] += weight
             made_after_at[y].append(place)
             before[beyond] = place
         symbols[place] = new_id
@@ -161,15 +157,15 @@ def merge_everywhere(corpus: Corpus, pair: Pair, new_id: int, pair_counts: dict[
         after[place] = beyond
     pair_counts.pop(pair, None)
     grown = set()
-    for x, weight in made_before.items():
+    for x, weight in moved_before.items():
         grown.add(add_count((x, new_id), weight, made_before_at[x], pair_counts, places))
-    for y, weight in made_after.items():
+    for y, weight in moved_after.items():
         grown.add(add_count((new_id, y), weight, made_after_at[y], pair_counts, places))
     # note: after the gains, so that a pair made and lost in the same pass ("a a a a" makes and
     # then loses (aa, a)) nets out to what remains.
-    for x, weight in lost_before.items():
+    for x, weight in moved_before.items():
         add_count((x, left_id), -weight, [], pair_counts, places)
-    for y, weight in lost_after.items():
+    for y, weight in moved_after.items():
         add_count((right_id, y), -weight, [], pair_counts, places)
     grown.discard(pair)
     return grown

@@ -14,14 +14,12 @@ Saved as one JSON file, `tokenizer.json`: {"type": "char", "chars": [...], "spec
 """
 from __future__ import annotations
 
-import json
 import unicodedata
-from pathlib import Path
 from typing import Iterable
 
 from glassformer.errors import GlassformerError
-from glassformer.tokenizers.base import (AllowedSpecial, Tokenizer, allowed_specials, check_ids,
-                                         json_path, split_on_specials)
+from glassformer.tokenizers.base import (AllowedSpecial, LayoutTokenizer, allowed_specials,
+                                         check_ids, split_on_specials)
 
 LAYOUT_TYPE = "char"   # the "type" field that marks a glassformer char tokenizer.json
 
@@ -32,8 +30,10 @@ def describe_char(ch: str) -> str:
     return f"{ch!r} (U+{ord(ch):04X} {name})"
 
 
-class CharTokenizer(Tokenizer):
+class CharTokenizer(LayoutTokenizer):
     """Maps each character of a fixed alphabet to its index in that alphabet."""
+
+    KIND, LAYOUT_TYPE, VOCAB = "char", LAYOUT_TYPE, "chars"
 
     def __init__(self, chars: Iterable[str], special_tokens: Iterable[str] = ()):
         self.chars = list(chars)  # id -> character
@@ -92,30 +92,9 @@ class CharTokenizer(Tokenizer):
     def id_to_piece(self, token_id: int) -> str:
         return self.id_to_text[check_ids([token_id], self.vocab_size)[0]]
 
-    def save(self, path: str | Path) -> Path:
-        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path` if .json."""
-        target = json_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        layout = {"type": LAYOUT_TYPE, "chars": self.chars, "special_tokens": list(self.specials)}
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        self.save_config(target.parent)
-        return target
+    def fields(self) -> dict:
+        return {"chars": self.chars, "special_tokens": list(self.specials)}
 
     @classmethod
-    def load(cls, path: str | Path) -> "CharTokenizer":
-        source = json_path(path)
-        if not source.is_file():
-            raise GlassformerError(f"no char tokenizer at {source}: file not found")
-        layout = json.loads(source.read_text(encoding="utf-8"))
-        return cls.from_layout(layout, source)
-
-    @classmethod
-    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "CharTokenizer":
-        """Build from the parsed JSON layout; `source` only names the file in errors."""
-        if not isinstance(layout, dict) or layout.get("type") != LAYOUT_TYPE:
-            found = layout.get("type") if isinstance(layout, dict) else type(layout).__name__
-            raise GlassformerError(f"{source} is not a char tokenizer: expected "
-                                   f'{{"type": "{LAYOUT_TYPE}", ...}}, found type {found!r}')
-        if not isinstance(layout.get("chars"), list):
-            raise GlassformerError(f"{source}: char tokenizer layout has no \"chars\" list")
+    def from_fields(cls, layout: dict) -> "CharTokenizer":
         return cls(layout["chars"], layout.get("special_tokens", []))

@@ -24,12 +24,10 @@ Saved as one JSON file, `tokenizer.json`: {"type": "pairs", "symbols": [...],
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Iterable
 
-from glassformer.errors import GlassformerError
-from glassformer.tokenizers.base import AllowedSpecial, Tokenizer, check_ids, json_path
+from glassformer.errors import GlassformerError, check_choice
+from glassformer.tokenizers.base import AllowedSpecial, LayoutTokenizer, check_ids
 from glassformer.tokenizers.char import describe_char
 
 LAYOUT_TYPE = "pairs"             # the "type" field of a pair tokenizer.json
@@ -45,13 +43,13 @@ def split_target(text: str, target_split: str) -> list[str]:
     return text.split()
 
 
-class PairTokenizer(Tokenizer):
+class PairTokenizer(LayoutTokenizer):
     """Source characters and target tokens in one vocabulary after <pad>, </s>, <s>."""
 
+    KIND, LAYOUT_TYPE, VOCAB = "pair", LAYOUT_TYPE, "symbols"
+
     def __init__(self, symbols: Iterable[str], target_split: str = "char"):
-        if target_split not in TARGET_SPLITS:
-            raise GlassformerError(f"target_split must be one of {TARGET_SPLITS}, got "
-                                   f"{target_split!r}")
+        check_choice("target_split", target_split, TARGET_SPLITS)
         self.symbols = list(symbols)
         if len(set(self.symbols)) != len(self.symbols) or set(self.symbols) & set(SPECIALS):
             raise GlassformerError("pair vocabulary has a repeated symbol or a special token")
@@ -106,27 +104,9 @@ class PairTokenizer(Tokenizer):
     def id_to_piece(self, token_id: int) -> str:
         return self.id_to_text[check_ids([token_id], self.vocab_size)[0]]
 
-    def save(self, path: str | Path) -> Path:
-        """Write `tokenizer.json` into the folder `path` (created if needed), or to `path`."""
-        target = json_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        layout = {"type": LAYOUT_TYPE, "symbols": self.symbols, "target_split": self.target_split}
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        return target
+    def fields(self) -> dict:
+        return {"symbols": self.symbols, "target_split": self.target_split}
 
     @classmethod
-    def load(cls, path: str | Path) -> "PairTokenizer":
-        source = json_path(path)
-        if not source.is_file():
-            raise GlassformerError(f"no pair tokenizer at {source}: file not found")
-        return cls.from_layout(json.loads(source.read_text(encoding="utf-8")), source)
-
-    @classmethod
-    def from_layout(cls, layout: dict, source: str | Path = "<dict>") -> "PairTokenizer":
-        """Build from the parsed JSON layout; `source` only names the file in errors."""
-        if not isinstance(layout, dict) or layout.get("type") != LAYOUT_TYPE:
-            raise GlassformerError(f"{source} is not a pair tokenizer (expected "
-                                   f'{{"type": "{LAYOUT_TYPE}", ...}})')
-        if not isinstance(layout.get("symbols"), list):
-            raise GlassformerError(f"{source}: pair tokenizer layout has no \"symbols\" list")
+    def from_fields(cls, layout: dict) -> "PairTokenizer":
         return cls(layout["symbols"], layout.get("target_split", "char"))

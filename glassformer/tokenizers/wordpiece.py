@@ -230,10 +230,7 @@ class WordPieceTokenizer(Tokenizer):
             max_chars_per_word=self.max_chars_per_word, special_tokens=self.specials,
             cls_token=self.special_names["cls_token"], sep_token=self.special_names["sep_token"],
             **self.basic_options)
-        target = folder / TOKENIZER_JSON
-        target.write_text(json.dumps(layout, ensure_ascii=False, indent=1), encoding="utf-8")
-        self.save_config(folder)
-        return target
+        return self.save_layout(folder / TOKENIZER_JSON, layout)
 
     @classmethod
     def load(cls, path: str | Path) -> "WordPieceTokenizer":

@@ -32,17 +32,25 @@ def _labels(data: dict) -> list[str]:
             for i, tok in enumerate(data["tokens"])]
 
 
-def write_figures(inspection: Inspection, data: dict, folder: str | Path) -> list[Path]:
-    """Write the PNG figures into `folder` (made if missing); returns their paths."""
+def png_setup(folder: str | Path) -> tuple[Path, dict]:
+    """(`folder`, made if missing, a file there being one line; the matplotlib rc settings that
+    draw CJK labels: the installed fonts of CJK_FONTS, else sans-serif). Every page's figures
+    start here (seq2seq_figures.py too)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise GlassformerError(f"--png {folder}: that is a file, not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     installed = {font.name for font in font_manager.fontManager.ttflist}
     fonts = [name for name in CJK_FONTS if name in installed] or ["sans-serif"]
+    return folder, {"font.family": fonts}
+
+
+def write_figures(inspection: Inspection, data: dict, folder: str | Path) -> list[Path]:
+    """Write the PNG figures into `folder` (made if missing); returns their paths."""
+    folder, rc = png_setup(folder)
     labels = _labels(data)
     written = []
-    with rc_context({"font.family": fonts}):
+    with rc_context(rc):
         for layer in data["layers"]:
             for head in data["heads"]:
                 weights = inspection.attentions[layer][0, head]              # (T, S)

@@ -5,29 +5,24 @@ layer and head:
     encoder_L{l}_H{h}.png   the encoder's self-attention (bidirectional: the whole square)
     decoder_L{l}_H{h}.png   the decoder's self-attention (causal: the lower triangle)
 
-Drawn from the inspection and the page's data (seq2seq_page.py), with figures.py's CJK fonts.
+Drawn from the inspection and the page's data (seq2seq_page.py), with figures.py's folder and
+CJK fonts (`png_setup`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from matplotlib import font_manager, rc_context
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from glassformer.errors import GlassformerError
-from glassformer.viewer.figures import CJK_FONTS, DPI
+from glassformer.viewer.figures import DPI, png_setup
 from glassformer.viewer.seq2seq_inspection import Seq2SeqInspection
 
 
 def write_seq2seq_figures(inspection: Seq2SeqInspection, data: dict, folder: str | Path
                           ) -> list[Path]:
     """Write the PNG figures into `folder` (made if missing); returns their paths."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise GlassformerError(f"--png {folder}: that is a file, not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    fonts = [name for name in CJK_FONTS if name in installed] or ["sans-serif"]
+    folder, rc = png_setup(folder)
     source = [tok["text"] for tok in data["source_tokens"]]
     outputs = [tok["text"] for tok in data["output_tokens"]]
     inputs = [tok["text"] for tok in data["decoder_tokens"]]
@@ -39,7 +34,7 @@ def write_seq2seq_figures(inspection: Seq2SeqInspection, data: dict, folder: str
              ("decoder", "decoder self-attention (causal)", inspection.decoder_attentions,
               outputs, inputs, data["dec_layers"])]
     written = []
-    with rc_context({"font.family": fonts}):
+    with rc_context(rc):
         for name, title, weights, rows, cols, layers in kinds:
             for layer in layers:
                 for head in data["heads"]:

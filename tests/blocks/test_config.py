@@ -24,7 +24,7 @@ def test_derived_sizes():
     (dict(d_model=12, n_head=4, position="rope"), "RoPE needs an even head dim D, got 3"),
     (dict(d_model=16, n_head=2, head_dim=5, position="rope"),
      "RoPE needs an even head dim D, got 5"),
-    (dict(d_model=16, n_head=2, norm="batch"), "norm must be one of ('layer', 'rms'), got 'batch'"),
+    (dict(d_model=16, n_head=2, norm="batch"), "norm must be one of layer, rms, got 'batch'"),
     (dict(d_model=16, n_head=2, mlp="geglu"), "mlp must be one of"),
     (dict(d_model=16, n_head=2, norm_position="sandwich"), "norm_position must be one of"),
     (dict(d_model=16, n_head=2, position="learned"), "position must be one of"),

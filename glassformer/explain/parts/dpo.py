@@ -125,11 +125,16 @@ def _steps(inputs, out, ctx, static):
             step(TEXT, "ln2", np.array([same, math.log(2.0)]), "policy = reference")]
 
 
-def _backward_steps(dout, grads, ctx, static):
-    return [step(TEXT, "G", dout, shape_of(dout)),
-            step(TEXT, "dseq", grads["dseq"], shape_of(grads["dseq"])),
-            step(TEXT, "dlogits", grads["logits"], shape_of(grads["logits"]), show="line")]
+def logits_backward_steps(text: dict, loss_input: str):
+    """The backward steps of a loss on tiny_logits' policy (dpo, grpo): G, the gradient at the
+    loss's own input (`loss_input`: "dseq", "dlogp"), then dL/dlogits, the line that flows into
+    the model's backward; `text` is the part's."""
+    def backward_steps(dout, grads, ctx, static):
+        return [step(text, "G", dout, shape_of(dout)),
+                step(text, loss_input, grads[loss_input], shape_of(grads[loss_input])),
+                step(text, "dlogits", grads["logits"], shape_of(grads["logits"]), show="line")]
+    return backward_steps
 
 
 DPO = Part(name="dpo", defaults={}, make_inputs=_inputs, forward_steps=_steps,
-           backward_steps=_backward_steps, text=TEXT)
+           backward_steps=logits_backward_steps(TEXT, "dseq"), text=TEXT)

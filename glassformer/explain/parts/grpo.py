@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.explain.core import Pair, Part, Setup, shape_of, step, with_common
-from glassformer.explain.parts.dpo import V, tiny_logits
+from glassformer.explain.parts.dpo import V, logits_backward_steps, tiny_logits
 from glassformer.ops.grpo_loss import group_advantages, grpo_loss_backward, grpo_loss_forward
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 
@@ -95,11 +95,5 @@ def _steps(inputs, out, ctx, static):
             step(TEXT, "out", out, "dapo")]
 
 
-def _backward_steps(dout, grads, ctx, static):
-    return [step(TEXT, "G", dout, shape_of(dout)),
-            step(TEXT, "dlogp", grads["dlogp"], shape_of(grads["dlogp"])),
-            step(TEXT, "dlogits", grads["logits"], shape_of(grads["logits"]), show="line")]
-
-
 GRPO = Part(name="grpo", defaults={}, make_inputs=_inputs, forward_steps=_steps,
-            backward_steps=_backward_steps, text=TEXT)
+            backward_steps=logits_backward_steps(TEXT, "dlogp"), text=TEXT)

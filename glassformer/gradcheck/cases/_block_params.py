@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.blocks.names import prefixed
+
 # Weight std for the cases: large enough that softmax, GELU and the norms are clearly nonlinear,
 # small enough that the attention weights do not saturate to one-hot rows.
 WEIGHT_STD = 0.5
 # How far norm scales move from 1 and biases from 0.
 SHIFT_STD = 0.3
+# Left padding, as a batched prompt has it: row 1's first token is padding, so its real tokens
+# sit at positions 0, 1 (the pad repeats position 0), and its first query sees no real key.
+LEFT_PAD_MASK = np.array([[True, True, True], [False, True, True]])      # (B, T)
+LEFT_PAD_POSITIONS = np.array([[0, 1, 2], [0, 0, 1]])                   # (B, T)
 
 
 def exercised(params: dict, rng: np.random.Generator) -> dict:
@@ -34,6 +40,19 @@ def exercised(params: dict, rng: np.random.Generator) -> dict:
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
         out[name] = value
     return out
+
+
+def attention_inputs(params: dict, prefix: str, rng: np.random.Generator, x: np.ndarray, *,
+                     memory: np.ndarray | None = None, mask: np.ndarray | None = None,
+                     positions: np.ndarray | None = None) -> dict:
+    """An attention case's inputs: x (B, T, C), then memory (B, S, C), the key mask and the
+    positions where given, then the block's params under their block-local names (`prefix`),
+    exercised with rng."""
+    inputs = {"x": x}
+    given = {"memory": memory, "key_mask": mask, "positions": positions}
+    inputs.update({name: value for name, value in given.items() if value is not None})
+    inputs.update(exercised(prefixed(params, prefix), rng))
+    return inputs
 
 
 def key_mask(lengths: list[int], s: int) -> np.ndarray:

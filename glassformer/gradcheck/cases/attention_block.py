@@ -14,8 +14,9 @@ from glassformer.blocks.attention import (attention_block_backward, attention_bl
                                           init_attention)
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.names import prefixed, sub_params
-from glassformer.gradcheck.cases._block_params import (WEIGHT_STD, drop_key_bias, exercised,
-                                                       key_mask)
+from glassformer.gradcheck.cases._block_params import (LEFT_PAD_MASK, LEFT_PAD_POSITIONS,
+                                                       WEIGHT_STD, attention_inputs,
+                                                       drop_key_bias, key_mask)
 from glassformer.gradcheck.core import GradcheckCase
 
 B, T, S, C = 2, 3, 4, 8
@@ -37,15 +38,10 @@ def case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
 
     def make(rng):
         params = init_attention(cfg, rng, std=WEIGHT_STD, out_std=WEIGHT_STD, dtype=np.float64)
-        inputs = {"x": rng.standard_normal((B, T, C))}                  # (B, T, C)
-        if cross:
-            inputs["memory"] = rng.standard_normal((B, S, C))           # (B, S, C)
-        if mask is not None:
-            inputs["key_mask"] = mask                                   # (B, S)
-        if positions is not None:
-            inputs["positions"] = positions
-        inputs.update(exercised(prefixed(params, prefix), rng))
-        return inputs
+        x = rng.standard_normal((B, T, C))                              # (B, T, C)
+        memory = rng.standard_normal((B, S, C)) if cross else None      # (B, S, C)
+        return attention_inputs(params, prefix, rng, x, memory=memory, mask=mask,
+                                positions=positions)
 
     def forward(inp):
         return attention_block_forward(sub_params(inp, prefix), inp["x"], cfg, causal=causal,
@@ -62,11 +58,6 @@ def case(mode: str, cfg: BlockConfig, *, causal: bool, cross: bool = False,
     return GradcheckCase("attention_block", mode, make, forward, backward)
 
 
-# Left padding, as a batched prompt has it: row 1's first token is padding, so its real tokens
-# sit at positions 0, 1 (the pad repeats position 0), and its first query sees no real key.
-_LEFT_PAD_MASK = np.array([[True, True, True], [False, True, True]])     # (B, S=T)
-_LEFT_PAD_POSITIONS = np.array([[0, 1, 2], [0, 0, 1]])                  # (B, T)
-
 CASES = [
     case("causal", _config(), causal=True),
     case("causal-no-bias", _config(qkv_bias=False, out_bias=False), causal=True),
@@ -82,7 +73,7 @@ CASES = [
                                      out_bias=False), causal=True,
          positions=np.arange(3, 3 + T)),
     case("rope-per-row", _config(2, position="rope"), causal=True,
-         mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
+         mask=LEFT_PAD_MASK, positions=LEFT_PAD_POSITIONS),
     case("alibi", _config(position="alibi"), causal=True),
     case("alibi-gqa", _config(position="alibi", n_kv_head=2), causal=True),
     case("qk-norm-head-gqa-rope", _config(2, n_kv_head=1, position="rope", qkv_bias=False,

@@ -13,7 +13,8 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig, MLAConfig
 from glassformer.blocks.mla import init_mla, mla_block_backward, mla_block_forward
 from glassformer.blocks.names import prefixed, sub_params
-from glassformer.gradcheck.cases._block_params import WEIGHT_STD, exercised, key_mask
+from glassformer.gradcheck.cases._block_params import (LEFT_PAD_MASK, LEFT_PAD_POSITIONS,
+                                                       WEIGHT_STD, attention_inputs, key_mask)
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.rope_scaling import RopeScaling
 
@@ -40,13 +41,8 @@ def case(mode: str, cfg: BlockConfig, *, mask: np.ndarray | None = None,
 
     def make(rng):
         params = init_mla(cfg, rng, std=WEIGHT_STD, out_std=WEIGHT_STD, dtype=np.float64)
-        inputs = {"x": rng.standard_normal((B, T, C))}                  # (B, T, C)
-        if mask is not None:
-            inputs["key_mask"] = mask                                   # (B, T)
-        if positions is not None:
-            inputs["positions"] = positions
-        inputs.update(exercised(prefixed(params, prefix), rng))
-        return inputs
+        x = rng.standard_normal((B, T, C))                              # (B, T, C)
+        return attention_inputs(params, prefix, rng, x, mask=mask, positions=positions)
 
     def forward(inp):
         return mla_block_forward(sub_params(inp, prefix), inp["x"], cfg, causal=True,
@@ -59,16 +55,12 @@ def case(mode: str, cfg: BlockConfig, *, mask: np.ndarray | None = None,
     return GradcheckCase("mla", mode, make, forward, backward)
 
 
-# Left padding: row 1's first token is padding, its real tokens at positions 0, 1.
-_LEFT_PAD_MASK = np.array([[True, True, True], [False, True, True]])     # (B, T)
-_LEFT_PAD_POSITIONS = np.array([[0, 1, 2], [0, 0, 1]])                  # (B, T)
-
 CASES = [
     case("q-lora", mla_config()),
     case("plain-q", mla_config(q_lora_rank=None)),
     case("offset", mla_config(), positions=np.arange(5, 5 + T)),
     case("padding", mla_config(), mask=key_mask([3, 2], T)),
-    case("per-row", mla_config(), mask=_LEFT_PAD_MASK, positions=_LEFT_PAD_POSITIONS),
+    case("per-row", mla_config(), mask=LEFT_PAD_MASK, positions=LEFT_PAD_POSITIONS),
     case("interleave-yarn", mla_config(interleave=True, yarn=True),
          positions=np.arange(2, 2 + T)),
 ]

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, NamedTuple
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, check_choice
 from glassformer.io.peft import LoraConfig
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
@@ -141,22 +141,26 @@ TANG_SFT = Recipe(
                     targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                              "down_proj")))
 
-# The alignment recipes continue a TANG_SFT run (`finetune --adapter SFT_RUN`): its adapter, its
-# LoRA settings. Sizes are estimates from one step's time on SmolLM2-135M (docs/align.md).
-TANG_DPO = Recipe(
-    name="tang-dpo", objective="dpo",
-    model=dict(model="smollm2"),
-    train={**TANG_SFT.train, "batch_size": 4, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 10, "max_iters": 100, "lr_decay_iters": 100, "eval_interval": 50,
-           "eval_iters": 4},
+
+def after_tang_sft(objective: str, train: dict, settings: dict) -> Recipe:
+    """An alignment recipe, "tang-OBJECTIVE", that continues a TANG_SFT run (`finetune --adapter
+    SFT_RUN`: its adapter, its LoRA settings): TANG_SFT's base and training settings with
+    160-token blocks and a tenth of its learning rate, then `train` over them. Sizes are
+    estimates from one step's time on SmolLM2-135M (docs/align.md)."""
+    return Recipe(name=f"tang-{objective}", objective=objective, model=dict(TANG_SFT.model),
+                  train={**TANG_SFT.train, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
+                         **train},
+                  settings=settings)
+
+
+TANG_DPO = after_tang_sft(
+    "dpo", dict(batch_size=4, warmup_iters=10, max_iters=100, lr_decay_iters=100,
+                eval_interval=50, eval_iters=4),
     settings=dict(beta=0.1, sft_weight=1.0))
 
-TANG_GRPO = Recipe(
-    name="tang-grpo", objective="grpo",
-    model=dict(model="smollm2"),
-    train={**TANG_SFT.train, "batch_size": 2, "block_size": 160, "lr": 2e-4, "min_lr": 2e-5,
-           "warmup_iters": 5, "max_iters": 75, "lr_decay_iters": 75, "eval_interval": 25,
-           "eval_iters": 2},
+TANG_GRPO = after_tang_sft(
+    "grpo", dict(batch_size=2, warmup_iters=5, max_iters=75, lr_decay_iters=75,
+                 eval_interval=25, eval_iters=2),
     settings=dict(num_generations=8, max_completion_tokens=72, temperature=1.0, beta=0.0,
                   loss_type="dapo", scale_rewards="group", reward="tang-form"))
 
@@ -238,9 +242,7 @@ def with_attention(model: dict) -> dict:
     --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; mha (or a
     recipe without the setting) keeps the model as it is."""
     attention = model.get("attention", "mha")
-    if attention not in ATTENTIONS:
-        raise GlassformerError(f"--attention must be one of {', '.join(ATTENTIONS)}, "
-                               f"got {attention!r}")
+    check_choice("--attention", attention, ATTENTIONS)
     if attention == "mha":
         return model
     return {**model, "arch": "deepseek_v3", "n_shared_experts": model.get("shared_experts", 0)}
