@@ -8,7 +8,7 @@ import pytest
 
 from align_fixtures import FAST, LORA, pref_records, tiny_tokenizer, write_jsonl
 from glassformer.cli import main
-from glassformer.io.checkpoint import read_train_log
+from glassformer.io.checkpoint import load_checkpoint, read_train_log
 from glassformer.ops.dpo_loss import dpo_loss_backward, dpo_loss_forward
 from glassformer.ops.token_logps import token_logps_backward, token_logps_forward
 from glassformer.tokenizers.chat_template import chat_template_of
@@ -111,6 +111,27 @@ def test_ref_adapter_starts_at_ln2_from_a_trained_adapter(tiny_base, tmp_path, c
             for out in ("ref_adapter", "ref_base")}
     assert logs["ref_adapter"]["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
     assert logs["ref_base"]["rewards/margins"] != pytest.approx(0.0, abs=1e-9)
+
+
+def test_from_an_adapter_the_reference_defaults_to_that_adapter(tiny_base, tmp_path, capsys):
+    """As TRL given a model that already has an adapter: no --ref, the starting adapter is the
+    reference (so the first step is ln 2 again), and the run saves that choice."""
+    status, first = run_dpo(tiny_base, tmp_path, "first", extra=("--lr", "0.05"))
+    assert status == 0
+    out = tmp_path / "continued"
+    assert main(["finetune", "--model", str(tiny_base), "--data", str(tmp_path / "prefs.jsonl"),
+                 "--out", str(out), "--objective", "dpo", "--adapter", str(first), *FAST,
+                 "--sft-weight", "0"]) == 0
+    step = [r for r in read_train_log(out) if "train_loss" in r][0]
+    assert step["train_loss"] == pytest.approx(math.log(2.0), abs=1e-6)
+    state = load_checkpoint(out).state["train_config"]
+    assert state["objective_settings"]["ref"] == "adapter"
+    # and --ref adapter without an adapter to freeze is one line
+    capsys.readouterr()
+    assert main(["finetune", "--model", str(tiny_base), "--data", str(tmp_path / "prefs.jsonl"),
+                 "--out", str(tmp_path / "none"), "--objective", "dpo", "--ref", "adapter",
+                 *FAST, *LORA]) == 2
+    assert "--ref adapter freezes the adapter the run starts from" in capsys.readouterr().err
 
 
 def test_the_recipes_sft_term_adds_alpha_times_the_chosen_nll(tiny_base, tmp_path, capsys):
