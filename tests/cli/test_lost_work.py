@@ -77,3 +77,42 @@ def test_a_prompt_line_that_is_not_utf8_keeps_the_conversation(chat_model, tmp_p
     err = capsys.readouterr().err
     assert "warning: skipped input line 2: not UTF-8 text (byte 0xc3 at byte 1)" in err
     assert [role for role, _ in saved_roles(saved)] == ["user", "assistant"]
+
+
+def test_convert_refuses_a_folder_that_is_not_empty_before_loading(chat_model, tmp_path,
+                                                                   monkeypatch, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_log.jsonl").write_text('{"iter": 0}\n', encoding="utf-8")
+    (run / "ckpt.safetensors").write_bytes(b"weights")
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the folder was checked")
+
+    import glassformer.cli.convert as convert_command
+    monkeypatch.setattr(convert_command, "load_model_shown", no_load)
+    for flag in ("--out", "--merge"):
+        adapter = ["--adapter", str(tmp_path)] if flag == "--merge" else []
+        assert main(["convert", "--model", str(chat_model), *adapter, flag, str(run)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert (f"{run} is not empty (it holds ckpt.safetensors, train_log.jsonl); give a new or "
+                "empty folder, or --force") in err
+    assert sorted(p.name for p in run.iterdir()) == ["ckpt.safetensors", "train_log.jsonl"]
+    file = tmp_path / "model.bin"
+    file.write_bytes(b"x")
+    assert main(["convert", "--model", str(chat_model), "--out", str(file)]) == 2
+    assert f"{file} is a file" in capsys.readouterr().err
+
+
+def test_convert_writes_into_an_empty_folder_or_with_force(chat_model, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["convert", "--model", str(chat_model), "--out", str(empty)]) == 0
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("kept", encoding="utf-8")
+    assert main(["convert", "--model", str(chat_model), "--out", str(run), "--force"]) == 0
+    assert (run / "notes.txt").read_text(encoding="utf-8") == "kept"
+    np.testing.assert_array_equal(load_pretrained(run).params["tok_emb"],
+                                  load_pretrained(chat_model).params["tok_emb"])
