@@ -75,3 +75,19 @@ def test_a_prompt_file_mixing_the_formats_names_the_lines(tmp_path):
                            max_completion_tokens=4)
     assert str(err.value) == (f"{path} line 3 has a plain-text prompt but line 1 a "
                               "conversational (messages) one; a prompt file holds one format")
+
+
+def test_the_pairs_are_checked_before_the_model_loads(tiny_base, tmp_path, capsys, monkeypatch):
+    """SmolLM2 takes a second and ~1 GB to load: a bad pair is refused without it."""
+    import glassformer.train.runs.finetune as finetune_run
+
+    def no_load(model):
+        raise AssertionError("the model was loaded before the data was checked")
+
+    monkeypatch.setattr(finetune_run, "load_base", no_load)
+    records = pref_records()
+    records[9] = pref_records(24, conversational=False)[9]
+    data = write_jsonl(tmp_path / "prefs.jsonl", records)
+    assert main(["finetune", "--model", str(tiny_base), "--data", str(data), "--out",
+                 str(tmp_path / "run"), "--objective", "dpo", *FAST, *LORA]) == 2
+    assert "line 10 is plain strings but line 1 is conversational" in capsys.readouterr().err

@@ -128,22 +128,35 @@ def pair_ids(tokenizer, template: ChatTemplate, compiled, record: dict
     return prompt[:cut], chosen, rejected
 
 
+def check_pref_file(path: str | Path) -> list[tuple[int, dict]]:
+    """The file's (line number, record) pairs, each checked as check_pair checks it and all of
+    one format; errors name the line. Needs no tokenizer: `finetune` calls it before the model
+    loads, so a bad line costs no model's memory."""
+    records = read_json_lines(path)
+    first = None   # (line number, format) of the first pair: every other must share its format
+    for number, record in records:
+        try:
+            conversational = check_pair(record)
+        except GlassformerError as err:
+            raise GlassformerError(f"{path} line {number} {err}") from None
+        first = first or (number, conversational)
+        if conversational != first[1]:
+            raise GlassformerError(
+                f"{path} line {number} is {FORMATS[conversational]} but line {first[0]} is "
+                f"{FORMATS[first[1]]}; a preference file holds one format")
+    return records
+
+
 def encode_pref_file(path: str | Path, tokenizer, template: ChatTemplate, *,
                      block_size: int) -> PrefData:
     """Every pair of a preference JSONL file as PrefData (errors name the line)."""
     chosen_rows, rejected_rows, chosen_masks, rejected_masks = [], [], [], []
     compiled = compile_template(template.source, template.budget)
-    first = None   # (line number, format) of the first pair: every other must share its format
-    for number, record in read_json_lines(path):
+    for number, record in check_pref_file(path):
         try:
             prompt, chosen, rejected = pair_ids(tokenizer, template, compiled, record)
         except GlassformerError as err:
             raise GlassformerError(f"{path} line {number} {err}") from None
-        first = first or (number, isinstance(record["prompt"], list))
-        if isinstance(record["prompt"], list) != first[1]:
-            raise GlassformerError(
-                f"{path} line {number} is {FORMATS[not first[1]]} but line {first[0]} is "
-                f"{FORMATS[first[1]]}; a preference file holds one format")
         longest = len(prompt) + max(len(chosen), len(rejected))
         if longest > block_size + 1:
             raise GlassformerError(f"{path} line {number} is {longest} ids long, more than block "

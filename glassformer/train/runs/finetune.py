@@ -123,6 +123,15 @@ def finetune_objective(path: str | Path, objective: str) -> str:
     return SFT.name if is_chat_file(path) else NEXT_TOKEN.name
 
 
+def check_data_lines(path: str | Path, objective: str) -> None:
+    """What the data's form checks without a tokenizer (Form.check: a preference file's empty
+    completions, mixed formats), before the model loads: a bad line is refused in one line
+    without the base model's memory and time."""
+    form = form_of(objective_of(finetune_objective(path, objective)).reads)
+    if form.check:
+        form.check(path)
+
+
 def encode_data(path: str | Path, model, train_cfg: TrainConfig, template_budget=None
                 ) -> tuple[Read, str, str]:
     """(the data file read by its form (runs/forms.py): train, val, notes; the objective's
@@ -194,6 +203,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     touched, so a refused run leaves nothing behind.
     """
     out = run_folder(out_dir)
+    check_data_lines(data, train_cfg.objective)
     base_model = load_base(model)
     train_cfg, notes = fit_defaults(train_cfg, typed, context=base_model.cfg.max_seq_len,
                                     decay_spans_run=True)
