@@ -23,16 +23,31 @@ from glassformer.cli import eval as eval_command  # note: `as`, not to hide the 
 from glassformer.cli import notebooks
 from glassformer.cli.common import add_seed_argument, blas_sized_to_free_cores
 from glassformer.errors import GlassformerError
+from glassformer.version import package_version
 
 # The command modules, in the order `--help` lists them.
 COMMANDS = [attention, explain, gradcheck, train, finetune, eval_command, convert, tokenizer,
             generate, chat, embed, fill_mask, translate, show, serve, notebooks]
 
 
+class ShowVersion(argparse.Action):
+    """`--version`: print "glassformer X.Y.Z" on stdout and exit 0, as argparse's "version"
+    action does, but look the version up only when asked (the lookup reads the installed
+    packages' metadata: tens of ms every command would pay)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"glassformer {package_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="glassformer",
         description="A Transformer you can see through: every forward and backward pass by hand.")
+    parser.add_argument("--version", action=ShowVersion, help="print glassformer's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)

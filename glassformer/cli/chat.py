@@ -5,6 +5,9 @@ Ctrl-C stops the reply being written and keeps the conversation (a second Ctrl-C
 Ctrl-D or /exit ends it), and the commands of COMMANDS. A line starting with "/" is a command,
 never a message: an unknown one is refused ("//text" sends "/text"). With stdin from a pipe it
 reads one message per line and prints only the replies on stdout.
+
+A line that is not UTF-8 text (a binary file piped in, a terminal in another encoding) is skipped
+with one warning on stderr, and the conversation goes on: one bad line never loses the session.
 """
 from __future__ import annotations
 
@@ -143,15 +146,32 @@ def save_chat(messages: list[dict], path: Path) -> None:
 
 
 def read_line(interactive: bool) -> str | None:
-    """The next line typed (None at end of input); Ctrl-C raises KeyboardInterrupt."""
+    """The next line typed (None at end of input); Ctrl-C raises KeyboardInterrupt, and a line
+    that is not UTF-8 raises UnicodeDecodeError after its bytes were consumed (the next call
+    reads the next line).
+
+    note: from a pipe the bytes are read a line at a time and decoded here; the text layer of
+    sys.stdin decodes whole chunks, so one bad byte would cost the lines around it too.
+    """
     if not interactive:
-        line = sys.stdin.readline()
-        return line if line else None
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is None:  # a text-only stdin (io.StringIO): nothing left to decode
+            line = sys.stdin.readline()
+            return line if line else None
+        data = raw.readline()
+        return data.decode("utf-8") if data else None
     try:
         return input(PROMPT)  # with readline loaded: arrow keys edit, up/down walk the history
     except EOFError:
         sys.stdout.write("\n")
         return None
+
+
+def undecodable(number: int, err: UnicodeDecodeError) -> str:
+    """The warning for input line `number` that is not UTF-8: which byte, where."""
+    byte = err.object[err.start]
+    return (f"warning: skipped input line {number}: not UTF-8 text (byte 0x{byte:02x} at "
+            f"byte {err.start + 1}); the conversation goes on")
 
 
 def line_editing() -> None:
@@ -169,9 +189,15 @@ def chat_loop(session: ChatSession, args) -> int:
         note(f"chatting with {args.model}: /help lists the commands, Ctrl-C stops a reply, "
              "Ctrl-D or /exit ends")
     warned = False  # one Ctrl-C at the prompt warns, a second one in a row ends the chat
+    number = 0      # input lines read, for the warning that names one
     while True:
+        number += 1
         try:
             line = read_line(interactive)
+        except UnicodeDecodeError as err:
+            warned = False
+            note(undecodable(number, err))
+            continue
         except KeyboardInterrupt:
             if warned:
                 sys.stdout.write("\n")

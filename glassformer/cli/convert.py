@@ -1,9 +1,16 @@
 """`glassformer convert --model MODEL --out DIR`: any model glassformer reads -> a Hugging Face
 folder that transformers loads. `--adapter DIR --merge OUT` folds a LoRA adapter into the weights
-(W + s A B, as peft's merge_and_unload) and writes the merged model to OUT."""
+(W + s A B, as peft's merge_and_unload) and writes the merged model to OUT.
+
+The folder written must be new or empty: config.json, model.safetensors and the tokenizer's files
+would otherwise land among what it holds (a training run, another model). --force writes into a
+folder that is not empty. The check comes before the model loads, so a refusal costs nothing.
+"""
 from __future__ import annotations
 
 import sys
+from itertools import islice
+from pathlib import Path
 
 from glassformer.cli.common import add_adapter_argument, load_model_shown, model_help
 from glassformer.errors import GlassformerError
@@ -21,6 +28,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--merge", default=None, metavar="OUT",
                         help="with --adapter: the folder to write the merged model to (the same "
                              "as --out)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into the folder even if it is not empty (its files of the "
+                             "same names are replaced)")
+
+
+def check_out_folder(out: str, force: bool) -> None:
+    """One line when `out` is a file, or a folder that is not empty (without --force)."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise GlassformerError(f"{folder} is a file; give a folder to write the model to")
+    if force or not folder.is_dir():
+        return
+    shown = sorted(entry.name for entry in islice(folder.iterdir(), 4))
+    if shown:
+        listed = ", ".join(shown[:3]) + (", ..." if len(shown) > 3 else "")
+        raise GlassformerError(f"{folder} is not empty (it holds {listed}); give a new or empty "
+                               "folder, or --force to write the model's files into this one")
 
 
 def run(args) -> int:
@@ -32,6 +56,7 @@ def run(args) -> int:
     if out is None:
         raise GlassformerError("give the folder to write: --out DIR (or --adapter DIR "
                                "--merge OUT)")
+    check_out_folder(out, args.force)
     model = load_model_shown(args.model, args.adapter)
     folder = save_pretrained(model, out)
     print(f"wrote {model.arch} model ({model.num_params():,} params) to {folder}", file=sys.stderr)

@@ -15,6 +15,7 @@ from glassformer.cli.common import (TRAIN_FLAGS, add_template_budget_arguments,
 from glassformer.cli.settings_flags import add_settings_arguments, given_settings
 from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
+from glassformer.io.lora_modules import ALL_LINEAR
 from glassformer.io.peft import LoraConfig
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.train.distributed import (agreed_stop, check_shards, mpi_comm,
@@ -68,8 +69,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rslora", action="store_true", default=None,
                         help="scale by alpha / sqrt(r) (rank-stabilized LoRA)")
     parser.add_argument("--target", default=None,
-                        help="comma-separated PEFT module names to adapt (default: "
-                             f"{','.join(LORA_RECIPE.targets)}; GPT-2: c_attn,c_proj,c_fc)")
+                        help="comma-separated PEFT module names to adapt (default: all-linear, "
+                             "every linear layer of the blocks as the model's family names them: "
+                             "LLaMA q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; "
+                             "GPT-2 c_attn,c_proj,c_fc)")
     parser.add_argument("--adapter", default=None,
                         help="continue training this PEFT LoRA adapter folder (a finetune run's, "
                              "or peft's) instead of fresh adapters; its LoRA settings are kept")
@@ -124,6 +127,7 @@ def lora_config(args) -> LoraConfig | None:
     targets = LORA_RECIPE.targets
     if args.target is not None:
         targets = tuple(name.strip() for name in args.target.split(",") if name.strip())
+        targets = ALL_LINEAR if targets == (ALL_LINEAR,) else targets
         if not targets:
             raise GlassformerError("--target needs at least one module name, e.g. "
                                    "q_proj,v_proj")

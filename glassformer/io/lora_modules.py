@@ -4,6 +4,14 @@ Each module pairs our adapted weight ("blocks.3.attn.wq", or "blocks.3.attn.wqkv
 fused c_attn) with its HF module name in the task model ("model.layers.3.self_attn.q_proj"), read
 off the rename tables (io/hf/<family>.py), and PEFT's target rule picks among them (io/peft.py
 uses both).
+
+The family's default targets come from the same tables: ALL_LINEAR ("all-linear", PEFT's own
+name for it) adapts every one of these modules, whatever the family calls them, so one default
+fits every family (family_targets lists the names it stands for):
+
+    LLaMA, Qwen2, Mistral   q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj
+    GPT-2                   c_attn, c_proj, c_fc
+    BERT                    query, key, value, dense
 """
 from __future__ import annotations
 
@@ -17,6 +25,9 @@ from glassformer.models.model import Model
 
 # Our block-local weights that can carry an adapter (attention's and the MLP's linear layers).
 ADAPTABLE = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w_gate", "mlp.w_up", "mlp.w_down")
+# The target that names every adaptable module (PEFT's target_modules="all-linear", which PEFT
+# expands to the model's linear layers but the output head; here: the blocks' linear layers).
+ALL_LINEAR = "all-linear"
 
 
 class Module(NamedTuple):
@@ -43,22 +54,36 @@ def modules(arch: str, cfg) -> list[Module]:
     return found
 
 
+def family_targets(arch: str, cfg) -> tuple[str, ...]:
+    """The PEFT names of every adaptable module of this model, once each, in layer order: what
+    ALL_LINEAR stands for (and what adapter_config.json lists for it, as PEFT writes it)."""
+    return tuple(dict.fromkeys(m.hf_module.rsplit(".", 1)[-1] for m in modules(arch, cfg)))
+
+
 def _named(entry: str, module: str) -> bool:
     """PEFT's rule for a list entry: the module's name is the entry or ends in "." + entry."""
     return module == entry or module.endswith("." + entry)
 
 
 def is_targeted(targets, module: str) -> bool:
-    """Whether PEFT's target_modules (a list of names, or one regex) name this HF module."""
+    """Whether PEFT's target_modules (a list of names, ALL_LINEAR, or one regex) name this HF
+    module (one of modules()'s)."""
+    if targets == ALL_LINEAR:
+        return True
     if isinstance(targets, str):
         return re.fullmatch(targets, module) is not None
     return any(_named(entry, module) for entry in targets)
 
 
 def select_modules(model: Model, targets) -> list[Module]:
-    """The modules the targets name (a list of names, or one regex for the whole name); a target
-    that names no module is an error."""
+    """The modules the targets name (a list of names, ALL_LINEAR, or one regex for the whole
+    name); a target that names no module is an error."""
     every = modules(model.arch, model.cfg)
+    if targets == ALL_LINEAR:
+        if not every:
+            raise GlassformerError(f"this {model.arch} model has no linear module an adapter "
+                                   "can sit on")
+        return every
     if isinstance(targets, str):
         chosen = [m for m in every if re.fullmatch(targets, m.hf_module)]
         if not chosen:

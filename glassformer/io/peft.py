@@ -22,7 +22,9 @@ is the target or ends with "." + target (a string target is a regular expression
 the whole name). The modules are the linear layers of the blocks, named by io/hf/<family>.py's
 tables: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (LLaMA, Qwen2, Mistral);
 c_attn, c_proj, c_fc (GPT-2; c_attn is fused q|k|v, so its adapter is one "attn.wqkv" adapter);
-query, key, value, dense (BERT). A target that names no module is refused in one line.
+query, key, value, dense (BERT). "all-linear" (PEFT's name) adapts them all, whatever the family
+calls them (adapter_config.json then lists them). A target that names no module is refused in
+one line.
 
 The files. adapter_config.json holds peft_type "LORA", r, lora_alpha, lora_dropout,
 target_modules, bias "none", task_type, base_model_name_or_path, use_rslora, fan_in_fan_out,
@@ -47,7 +49,8 @@ from glassformer.blocks.lora import (LORA_A, LORA_B, adapted_weight, adapter_con
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.hf.registry import hf_family
 from glassformer.json_object import read_json_object
-from glassformer.io.lora_modules import is_targeted, module_list, modules, select_modules, sizes
+from glassformer.io.lora_modules import (ALL_LINEAR, family_targets, is_targeted, module_list,
+                                         modules, select_modules, sizes)
 from glassformer.io.safetensors import (load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
 from glassformer.models.family import CAUSAL, ENCODER
@@ -72,7 +75,8 @@ class LoraConfig:
     r: int = 8                                  # rank of A (C_in, r) and B (r, C_out)
     alpha: float = 16.0                         # s = alpha / r (rsLoRA: alpha / sqrt(r))
     dropout: float = 0.0                        # on the adapter's input, training only
-    targets: tuple[str, ...] | str = ("q_proj", "v_proj")   # PEFT module names, or one regex
+    targets: tuple[str, ...] | str = ("q_proj", "v_proj")   # PEFT module names, one regex, or
+                                                            # ALL_LINEAR (every linear layer)
     rslora: bool = False                        # PEFT's use_rslora
     base_model: str = ""                        # base_model_name_or_path, as written to the file
 
@@ -169,7 +173,10 @@ def _parts_of(weight: str) -> tuple[str, ...]:
 
 def peft_config(model: Model, lora_cfg: LoraConfig) -> dict:
     """adapter_config.json's contents, as PEFT writes them for this LoRA."""
-    targets = lora_cfg.targets if isinstance(lora_cfg.targets, str) else sorted(lora_cfg.targets)
+    targets = lora_cfg.targets
+    if targets == ALL_LINEAR:   # written expanded, as PEFT writes it
+        targets = family_targets(model.arch, model.cfg)
+    targets = targets if isinstance(targets, str) else sorted(targets)
     return {
         "alpha_pattern": {}, "auto_mapping": None,
         "base_model_name_or_path": lora_cfg.base_model or None,

@@ -49,11 +49,16 @@ class Family:
 
 
 def _value_problem(value, hint) -> str | None:
-    """Why `value` does not fit the annotation `hint` (int, float, bool, str, X | None), or None.
+    """Why `value` does not fit the annotation `hint` (int, float, bool, str, X | None,
+    tuple[int, ...]), or None.
 
     note: a bool is an int to Python; a count of True layers is refused all the same, and so is a
     float where an int belongs (2.0 heads) or a float that is not finite (1e400 reads as inf).
     """
+    if typing.get_origin(hint) is tuple:   # tuple[int, ...]: a list of layer indices
+        items_fit = isinstance(value, (tuple, list)) and all(
+            isinstance(item, numbers.Integral) and not isinstance(item, bool) for item in value)
+        return None if items_fit else f"must be a list of integers, got {value!r}"
     allowed = typing.get_args(hint) or (hint,)
     if value is None:
         return None if type(None) in allowed else "must be set, got None"

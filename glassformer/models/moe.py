@@ -13,7 +13,8 @@ config covers these Hugging Face model types (io/hf/moe.py and, for Mixtral's te
 io/hf/mixtral.py with its own arch):
 
     qwen3       Qwen3ForCausalLM       dense (n_experts=0), QK-norm per head
-    qwen3_moe   Qwen3MoeForCausalLM    MoE, QK-norm per head, norm_topk_prob, sparse_step
+    qwen3_moe   Qwen3MoeForCausalLM    MoE, QK-norm per head, norm_topk_prob, sparse_step,
+                                       extra_dense_layers (its mlp_only_layers)
     olmoe       OlmoeForCausalLM       MoE, QK-norm over the whole q / k projection
     mixtral     MixtralForCausalLM     MoE (always renormalised), no QK-norm (arch "mixtral")
 
@@ -51,19 +52,31 @@ class MoeLlamaConfig(llama.LlamaConfig):
     shared_gate: bool = False       # sigmoid gate on the shared expert
     sparse_step: int = 1            # layer i is sparse when (i + 1) % sparse_step == 0
     first_dense_layers: int = 0     # the first layers keep a dense MLP
+    extra_dense_layers: tuple[int, ...] = ()  # these layers keep a dense MLP too, whatever
+                                              # sparse_step says (Qwen3-MoE's mlp_only_layers)
 
     def __post_init__(self):
         check_config_values(self)  # types first, so the ranges below compare numbers
+        # a list (from JSON) kept as a tuple: configs compare equal however they were read
+        object.__setattr__(self, "extra_dense_layers", tuple(int(i) for i in
+                                                             self.extra_dense_layers))
         if self.n_experts < 0 or self.sparse_step < 1 or self.first_dense_layers < 0:
             raise GlassformerError(f"n_experts and first_dense_layers must be at least 0 and "
                                    f"sparse_step at least 1, got {self.n_experts}, "
                                    f"{self.first_dense_layers}, {self.sparse_step}")
+        outside = [i for i in self.extra_dense_layers if not 0 <= i < self.n_layer]
+        if outside:
+            raise GlassformerError(f"extra_dense_layers names layer {outside[0]}, but the model "
+                                   f"has layers 0 to {self.n_layer - 1}")
         super().__post_init__()  # sizes, and block_config(), which checks the MoE fields
 
     def dense_layers(self) -> tuple[int, ...]:
-        """The layers with a dense MLP (HF Qwen3-MoE's rule, and DeepSeek's first k)."""
+        """The layers with a dense MLP: HF Qwen3-MoE's rule (a layer is sparse when
+        (i + 1) % sparse_step == 0 and it is not listed in mlp_only_layers), and DeepSeek's
+        first k."""
         return tuple(i for i in range(self.n_layer)
-                     if i < self.first_dense_layers or (i + 1) % self.sparse_step)
+                     if i < self.first_dense_layers or (i + 1) % self.sparse_step
+                     or i in self.extra_dense_layers)
 
     def moe_config(self) -> MoEConfig | None:
         """The block's MoEConfig, None without experts (every layer dense)."""

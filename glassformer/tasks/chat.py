@@ -139,8 +139,10 @@ class ChatSession:
 
     def send(self, text: str, *, max_new_tokens: int = 256,
              **generate_kwargs) -> Iterator[StreamStep]:
-        """Add a user message and return the stream of the assistant's reply; the reply joins
-        `messages` when the stream ends or is closed (Ctrl-C keeps the part already written).
+        """Add a user message and return the stream of the assistant's reply: a StreamStep
+        (token_id, text) per token, whose texts joined are the reply (`"".join(step.text for
+        step in session.send(...))`); the reply joins `messages` when the stream ends or is
+        closed (Ctrl-C keeps the part already written).
 
         The prompt is prepared here, before the stream starts: `turns[-1]` already tells how
         many ids are reused and how many messages were dropped.

@@ -1,7 +1,9 @@
 """config.json <-> the moe and mixtral configs (io/hf/moe.py, io/hf/mixtral.py), without torch:
 round trips for each model_type, which model_type a config is written as, and the values that
-are refused in one line (too many experts per token, mlp_only_layers, router jitter, routings
-no HF class has)."""
+are refused in one line (too many experts per token, an mlp_only_layers entry past the layers,
+router jitter, routings no HF class has)."""
+import json
+
 import pytest
 
 from glassformer.errors import GlassformerError
@@ -26,6 +28,8 @@ def hf_dict(model_type: str, **overrides) -> dict:
     (MoeLlamaConfig(**TINY, n_experts=0), "qwen3"),
     (MoeLlamaConfig(**TINY, n_experts=5, experts_per_token=3, expert_d_ff=6, sparse_step=2,
                     head_dim=6), "qwen3_moe"),
+    (MoeLlamaConfig(**TINY, n_experts=5, expert_d_ff=6, sparse_step=1,
+                    extra_dense_layers=(0, 2)), "qwen3_moe"),
     (MoeLlamaConfig(**TINY, qk_norm="proj", n_experts=4, norm_topk_prob=False), "olmoe"),
     (MixtralConfig(**TINY, n_experts=4), "mixtral"),
 ])
@@ -48,8 +52,9 @@ def test_v4_and_v5_expert_count_keys():
      "num_experts_per_tok=5 must be between 1 and num_experts=4"),
     (hf_dict("mixtral", num_local_experts=2, num_experts_per_tok=3),
      "num_experts_per_tok=3 must be between 1 and num_local_experts=2"),
-    (hf_dict("qwen3_moe", num_experts=4, moe_intermediate_size=6, mlp_only_layers=[1]),
-     "mlp_only_layers=\\[1\\], which glassformer does not implement"),
+    # mlp_only_layers loads (issue 49); a layer the model does not have is refused
+    (hf_dict("qwen3_moe", num_experts=4, moe_intermediate_size=6, mlp_only_layers=[2]),
+     "mlp_only_layers=\\[2\\]; it lists layer indices from 0 to num_hidden_layers - 1 = 1"),
     (hf_dict("mixtral", num_local_experts=4, router_jitter_noise=0.1),
      "router_jitter_noise=0.1"),
     (hf_dict("olmoe", num_experts=4, clip_qkv=8.0), "clip_qkv=8.0"),
@@ -80,3 +85,35 @@ def test_bad_moe_fields_are_one_line():
         MoeLlamaConfig(**TINY, sparse_step=0)
     with pytest.raises(GlassformerError, match="MoeLlamaConfig n_experts must be an int"):
         MoeLlamaConfig(**TINY, n_experts=2.0)
+
+
+def test_mlp_only_layers_keep_a_dense_mlp_as_transformers_reads_them():
+    """transformers' rule: layer i is sparse when it is not in mlp_only_layers and
+    (i + 1) % decoder_sparse_step == 0."""
+    hf = hf_dict("qwen3_moe", num_hidden_layers=4, num_experts=4, moe_intermediate_size=6,
+                 decoder_sparse_step=2, mlp_only_layers=[1])
+    cfg = config_from_hf(hf)
+    assert cfg.extra_dense_layers == (1,) and cfg.dense_layers() == (0, 1, 2)
+    assert config_to_hf(cfg)["mlp_only_layers"] == [1]
+    assert config_from_hf({**hf, "mlp_only_layers": None}).dense_layers() == (0, 2)
+    # saved in a run's checkpoint as JSON: the list comes back as the same config
+    assert MoeLlamaConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+@pytest.mark.parametrize("cfg,message", [
+    (dict(extra_dense_layers=(3,)), "extra_dense_layers names layer 3, but the model has layers "
+                                    "0 to 2"),
+    (dict(extra_dense_layers=("1",)), "MoeLlamaConfig extra_dense_layers must be a list of "
+                                      "integers, got \\('1',\\)"),
+    (dict(extra_dense_layers=(True,)), "must be a list of integers"),
+])
+def test_bad_extra_dense_layers_are_one_line(cfg, message):
+    with pytest.raises(GlassformerError, match=message):
+        MoeLlamaConfig(**TINY, **cfg)
+
+
+def test_olmoe_and_mixtral_exports_refuse_extra_dense_layers():
+    with pytest.raises(GlassformerError, match="no Hugging Face family computes qk_norm='proj'"):
+        config_to_hf(MoeLlamaConfig(**TINY, qk_norm="proj", extra_dense_layers=(1,)))
+    with pytest.raises(GlassformerError, match="a Mixtral folder has no QK-norm"):
+        config_to_hf(MixtralConfig(**TINY, extra_dense_layers=(1,)))

@@ -31,7 +31,9 @@ PAIR = {"prompt": turn("user", "寫一首五言絕句，以「四」字開頭。
         "rejected": turn("assistant", "四四四四四。")}
 WRITTEN = {
     "prefs": [json.dumps(PAIR, ensure_ascii=False),
-              json.dumps({"prompt": "plain text, then", "chosen": " yes", "rejected": " no"})],
+              # a file holds one format (issue 49): the second pair is conversational too
+              json.dumps({"prompt": turn("user", "then"), "chosen": turn("assistant", "yes"),
+                          "rejected": turn("assistant", "no")})],
     "prompts": [json.dumps({"messages": turn("user", "写一首") + turn("assistant", "燄")},
                            ensure_ascii=False),
                 json.dumps({"prompt": turn("user", "hi"), "answer": "四"}, ensure_ascii=False)],

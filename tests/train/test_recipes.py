@@ -3,6 +3,7 @@ gave; an --objective the --arch cannot train is refused in one line."""
 import pytest
 
 from glassformer.errors import GlassformerError
+from glassformer.io.lora_modules import ALL_LINEAR, family_targets
 from glassformer.io.peft import LoraConfig
 from glassformer.models.bert import BertConfig
 from glassformer.models.gpt2 import GPT2Config
@@ -46,8 +47,10 @@ def test_the_recipes_keep_their_numbers():
     assert TrainConfig(**TANG_SFT.train) == TrainConfig(
         batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10, lr_decay_iters=300,
         max_iters=300, weight_decay=0.0, beta2=0.999, eval_interval=50, eval_iters=4)
-    assert TANG_SFT.lora == LoraConfig(r=16, alpha=32.0, dropout=0.0, targets=(
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    # every linear layer, named per family (issue 49): on SmolLM2 (LLaMA) the seven projections
+    assert TANG_SFT.lora == LoraConfig(r=16, alpha=32.0, dropout=0.0, targets=ALL_LINEAR)
+    assert family_targets("llama", LlamaConfig(n_layer=1)) == (
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @pytest.mark.parametrize("arch, objective, message", [

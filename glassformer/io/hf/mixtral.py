@@ -39,7 +39,8 @@ MIXTRAL = ModelType(
 def to_hf(cfg: MixtralConfig) -> dict:
     """The config.json of the MixtralForCausalLM that computes this model."""
     mixtral_like = (cfg.qk_norm == "none" and cfg.n_experts > 0 and cfg.norm_topk_prob
-                    and cfg.sparse_step == 1 and not (cfg.qkv_bias or cfg.out_bias))
+                    and cfg.sparse_step == 1 and not cfg.extra_dense_layers
+                    and not (cfg.qkv_bias or cfg.out_bias))
     if not mixtral_like:
         raise GlassformerError("a Mixtral folder has no QK-norm, no attention biases, experts "
                                "in every layer and always renormalised weights (norm_topk_prob)")

@@ -4,7 +4,8 @@ All three load as glassformer's arch "moe" (LLaMA's decoder with QK-norm and spa
 
     qwen3       dense SwiGLU MLPs, QK-norm over each head (q_norm, k_norm (D,))
     qwen3_moe   MoE MLPs (mlp.gate = the router, mlp.experts.{e}.*), QK-norm per head; layers
-                with (i + 1) % decoder_sparse_step != 0 keep a dense MLP
+                with (i + 1) % decoder_sparse_step != 0, and those mlp_only_layers lists, keep
+                a dense MLP of intermediate_size (mlp.gate_proj, up_proj, down_proj)
     olmoe       MoE MLPs, QK-norm over the whole q and k projections ((H*D,), (K*D,))
 
 Each expert's three nn.Linear weights are stored one tensor per expert, which glassformer stacks
@@ -81,7 +82,19 @@ def from_hf(hf: dict, *, kind: str) -> MoeLlamaConfig:
         return MoeLlamaConfig(**base, qk_norm="proj", norm_topk_prob=norm_topk, **moe)
     return MoeLlamaConfig(**base, qk_norm="head", norm_topk_prob=norm_topk,
                           expert_d_ff=hf["moe_intermediate_size"],
-                          sparse_step=hf.get("decoder_sparse_step", 1), **moe)
+                          sparse_step=hf.get("decoder_sparse_step", 1),
+                          extra_dense_layers=mlp_only_layers(hf), **moe)
+
+
+def mlp_only_layers(hf: dict) -> tuple[int, ...]:
+    """Qwen3-MoE's mlp_only_layers (None or absent: none), each a layer of the model."""
+    listed = hf.get("mlp_only_layers") or []
+    n_layer = hf["num_hidden_layers"]
+    if not isinstance(listed, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n_layer for i in listed):
+        raise GlassformerError(f"config.json has mlp_only_layers={listed!r}; it lists layer "
+                               f"indices from 0 to num_hidden_layers - 1 = {n_layer - 1}")
+    return tuple(listed)
 
 
 QWEN3_READS = llama.READS | {"use_sliding_window", "sliding_window", "max_window_layers",
@@ -93,8 +106,8 @@ QWEN3_MOE = ModelType(
     "qwen3_moe", "moe", "Qwen3MoeForCausalLM",
     QWEN3_READS | TRAINING_ONLY | {"decoder_sparse_step", "moe_intermediate_size",
                                    "norm_topk_prob", "num_experts_per_tok", "num_experts",
-                                   "num_local_experts"},
-    required={"hidden_act": ("silu",), "mlp_only_layers": ([], None)},
+                                   "num_local_experts", "mlp_only_layers"},
+    required={"hidden_act": ("silu",)},
     from_hf=partial(from_hf, kind="qwen3_moe"))
 OLMOE = ModelType(
     "olmoe", "moe", "OlmoeForCausalLM",
@@ -134,8 +147,9 @@ def to_hf(cfg: MoeLlamaConfig) -> dict:
         extra = {**qwen, "num_experts": cfg.n_experts, "num_experts_per_tok": cfg.experts_per_token,
                  "moe_intermediate_size": cfg.moe_config().expert_d_ff,
                  "norm_topk_prob": cfg.norm_topk_prob, "decoder_sparse_step": cfg.sparse_step,
-                 "mlp_only_layers": []}
-    elif cfg.qk_norm == "proj" and cfg.n_experts and cfg.sparse_step == 1:
+                 "mlp_only_layers": list(cfg.extra_dense_layers)}
+    elif (cfg.qk_norm == "proj" and cfg.n_experts and cfg.sparse_step == 1
+          and not cfg.extra_dense_layers):
         model_type = OLMOE
         extra = {"num_experts": cfg.n_experts, "num_experts_per_tok": cfg.experts_per_token,
                  "intermediate_size": cfg.moe_config().expert_d_ff,
@@ -143,7 +157,9 @@ def to_hf(cfg: MoeLlamaConfig) -> dict:
     else:
         raise GlassformerError(f"no Hugging Face family computes qk_norm={cfg.qk_norm!r} with "
                                f"n_experts={cfg.n_experts}, sparse_step={cfg.sparse_step} "
-                               "(qwen3: 'head' and 0; qwen3_moe: 'head'; olmoe: 'proj', step 1)")
+                               f"and extra_dense_layers={list(cfg.extra_dense_layers)} "
+                               "(qwen3: 'head' and 0; qwen3_moe: 'head'; olmoe: 'proj', step 1, "
+                               "no extra dense layers)")
     if model_type is not QWEN3:
         check_plain_routing(cfg, model_type)
     return {"architectures": [model_type.hf_class], "model_type": model_type.name, **hf, **extra}

@@ -23,8 +23,11 @@ data (chat.pad_rows: targets are IGNORE_INDEX outside the completion). The "dpo"
 takes B pairs and returns their 2B rows in one batch, chosen first, as TRL's collator does.
 
 Refused, one line naming the line: a record without a prompt, chosen or rejected, a chosen equal
-to its rejected (no preference to learn), an empty completion, and a pair longer than
-block_size + 1 ids (the context the run trains on).
+to its rejected (no preference to learn), an empty completion (a chosen or rejected with no text:
+"" or only spaces, or messages whose contents are: TRL would train on the end-of-turn token
+alone; SFT leaves such a reply out too), a file that mixes the two formats (TRL reads one format a
+dataset; the line that differs is named, with the first line of the other), and a pair longer
+than block_size + 1 ids (the context the run trains on).
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from glassformer.tokenizers.end_of_text import end_of_text_ids
 from glassformer.train.datasets.chat import VAL_FRACTION, ChatData, pad_rows
 
 FIELDS = ("prompt", "chosen", "rejected")
+FORMATS = {True: "conversational (message lists)", False: "plain strings"}
 
 
 class PrefData(NamedTuple):
@@ -72,9 +76,20 @@ def check_pair(record) -> bool:
         if not isinstance(record[field], kind):
             what = "a message list" if conversational else "a string"
             raise GlassformerError(f"{field!r} must be {what}, like the prompt")
+    for side in ("chosen", "rejected"):
+        if not has_text(record[side]):
+            raise GlassformerError(f"has an empty {side!r}: a completion needs text to prefer "
+                                   "or to avoid")
     if record["chosen"] == record["rejected"]:
         raise GlassformerError("chosen equals rejected, so there is no preference to learn")
     return conversational
+
+
+def has_text(completion) -> bool:
+    """Whether a completion (a string, or a message list) says anything but spaces."""
+    if isinstance(completion, str):
+        return bool(completion.strip())
+    return any(isinstance(m, dict) and str(m.get("content") or "").strip() for m in completion)
 
 
 def eos_ids(tokenizer, template: ChatTemplate) -> list[int]:
@@ -113,12 +128,31 @@ def pair_ids(tokenizer, template: ChatTemplate, compiled, record: dict
     return prompt[:cut], chosen, rejected
 
 
+def check_pref_file(path: str | Path) -> list[tuple[int, dict]]:
+    """The file's (line number, record) pairs, each checked as check_pair checks it and all of
+    one format; errors name the line. Needs no tokenizer: `finetune` calls it before the model
+    loads, so a bad line costs no model's memory."""
+    records = read_json_lines(path)
+    first = None   # (line number, format) of the first pair: every other must share its format
+    for number, record in records:
+        try:
+            conversational = check_pair(record)
+        except GlassformerError as err:
+            raise GlassformerError(f"{path} line {number} {err}") from None
+        first = first or (number, conversational)
+        if conversational != first[1]:
+            raise GlassformerError(
+                f"{path} line {number} is {FORMATS[conversational]} but line {first[0]} is "
+                f"{FORMATS[first[1]]}; a preference file holds one format")
+    return records
+
+
 def encode_pref_file(path: str | Path, tokenizer, template: ChatTemplate, *,
                      block_size: int) -> PrefData:
     """Every pair of a preference JSONL file as PrefData (errors name the line)."""
     chosen_rows, rejected_rows, chosen_masks, rejected_masks = [], [], [], []
     compiled = compile_template(template.source, template.budget)
-    for number, record in read_json_lines(path):
+    for number, record in check_pref_file(path):
         try:
             prompt, chosen, rejected = pair_ids(tokenizer, template, compiled, record)
         except GlassformerError as err:

@@ -11,8 +11,9 @@ One JSON object a line, either
 Every other field is a column the reward functions receive (TRL passes them the same way).
 A conversational prompt is rendered with the chat template and its generation prompt
 (chat_template.chat_prompt_ids: what the messages say never becomes control tokens); a plain one is
-encoded as text. Refused, one line naming the line: no prompt, and a prompt so long that
-max_completion_tokens more would not fit the block size the run trains on.
+encoded as text. Refused, one line naming the line: no prompt, a prompt of the other format than
+the first line's (the completions and the rewards take one format a file), and a prompt so long
+that max_completion_tokens more would not fit the block size the run trains on.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import read_json_lines
 from glassformer.tokenizers.chat_template import ChatTemplate, chat_prompt_ids
 from glassformer.train.datasets.chat import VAL_FRACTION
+
+FORMATS = {True: "conversational (messages)", False: "plain-text"}
 
 
 class PromptData(NamedTuple):
@@ -60,7 +63,8 @@ def prompt_of(record) -> tuple[object, dict]:
 def encode_prompt_file(path: str | Path, tokenizer, template: ChatTemplate | None, *,
                        block_size: int, max_completion_tokens: int) -> PromptData:
     """Every prompt of the file as PromptData (errors name the line)."""
-    rows, records, kinds = [], [], set()
+    rows, records = [], []
+    first = None   # (line number, conversational) of the first prompt: the file's format
     for number, line in read_json_lines(path):
         try:
             prompt, record = prompt_of(line)
@@ -77,16 +81,18 @@ def encode_prompt_file(path: str | Path, tokenizer, template: ChatTemplate | Non
                 f"{path} line {number}: its prompt of {len(ids)} ids + {max_completion_tokens} "
                 f"completion tokens is longer than block size {block_size}; lower "
                 "--max-completion-tokens or raise --block-size (at most the model's context)")
+        first = first or (number, isinstance(prompt, list))
+        if isinstance(prompt, list) != first[1]:
+            raise GlassformerError(f"{path} line {number} has a {FORMATS[not first[1]]} prompt "
+                                   f"but line {first[0]} a {FORMATS[first[1]]} one; a prompt "
+                                   "file holds one format")
         rows.append(ids)
         records.append(record)
-        kinds.add(isinstance(prompt, list))
-    if len(kinds) > 1:
-        raise GlassformerError(f"{path} mixes conversational and plain-text prompts")
     lengths = np.array([len(row) for row in rows], dtype=np.int64)
     ids = np.zeros((len(rows), int(lengths.max())), dtype=np.int64)
     for n, row in enumerate(rows):
         ids[n, :len(row)] = row
-    return PromptData(ids, lengths, records, kinds.pop(), tokenizer)
+    return PromptData(ids, lengths, records, first[1], tokenizer)
 
 
 def split_prompts(data: PromptData) -> tuple[PromptData, PromptData]:

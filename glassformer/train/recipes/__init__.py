@@ -40,6 +40,7 @@ import dataclasses
 from typing import Callable, NamedTuple
 
 from glassformer.errors import GlassformerError, check_choice
+from glassformer.io.lora_modules import ALL_LINEAR
 from glassformer.io.peft import LoraConfig
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
@@ -137,9 +138,9 @@ TANG_SFT = Recipe(
     train=dict(batch_size=4, block_size=256, lr=2e-3, min_lr=2e-4, warmup_iters=10,
                lr_decay_iters=300, max_iters=300, weight_decay=0.0, beta2=0.999,
                eval_interval=50, eval_iters=4),
-    lora=LoraConfig(r=16, alpha=32.0, dropout=0.0,
-                    targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                             "down_proj")))
+    # every linear layer of the blocks, named per family: on SmolLM2 (LLaMA) q_proj, k_proj,
+    # v_proj, o_proj, gate_proj, up_proj, down_proj; on GPT-2 c_attn, c_proj, c_fc
+    lora=LoraConfig(r=16, alpha=32.0, dropout=0.0, targets=ALL_LINEAR))
 
 
 def after_tang_sft(objective: str, train: dict, settings: dict) -> Recipe:

@@ -124,6 +124,15 @@ def finetune_objective(path: str | Path, objective: Objective) -> Objective:
     return SFT if is_chat_file(path) else NEXT_TOKEN
 
 
+def check_data_lines(path: str | Path, objective: Objective) -> None:
+    """What the data's form checks without a tokenizer (Form.check: a preference file's empty
+    completions, mixed formats), before the model loads: a bad line is refused in one line
+    without the base model's memory and time."""
+    form = form_of(objective.reads)
+    if form.check:
+        form.check(path)
+
+
 def encode_data(path: str | Path, model, train_cfg: TrainConfig, objective: Objective,
                 template_budget=None) -> tuple[Read, str | None]:
     """(the data file read by its objective's form (runs/forms.py): train, val, notes; the
@@ -195,6 +204,9 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     touched, so a refused run leaves nothing behind.
     """
     out = run_folder(out_dir)
+    objective = finetune_objective(data, objective_of(train_cfg.objective))   # resolved once
+    train_cfg = dataclasses.replace(train_cfg, objective=objective.name)
+    check_data_lines(data, objective)
     base_model = load_base(model)
     train_cfg, notes = fit_defaults(train_cfg, typed, context=base_model.cfg.max_seq_len,
                                     decay_spans_run=True)
@@ -215,8 +227,6 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     else:
         check_training_memory(base_model.cfg, train_cfg)
         base = Base(base_model, dict(base_model.params), {})
-    objective = finetune_objective(data, objective_of(train_cfg.objective))   # resolved once
-    train_cfg = dataclasses.replace(train_cfg, objective=objective.name)
     read, held_out = encode_data(data, base_model, train_cfg, objective, template_budget)
     if settings.needs_reference:
         base = with_reference(base, settings.reference, lora_cfg)

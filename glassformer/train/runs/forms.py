@@ -39,7 +39,8 @@ from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.train.data import read_text, split_windows
 from glassformer.train.datasets.chat import ChatData, encode_chat_file, split_chat
 from glassformer.train.datasets.pairs import pairs_held_out
-from glassformer.train.datasets.prefs import PrefData, encode_pref_file, split_prefs
+from glassformer.train.datasets.prefs import (PrefData, check_pref_file, encode_pref_file,
+                                              split_prefs)
 from glassformer.train.datasets.prompts import PromptData, encode_prompt_file, split_prompts
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives.objective import CHAT, PAIRS, PREFS, PROMPTS, TEXT
@@ -64,6 +65,8 @@ class Form(NamedTuple):
     held_out: Callable | None = None   # held_out(train, val) -> the log's line
     start: Callable | None = None    # a new `glassformer train` run of this data
     resume: Callable | None = None   # a resumed `glassformer train` run's data
+    check: Callable | None = None    # finetune: check(path), the lines' structure, before the
+                                     # model loads (read checks everything again, after)
 
 
 def last_share(unit: str, n_train: int, n_val: int) -> str:
@@ -164,7 +167,8 @@ FORMS: dict[str, Form] = {
     PAIRS: Form(PAIRS, records=True, held_out=pairs_held_out, start=start_pairs_run,
                 resume=resume_pair_data),
     CHAT: Form(CHAT, records=True, read=read_chat, held_out=chat_held_out),
-    PREFS: Form(PREFS, records=True, read=read_prefs, held_out=prefs_held_out),
+    PREFS: Form(PREFS, records=True, read=read_prefs, held_out=prefs_held_out,
+                check=check_pref_file),
     PROMPTS: Form(PROMPTS, records=True, read=read_prompts, held_out=prompts_held_out),
 }
 
