@@ -11,7 +11,7 @@ next decode step writes), who joined and who left during the step:
     row 2  C   . . . K I N G : ⏎ A n . . . . .
 
 A free row still holds the ids of the request it served (kept for prefix reuse): the picture
-names that request in lower case and the view greys its cells. `rows_at` only reads the engine;
+names that request in lower case and the view fades its cells. `rows_at` only reads the engine;
 `text` and `view` draw a list of pictures as plain text or as static HTML (inline styles, no
 script), in English or Chinese.
 """
