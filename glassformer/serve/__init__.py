@@ -9,6 +9,8 @@
     app.py       the Starlette app: routes, errors, the request log
     page.py      the chat page at `/` (static/), one self-contained HTML file
     run.py       serve(): the KV cache's size checked, the port opened, uvicorn run
+    timeline.py  pictures of the rows after each engine step (who joins, leaves, owns which
+                 column), drawn as text or HTML for the course
 
 The package imports nothing: Starlette and uvicorn (the `serve` extra) load only with app.py
 and run.py's serve().

@@ -3,7 +3,9 @@ finds what it teaches: the seed's weights, gradient checks below 1e-6, losses th
 bytes of 水, SmolLM2's answer (tests/viewer/test_course_pages.py draws them in Chromium).
 
 The quick notebooks (1, 2) run in the default selection; the ones that train or load SmolLM2
-are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s measured)."""
+are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s measured
+for 1-6); 9, which starts two `glassformer serve` processes, adds 25-30 s a language on the shared
+2-core machine."""
 import pytest
 
 from tests.notebooks.course import LANGS, NOTEBOOKS
@@ -52,7 +54,14 @@ def check_6(r):
     assert r["lora_val"] is None or r["lora_val"][-1] < r["lora_val"][0]
 
 
-CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6}
+def check_9(r):
+    assert all(r["same_as_alone"].values()) and len(r["same_as_alone"]) == 4
+    assert r["cached_d"] == 6 and r["moved_at"] == [10]
+    assert r["ratio"] >= 2.0            # batched against one at a time, on its own model
+
+
+CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6,
+          "9": check_9}
 
 
 @pytest.mark.parametrize("lang", LANGS)
