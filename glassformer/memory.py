@@ -46,15 +46,16 @@ def human_bytes(n: float) -> str:
     return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
 
 
-def check_memory(need: int, what: str, remedy: str, budget: int | None = None) -> None:
+def check_memory(need: int, what: str, remedy: str, budget: int | None = None,
+                 budget_is: str = "half this machine's memory") -> None:
     """Raise one GlassformerError line when `need` bytes exceed the budget (default
     memory_budget()).
 
     what: the thing that would take the memory, with the numbers that size it ("the KV cache of
     1 row x 1,000,000,000 positions"). remedy: the flag to change ("lower --max-new-tokens").
+    budget_is: what the budget is, for the line (a command with a smaller budget says why).
     """
     budget = memory_budget() if budget is None else budget
     if need > budget:
         raise GlassformerError(f"{what} would need about {human_bytes(need)} of memory, over "
-                               f"the budget of {human_bytes(budget)} (half this machine's "
-                               f"memory): {remedy}")
+                               f"the budget of {human_bytes(budget)} ({budget_is}): {remedy}")
