@@ -4,7 +4,7 @@ Layers, lowest first (CONTRIBUTING.md, "How the layers stack"); a file may impor
 and the ones below it, never one above:
 
     0  errors, blas, allocator, packaged,   what everything may use
-       json_object
+       json_object, memory
     1  ops                              forward/backward pairs on arrays
     2  blocks                           attention, MLP, norms, residual layers, KVCache
     3  models, tokenizers               model families; text <-> ids
@@ -36,7 +36,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "glassformer"
 
 LAYER = {
     "errors": 0, "blas": 0, "allocator": 0, "packaged": 0, "json_object": 0,
-    "display": 0,
+    "display": 0, "memory": 0,
     "ops": 1,
     "blocks": 2,
     "models": 3, "tokenizers": 3,

@@ -7,7 +7,9 @@ back [0, length + T), every key and value so far (as mlx's `update_and_fetch`); 
 `length`, since every layer of one forward writes at the same positions. Only the generate loop
 advances it, once per forward, with `advance`;
 a chat that reuses the cache for its next turn cuts it back to the prefix it shares with the new
-prompt, with `keep` (the positions past it are overwritten by the next forward).
+prompt, with `keep` (the positions past it are overwritten by the next forward), and lengthens it
+with `with_room` when the turn needs more positions than it holds: a cache is sized by what is
+asked of it (prompt + new tokens), never by the model's whole context.
 
 Its widths are a `KVLayout` (heads, key_dim, value_dim), the one record every causal family's
 `kv_layout(cfg)` returns; `allocate` takes it, and `bytes_for` says what a cache of it costs
@@ -117,6 +119,21 @@ class KVCache:
             raise GlassformerError(f"cannot keep {length} positions of a KV cache holding "
                                    f"{self.length}")
         self.length = int(length)
+
+    def with_room(self, max_len: int) -> "KVCache":
+        """This cache when it holds `max_len` positions already, else a longer one holding the
+        same filled positions (a chat's next, longer turn: the cache grows with use).
+
+        Widths, batch, dtype and `length` are kept; only T_max grows.
+        """
+        if max_len <= self.max_len:
+            return self
+        longer = KVCache.allocate(self.layout, n_layer=len(self.k), batch=self.k[0].shape[0],
+                                  max_len=max_len, dtype=self.k[0].dtype)
+        for old, new in zip(self.k + self.v, longer.k + longer.v):
+            new[:, :, :self.length] = old[:, :, :self.length]   # (B, K, length, D) copied
+        longer.length = self.length
+        return longer
 
     def select_rows(self, rows: np.ndarray) -> "KVCache":
         """A cache holding rows `rows` (N,) of this one (repeats allowed): fresh arrays, the same

@@ -12,6 +12,12 @@ nanoGPT does: each new token sees only the last max_seq_len tokens, at positions
 Those positions shift every step, so no cache can be reused there: each step recomputes the
 window (cached and uncached generation still agree token for token). A RoPE model stops with a
 clear error unless its config allows longer sequences.
+
+The KV cache is sized by the request, prompt + max_new_tokens (at most the context), never by the
+model's declared context: a config may declare 10^9 positions (max_position_embeddings), which
+would be a 715 GiB cache for SmolLM2's widths. `new_cache_for` estimates its bytes
+(`Model.cache_bytes`) and checks them against the memory budget (glassformer/memory.py) before
+allocating.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
+from glassformer.memory import check_memory
 from glassformer.generate.sampling import Sampling, sample
 from glassformer.models.family import ENCODER_DECODER
 
@@ -95,6 +102,23 @@ def _sampling(sampling: Sampling | None, temperature: float, top_k: int | None,
     return sampling
 
 
+def check_cache_memory(model, batch: int, positions: int, *, prompt: int) -> None:
+    """Refuse a KV cache of `batch` rows x `positions` past the memory budget, in one line.
+    prompt: the prompt's length, for that line."""
+    check_memory(model.cache_bytes(batch, positions),
+                 f"the KV cache of {batch:,} row(s) x {positions:,} positions (a prompt of "
+                 f"{prompt:,} tokens + {positions - prompt:,} new tokens)",
+                 "ask for fewer new tokens (--max-new-tokens) or a shorter prompt")
+
+
+def new_cache_for(model, batch: int, positions: int, *, prompt: int) -> KVCache:
+    """A KV cache of `batch` rows x `positions` (at most the model's context), its bytes checked
+    against the memory budget first."""
+    positions = min(positions, model.context_len)
+    check_cache_memory(model, batch, positions, prompt=prompt)
+    return model.new_cache(batch, positions)
+
+
 def padding_start(model) -> int | None:
     """The first id past the model's tokenizer, when the model's vocab is larger (a --tokenizer
     run pads it up to a multiple of 64): ids from there on decode to nothing and are never
@@ -150,8 +174,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         elif not use_cache:
             logits = _logits_last(model, ids, mask)
         elif not prefilled:                              # prefill: the prompt's uncached rest
-            if cache is None:
-                cache = model.new_cache(ids.shape[0])
+            if cache is None:                            # sized by this request only
+                cache = new_cache_for(model, ids.shape[0], ids.shape[1] + int(max_new_tokens),
+                                      prompt=ids.shape[1])
             new = ids.shape[1] - cache.length
             logits = _logits_last(model, ids, mask, kv_cache=cache, new=new)
             cache.advance(new)

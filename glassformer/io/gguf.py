@@ -32,7 +32,9 @@ Tensor names (GGUF -> glassformer), with N the layer:
     blk.N.attn_v          blocks.N.attn.wv            blk.N.ffn_gate     blocks.N.mlp.w_gate
     blk.N.attn_output     blocks.N.attn.wo            blk.N.ffn_up/down  blocks.N.mlp.w_up/w_down
 
-Only GGUF is read here: no pickle, no code from the file.
+Only GGUF is read here: no pickle, no code from the file. llama.block_count is compared with
+the blk.N tensors the file holds before the tensor table is built (io/declared.py), and every
+dequantised tensor must be finite (io/finite.py).
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.io.declared import check_layer_count
+from glassformer.io.finite import check_finite
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
@@ -142,6 +146,8 @@ def _config_fields(reader, path: Path) -> dict:
     for key, name in LLAMA_KEYS.items():
         value = metadata(reader, f"llama.{key}", path)
         fields[name] = float(value) if name in FLOAT_FIELDS else int(value)
+    # before anything per layer: a count the tensors do not hold would size the tensor table
+    check_layer_count(path, "llama.block_count", fields["n_layer"], _tensor_names(reader), "blk.")
     n_tokens = len(metadata(reader, "tokenizer.ggml.tokens", path))
     vocab = int(metadata(reader, "llama.vocab_size", path, default=n_tokens))
     if vocab != n_tokens:
@@ -213,6 +219,7 @@ def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.
         raise CheckpointError(f"{path}: tensor {tensor.name} uses {tensor.tensor_type.name}, "
                               "which gguf cannot dequantise") from None
     weight = weight.reshape(tuple(int(d) for d in reversed(tensor.shape))).astype(np.float32)
+    check_finite(path, tensor.name, weight)          # a NaN scale makes its whole block NaN
     if rope_heads is not None:
         weight = unpermute_rope_rows(weight, rope_heads)
     if transpose:

@@ -14,6 +14,8 @@ A .gguf file is read by io/gguf.py.
 Only JSON and safetensors are read. A pickle (pytorch_model.bin, *.pt, ...) is refused with the
 command that converts it, and no code from the folder is ever run (no trust_remote_code).
 Every problem is one CheckpointError line naming the file and, where it applies, the tensor.
+Before anything is built per layer, the declared layer counts are compared with the layers the
+tensors hold (io/declared.py); every tensor read must be finite (io/finite.py).
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ import numpy as np
 
 from glassformer.errors import CheckpointError, GlassformerError, check_choice
 from glassformer.io import hf_names
+from glassformer.io.finite import check_finite
+from glassformer.io.declared import check_hf_layer_counts, check_our_layer_counts
 from glassformer.io.checkpoint import LATEST, MANIFEST, load_checkpoint
 from glassformer.io.gguf import load_gguf
 from glassformer.io.hf.registry import hf_family, model_type
@@ -97,6 +101,8 @@ def _load_model(path, tokenizer: bool) -> Model:
         raise CheckpointError(f"{folder / 'config.json'}: {err}") from None
     headers = _read_headers(folder)
     table = hf_names.hf_keys_by_table_name(arch, headers)
+    # before the config: a layer count the weights do not hold would size per-layer tables
+    check_hf_layer_counts(folder, config, hf_names.family_names(arch), table)
     cfg = _config_from_hf(folder, arch, config, table)
     _check_fixed_positions(folder, arch, cfg, headers, table)
     _check_tensors(folder, arch, cfg, headers, table)
@@ -259,6 +265,7 @@ def _read_tensors(folder: Path, headers: dict, table: dict) -> dict[str, np.ndar
     for file, wanted in wanted_by_file.items():
         arrays = load_safetensors(folder / file, wanted)  # ignored buffers are never read
         for key, name in wanted.items():
+            check_finite(folder / file, key, arrays[key])
             tensors[name] = arrays[key]
     return tensors
 
@@ -293,8 +300,11 @@ def _tokenizer(folder: Path):
 
 def _load_glassformer_run(folder: Path, tokenizer: bool) -> Model:
     ckpt = load_checkpoint(folder)
+    check_our_layer_counts(ckpt.path, ckpt.config, ckpt.params)
     cfg = _our_config(ckpt.path / "config.json", ckpt.config)
     _check_our_params(ckpt.path / WEIGHTS, cfg, ckpt.params)
+    for name, value in ckpt.params.items():
+        check_finite(ckpt.path / WEIGHTS, name, value)
     tok = _tokenizer(ckpt.path) if tokenizer else None
     if tok is not None and tok.config.is_empty():
         # A checkpoint stores tokenizer.json only; the run keeps the tokenizer's other files (chat
@@ -307,14 +317,17 @@ def _load_glassformer_run(folder: Path, tokenizer: bool) -> Model:
 
 
 def _load_glassformer_folder(folder: Path, config: dict, tokenizer: bool) -> Model:
-    cfg = _our_config(folder / "config.json", config)
     if not (folder / WEIGHTS).is_file():
         _weight_files(folder)  # raises: pickle or no weights
     header = read_safetensors_header(folder / WEIGHTS)
+    check_our_layer_counts(folder, config, header.tensors)
+    cfg = _our_config(folder / "config.json", config)
     shapes = {key: info.shape for key, info in header.tensors.items()}
     _check_our_params(folder / WEIGHTS, cfg, shapes)
     params = {k: np.asarray(v, dtype=np.float32)
               for k, v in load_safetensors(folder / WEIGHTS).items()}
+    for name, value in params.items():
+        check_finite(folder / WEIGHTS, name, value)
     lay_out_for_decoding(params)   # in place (models/layout.py)
     return Model(cfg, params, _tokenizer(folder) if tokenizer else None)
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
-from glassformer.generate.generate import generate
+from glassformer.generate.generate import check_cache_memory, generate
 from glassformer.generate.stream import StreamStep, stream_text
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
@@ -53,6 +53,7 @@ from glassformer.tokenizers.chat_template import (ChatTemplate, RenderBudget, ch
 from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 IM_END = "<|im_end|>"
+CACHE_STEP = 256   # the KV cache grows by whole steps of this many positions
 
 
 def open_chat(name_or_path: str | Path, *, system: str | None = None,
@@ -151,7 +152,7 @@ class ChatSession:
         messages, prompt_ids, dropped = self.fit(
             self.messages + [{"role": "user", "content": text}], max_new_tokens)
         use_cache = generate_kwargs.get("use_cache", True)
-        reused = self.reuse_prefix(prompt_ids) if use_cache else 0
+        reused = self.reuse_prefix(prompt_ids, max_new_tokens) if use_cache else 0
         stats = TurnStats(len(prompt_ids), reused, dropped)
         self.turns.append(stats)
         ids = self.generated(prompt_ids, stats, max_new_tokens=max_new_tokens,
@@ -178,15 +179,25 @@ class ChatSession:
             prompt_ids = self.prompt_ids(messages)
         return messages, prompt_ids, dropped
 
-    def reuse_prefix(self, prompt_ids: list[int]) -> int:
-        """Cut the KV cache back to the prefix it shares with prompt_ids; returns its length.
+    def reuse_prefix(self, prompt_ids: list[int], max_new_tokens: int = 1) -> int:
+        """Cut the KV cache back to the prefix it shares with prompt_ids, with room for the
+        prompt and max_new_tokens; returns the prefix's length.
 
+        The cache grows with use, CACHE_STEP positions at a time, and never past what this turn
+        needs rounded up (nor the context): a model that declares a huge context gets a cache of
+        the conversation's size, its bytes checked against the memory budget first.
         note: the last prompt id is always fed again, since its logits give the first token."""
+        need = len(prompt_ids) + max_new_tokens
+        size = min(-(-need // CACHE_STEP) * CACHE_STEP, self.model.context_len)  # rounded up
+        if self.kv_cache is None or self.kv_cache.max_len < need:
+            check_cache_memory(self.model, 1, size, prompt=len(prompt_ids))
         if self.kv_cache is None:
-            self.kv_cache = self.model.new_cache(1)
+            self.kv_cache = self.model.new_cache(1, size)
         cached = self.cached_ids[:self.kv_cache.length]
         keep = min(common_prefix(cached, prompt_ids), len(prompt_ids) - 1)
         self.kv_cache.keep(keep)
+        if self.kv_cache.max_len < need:
+            self.kv_cache = self.kv_cache.with_room(size)   # the kept positions come along
         return keep
 
     def generated(self, prompt_ids: list[int], stats: TurnStats, **generate_kwargs

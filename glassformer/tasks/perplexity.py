@@ -22,6 +22,11 @@ more context and a slightly lower loss).
 split: "all" scores the whole text; "train" / "val" score the part of it training uses for that
 split (the first 90% / the last 10% of the ids, train/data.py's split_train_val), so `eval
 --split val` on a run's own data file reproduces what its val loss estimates.
+
+Each forward holds a batch of windows, (B, T) with B = --batch-size and T = --block-size (by
+default the whole context: SmolLM2's 8,192), and every layer's attention (B, H, T, T) with it:
+eval_memory_bytes estimates it and check_memory (glassformer/memory.py) refuses a batch past half
+the machine before the first forward, naming --batch-size and --block-size.
 """
 from __future__ import annotations
 
@@ -31,12 +36,17 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError, check_choice
+from glassformer.memory import check_memory
 from glassformer.models.family import ENCODER, ENCODER_DECODER
 from glassformer.ops.cross_entropy import cross_entropy_forward
 from glassformer.tokenizers.byte_lengths import token_byte_lengths
 from glassformer.train.data import split_train_val
 
 SPLITS = ("all", "train", "val")
+# Floats a forward keeps per token, layer and channel (residual, norms, q/k/v, MLP), as train's
+# memory check counts them (train/runs/checks.py), plus 2 (T per head: scores, weights).
+ACTIVATION_FLOATS_PER_CHANNEL = 16
+FLOAT_BYTES = 4
 
 
 class EvalResult(NamedTuple):
@@ -83,6 +93,10 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
         what = "the text" if split == "all" else f"the {split} split of the text"
         raise GlassformerError(f"{what} has {len(ids)} tokens; at least {t + 1} are needed "
                                f"for one window of block size {t}")
+    rows = min(batch_size, n_windows)
+    check_memory(eval_memory_bytes(model, rows, t),
+                 f"eval's forward of {rows:,} windows x {t:,} tokens", "lower --batch-size or "
+                 "--block-size (the default block is the model's whole context)")
     windows = ids[:n_windows * t + 1]
     inputs = windows[:-1].reshape(n_windows, t)                 # (N, T)
     targets = windows[1:].reshape(n_windows, t)                 # (N, T), shifted by one
@@ -99,6 +113,15 @@ def evaluate_ids(model, ids: np.ndarray, *, block_size: int | None = None,
     bpb = total / math.log(2) / n_bytes if n_bytes else float("nan")
     return EvalResult(loss=mean, perplexity=math.exp(mean), tokens=int(targets.size), split=split,
                       bytes=n_bytes, bits_per_byte=bpb)
+
+
+def eval_memory_bytes(model, rows: int, t: int) -> int:
+    """Rough bytes one forward of `rows` windows of t tokens holds: per layer ~16 C floats and
+    the (H, T) attention scores and weights per token, and the logits with their softmax."""
+    cfg = model.cfg
+    n_head = cfg.block_config().n_head
+    per_layer = ACTIVATION_FLOATS_PER_CHANNEL * cfg.d_model + 2 * n_head * t
+    return FLOAT_BYTES * rows * t * (cfg.n_layer * per_layer + 2 * cfg.vocab_size)
 
 
 def check_causal(model) -> None:

@@ -7,18 +7,26 @@ Budgets before work (issue 32): a decoder's text is tokenized first, and before 
 (page_data.check_page_budget: naming --layers and --heads values that fit) and PNG figures past
 PNG_MAX_PIXELS (a default `show --max-png-mpixels` raises); then the forward keeps only the chosen layers (inspection.py), so a long text on a
 large model costs about one layer's attention, not all of them.
+
+The page budget bounds the page, not the process: `--max-page-mb 4000` on a 4,000-token text let
+the forward keep 30 layers x 9 heads of (T, T) weights and passed 8 GB. So `show_memory_bytes`
+estimates the whole command (the chosen layers' attention and activations, the logit lens's
+chunk, the page's copies) and `check_memory` (glassformer/memory.py) refuses it past half the
+machine, before the forward runs.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
+from glassformer.memory import check_memory
 from glassformer.models.family import ENCODER_DECODER
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.viewer.inspection import inspect
 from glassformer.viewer.tokens import check_text
 from glassformer.viewer.page import MODEL_SCRIPTS, SEQ2SEQ_SCRIPTS, write_page
-from glassformer.viewer.page_data import check_page_budget, model_page_data, parse_selection
+from glassformer.viewer.page_data import (attention_bytes, check_page_budget, model_page_data,
+                                          parse_selection)
 from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
 
 # The largest figure matplotlib is asked to draw (RGBA: 4 bytes a pixel, so ~400 MB); the
@@ -26,6 +34,14 @@ from glassformer.viewer.seq2seq_page import seq2seq_page_data, seq2seq_selection
 PNG_MAX_PIXELS = 100_000_000
 PNG_INCHES_PER_TOKEN = 0.22
 PNG_DPI = 100
+# While the page is written its attention is held about this many times: the packed arrays,
+# their base64 text, the page's JSON and the HTML file's text.
+PAGE_COPIES = 4
+# Floats one layer's forward keeps per position and channel (residual, norms, q/k/v, MLP: the
+# count train's memory check uses), and copies of its (H, T, S) attention (scores and weights).
+ACTIVATION_FLOATS_PER_CHANNEL = 16
+ATTENTION_COPIES = 2
+LENS_CHUNK_T = 128   # the logit lens's positions at once (inspection.py CHUNK_T)
 
 
 def check_request(text: str, out: str | Path, png_dir: str | Path | None = None) -> Path:
@@ -64,6 +80,17 @@ def png_budget_pixels(max_png_mpixels: float | None) -> int | None:
     if not max_png_mpixels > 0.0:   # (NaN too)
         raise GlassformerError(f"--max-png-mpixels must be more than 0, got {max_png_mpixels}")
     return int(max_png_mpixels * 1e6)
+
+
+def show_memory_bytes(model, n_layers: int, t: int, page_bytes: int) -> int:
+    """Rough bytes `show` takes on a t-token text keeping n_layers layers, for a page whose
+    attention is page_bytes (page_data.attention_bytes): see the module docstring."""
+    cfg = model.cfg
+    n_head = cfg.block_config().n_head
+    attention = ATTENTION_COPIES * 4 * n_layers * n_head * t * t          # (H, T, T) per layer
+    activations = ACTIVATION_FLOATS_PER_CHANNEL * 4 * n_layers * t * cfg.d_model
+    lens = 3 * 4 * min(t, LENS_CHUNK_T) * cfg.vocab_size                   # (chunk, V) logits
+    return attention + activations + lens + PAGE_COPIES * page_bytes
 
 
 def check_context(model, t: int) -> None:
@@ -119,8 +146,15 @@ def show(model, text: str, out: str | Path, *, name: str, lang: str = "en",
         ids, mask = text, None   # an encoder frames it itself (inspection.py)
     if not isinstance(ids, str):
         check_context(model, len(ids))
-        check_page_budget(chosen_layers, chosen_heads, len(ids), len(ids),
-                          model.family.kind == CAUSAL, budget)
+        causal = model.family.kind == CAUSAL
+        check_page_budget(chosen_layers, chosen_heads, len(ids), len(ids), causal, budget)
+        page = attention_bytes(len(chosen_layers), len(chosen_heads), len(ids), len(ids),
+                               causal)
+        check_memory(show_memory_bytes(model, len(chosen_layers), len(ids), page),
+                     f"show on {len(ids):,} tokens ({len(chosen_layers)} layers x "
+                     f"{len(chosen_heads)} heads, a page of {page / 1e6:,.0f} MB)",
+                     "lower --max-page-mb, choose fewer --layers and --heads, or shorten the "
+                     "text")
         if png_dir is not None:
             check_png_budget(len(ids), max_pixels)
     inspection = inspect(model, ids, attention_mask=None if mask is None else [mask],

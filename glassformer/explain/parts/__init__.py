@@ -8,6 +8,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.explain.core import Part, Result, resolve_options, run
+from glassformer.explain.size import check_walkthrough_size
 from glassformer.explain.parts.activation import GELU, SILU, SWIGLU
 from glassformer.explain.parts.attention import ATTENTION
 from glassformer.explain.parts.attention_block import MHA
@@ -40,4 +41,5 @@ def explain_part(name: str, given: dict, *, seed: int, grad: str | None = None) 
         raise GlassformerError(f"expected grad 'ones' or 'random', got {grad!r}")
     part = PARTS[name]
     options = resolve_options(part, given)
+    check_walkthrough_size(name, part.defaults, options, given, backward=grad is not None)
     return run(part, options, np.random.default_rng(seed), grad=grad)
