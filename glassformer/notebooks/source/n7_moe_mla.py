@@ -1,0 +1,438 @@
+"""Notebook 7: Mixture of Experts (a router by hand, the load-balancing loss, a tiny MoE trained
+with and without it) and DeepSeek's latent attention (its cache's bytes per token against MHA and
+GQA), with the gradient checks of the router and the latent projection."""
+from glassformer.notebooks.cells import code, md, setup
+
+CELLS = [
+    md("""
+# 7 · Mixture of Experts and latent attention
+
+Two ideas carry today's large open models (Mixtral, Qwen3-MoE, DeepSeek-V3). **Mixture of
+Experts**: the MLP of a block becomes E smaller MLPs, the *experts*, and a *router* sends each
+token to only k of them, so the model holds many more weights than one token uses. **Multi-head
+latent attention** (MLA, DeepSeek-V2 and V3): instead of every head's key and value, generation
+keeps one small *latent* vector per token, from which the keys and values are rebuilt.
+
+We route four tokens by hand, write the load-balancing loss and see why it exists, train a tiny
+MoE twice (with and without that loss) and watch its experts, count the bytes a latent cache keeps
+per token, and check every gradient by finite differences.
+""", """
+# 7 · 混合专家与潜在注意力
+
+如今的大型开源模型（Mixtral、Qwen3-MoE、DeepSeek-V3）靠两个想法撑起来。**混合专家（MoE）**：块里的 MLP
+换成 E 个较小的 MLP，叫作*专家*，由一个*路由器*把每个词元只送给其中 k 个，于是模型拥有的权重远多于一个
+词元用到的。**多头潜在注意力**（MLA，DeepSeek-V2 和 V3）：生成时不再保存每个头的键和值，而是每个词元只存
+一个小小的*潜在向量*，键和值都从它重建。
+
+我们先手算四个词元的路由，写出负载均衡损失并看看它为什么必不可少；再把一个小 MoE 训练两遍（有这个损失和
+没有它），观察它的专家；然后数一数潜在缓存每个词元存多少字节；最后用有限差分校验每一个梯度。
+"""),
+    setup(),
+    code("""
+import json
+import tempfile
+from pathlib import Path
+from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
+from glassformer.ops.moe_router import router_backward, router_forward
+from glassformer.ops.load_balance import load_balance_backward, load_balance_forward
+
+WORK = Path(tempfile.mkdtemp(prefix="glassformer-course-"))
+"""),
+    md("""
+## A router by hand
+
+A router is one matrix, `router` (C, E): each token's row `x` gives one logit per expert,
+`logits = x @ router`. Here are the logits of four tokens over E = 4 experts, typed in. The
+router then
+
+1. turns each row into probabilities with a softmax,
+2. keeps the k = 2 best experts of each token (top-k): only those two will run on it,
+3. divides their two probabilities by their sum (renormalisation), so the token's output
+   `y = w_1 expert_a(x) + w_2 expert_b(x)` is a weighted average of two experts' outputs.
+""", """
+## 手算一个路由器
+
+路由器就是一个矩阵 `router`（C, E）：每个词元的行向量 `x` 给每个专家一个 logit，`logits = x @ router`。
+下面是四个词元在 E = 4 个专家上的 logits，直接手写。路由器接着
+
+1. 对每一行做 softmax，得到概率；
+2. 给每个词元留下最好的 k = 2 个专家（top-k）：只有这两个专家会处理它；
+3. 把这两个概率除以它们的和（重新归一化），于是词元的输出 `y = w_1 expert_a(x) + w_2 expert_b(x)`
+   是两个专家输出的加权平均。
+"""),
+    code("""
+logits = np.array([[2.0, 1.0, 0.1, -1.0],     # token 0: one logit per expert 0..3
+                   [0.5, 2.5, 0.0, 0.2],      # token 1
+                   [1.5, 0.3, 1.4, -0.5],     # token 2
+                   [2.2, 0.1, -0.3, 1.9]])    # token 3                  (N, E) = (4, 4)
+E, k = logits.shape[1], 2
+probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+probs = probs / probs.sum(axis=1, keepdims=True)          # 1. softmax over the experts   (N, E)
+chosen = np.argsort(-probs, axis=1)[:, :k]                # 2. top-2, best first          (N, k)
+picked = np.take_along_axis(probs, chosen, axis=1)        #    their probabilities        (N, k)
+weights = picked / picked.sum(axis=1, keepdims=True)      # 3. renormalised: rows sum to 1
+print("probabilities:")
+print(probs)
+print("chosen experts:", chosen.tolist())
+print("weights:")
+print(weights)
+"""),
+    md("""
+Token 0 goes to experts 0 and 1 with weights 0.731 and 0.269: its two probabilities, 0.638 and
+0.235, divided by their sum 0.873. Expert 0 is among the chosen of **all four** tokens, expert 3
+of one. glassformer's router, `router_forward`, does the same three steps (Qwen3-MoE and Mixtral
+renormalise like this; DeepSeek-V3 scores with a sigmoid instead of a softmax, adds a bias used
+only to choose, and scales the weights: the same function's options).
+""", """
+词元 0 去专家 0 和 1，权重 0.731 和 0.269：就是它的两个概率 0.638 和 0.235 各自除以它们的和 0.873。
+专家 0 被**全部四个**词元选中，专家 3 只被一个选中。glassformer 的路由器 `router_forward` 做的正是这三步
+（Qwen3-MoE 和 Mixtral 都这样重新归一化；DeepSeek-V3 用 sigmoid 代替 softmax 打分，加一个只用于挑选的
+偏置，再把权重乘上一个系数：都是同一个函数的选项）。
+"""),
+    code("""
+lib_weights, router_ctx = router_forward(logits, top_k=k, norm_topk_prob=True)
+assert (router_ctx.indices == chosen).all() and np.allclose(lib_weights, weights)
+print("router_forward weights equal ours:", np.abs(lib_weights - weights).max())
+"""),
+    md("""
+## The whole MoE block, step by step
+
+`explain moe` runs one block (5 tokens, 4 SwiGLU experts, top-2, weights not renormalised, as
+Qwen3-MoE's default) and shows every step: the router, the chosen experts, how the token slots
+are sorted by expert so that each expert makes **one** matrix product for all its tokens, the
+weighted sum, and the backward. An expert no token chose does no work at all.
+""", """
+## 整个 MoE 块，一步一步
+
+`explain moe` 运行一个块（5 个词元、4 个 SwiGLU 专家、top-2，权重不重新归一化，即 Qwen3-MoE 的默认做法），
+把每一步都摆出来：路由器、选中的专家、词元槽位如何按专家排好序，让每个专家对它的所有词元只做**一次**矩阵
+乘法、加权求和，以及反向传播。没有词元选中的专家这一次完全不干活。
+"""),
+    code("""
+moe_trace = glassformer.trace("moe", grad="random")
+print("finite-difference check of the block:", f"{moe_trace.check.max_rel_err:.1e}")
+moe_trace.view(lang=LANG)
+"""),
+    md("""
+## The load-balancing loss, and why it exists
+
+Nothing in the language-model loss asks the router to spread the tokens. An expert that is chosen
+more gets more gradient, becomes better, and is chosen even more; the others get little gradient
+and stay useless. Their weights still cost memory, and in a model split across devices the busy
+expert's device does all the work. The Switch Transformer paper (Fedus et al. 2021) adds a small
+loss that is least when the routing is even. For each expert e:
+
+- `f_e`: the routed slots it received, per token (the k choices counted; the f sum to k);
+- `P_e`: the router's mean probability for it, over the tokens (the P sum to 1);
+- `loss = E · Σ_e f_e · P_e`.
+
+Even routing gives `f_e = k/E` and `P_e = 1/E`, so the loss is exactly **k**. If every token picks
+the same k experts, each of them has `f = 1` and the loss approaches **E**.
+""", """
+## 负载均衡损失，以及为什么需要它
+
+语言模型的损失里没有任何一项要求路由器把词元分散开。被选得多的专家得到更多梯度、变得更好、于是被选得更多；
+其余专家梯度很少，一直没用。它们的权重照样占内存，而当模型分布在多台设备上时，繁忙专家所在的设备要干全部
+的活。Switch Transformer 论文（Fedus 等，2021）加了一个小损失，路由越均匀它越小。对每个专家 e：
+
+- `f_e`：它收到的路由槽位数，按词元平均（k 个选择都计数；所有 f 加起来是 k）；
+- `P_e`：路由器给它的平均概率，对词元取平均（所有 P 加起来是 1）；
+- `loss = E · Σ_e f_e · P_e`。
+
+完全均匀时 `f_e = k/E`、`P_e = 1/E`，损失恰好是 **k**。如果每个词元都挑同样的 k 个专家，它们各自 `f = 1`，
+损失接近 **E**。
+"""),
+    code("""
+f = np.bincount(chosen.ravel(), minlength=E) / len(logits)    # slots per token   (E,), sums to k
+P = probs.mean(axis=0)                                        # mean probability  (E,), sums to 1
+aux_by_hand = E * float(f @ P)
+aux, aux_ctx = load_balance_forward(logits[None], chosen[None])     # one layer: (1, N, E), (1, N, k)
+assert abs(float(aux) - aux_by_hand) < 1e-12
+print("f =", f, " P =", P, f" loss = {aux_by_hand:.4f}")
+
+even, _ = load_balance_forward(np.zeros((1, 4, E)), np.array([[[0, 1], [2, 3], [0, 1], [2, 3]]]))
+crowded_logits = np.tile([2.0, 2.0, 0.0, 0.0], (1, 4, 1))          # every token prefers 0 and 1
+crowded, crowded_ctx = load_balance_forward(crowded_logits, np.tile([0, 1], (1, 4, 1)))
+print(f"even routing: {float(even):.4f} (= k)   ours: {aux_by_hand:.4f}   "
+      f"all on experts 0 and 1: {float(crowded):.4f} (towards E = {E})")
+assert float(even) == k and float(even) < aux_by_hand < float(crowded) < E
+"""),
+    md("""
+Our four tokens give 2.558: between k = 2 (even) and E = 4, since expert 0 takes a slot of every
+token. Its gradient says how to fix that. The counts `f` are a step function of the logits (a
+tiny nudge never changes which experts win), so only `P` carries gradient: `d loss / d P_e =
+E f_e / N`, largest for the busiest expert, then through the softmax to the logits. Gradient
+descent moves against it: expert 0's column is positive in every row, so every token's logit
+for expert 0 goes down, and the others' go up.
+""", """
+我们这四个词元得到 2.558：介于 k = 2（均匀）和 E = 4 之间，因为专家 0 占了每个词元的一个槽位。
+损失的梯度告诉我们怎么纠正。计数 `f` 是 logits 的阶梯函数（轻轻推一下，胜出的专家不会变），所以只有 `P`
+有梯度：`d loss / d P_e = E f_e / N`，越忙的专家越大，再经过 softmax 传到 logits。梯度下降朝反方向走：
+专家 0 那一列每一行都是正的，所以每个词元给专家 0 的 logit 都会下降，给其余专家的会上升。
+"""),
+    code("""
+dlogits = load_balance_backward(np.array(1.0), aux_ctx)[0]            # (1, N, E) -> (N, E)
+print("d loss / d logits:")
+print(dlogits)
+assert (dlogits[:, 0] > 0).all() and (dlogits[:, 1:] < 0).all()
+"""),
+    md("""
+## A tiny MoE, trained with and without the loss
+
+`glassformer train --arch moe` trains the `MOE` recipe: LLaMA's decoder whose MLPs are 8 SwiGLU
+experts, 2 per token, with the `moe-next-token` objective, whose `MoESettings` say how the
+routers are balanced: `--balance aux` (the loss above, each layer's, weighted by
+`--router-aux-coef` 0.1 and added to the cross-entropy) or `--balance none`. We make it small (2
+layers, width 64, context 32) and train it twice for 100 steps from the same seed, on Tiny
+Shakespeare when it is beside this repository. Every 20 steps the run logs each layer's
+`expert_load`: the share of its routed slots each expert received on held-out text.
+""", """
+## 一个小 MoE，有和没有这个损失各训练一次
+
+`glassformer train --arch moe` 训练 `MOE` 配方：LLaMA 的解码器，MLP 换成 8 个 SwiGLU 专家、每个词元选 2 个，
+目标是 `moe-next-token`，它的 `MoESettings` 决定怎样平衡路由器：`--balance aux`（上面的损失，每层各算一个，
+乘以 `--router-aux-coef` 0.1 加到交叉熵上）或 `--balance none`。我们把它缩小（2 层、宽度 64、上下文 32），
+用同一个随机种子各训练 100 步；如果仓库旁边有 Tiny Shakespeare 就用它。每 20 步运行记录一次每层的
+`expert_load`：在留出文本上，每个专家拿到该层路由槽位的份额。
+"""),
+    code("""
+from glassformer.train.objectives.moe_next_token import MoESettings
+from glassformer.train.recipes import MOE
+
+print("recipe:", {key: MOE.model[key] for key in ("n_experts", "experts_per_token", "expert_d_ff")})
+print(MoESettings(), "|", MoESettings(balance="none"))
+DATA = find_data("tinyshakespeare.txt")
+if DATA is None:
+    print("note: ../shared/data/tinyshakespeare.txt is absent: training on glassformer's own source")
+data_args = ["--data", str(DATA)] if DATA is not None else []
+
+
+def train_moe(balance):
+    run = WORK / balance
+    status = glassformer_cli(["train", "--arch", "moe", "--balance", balance, *data_args,
+                              "--out", str(run), "--n-layer", "2", "--n-head", "4", "--d-model", "64",
+                              "--block-size", "32", "--batch-size", "16", "--max-iters", "100",
+                              "--warmup-iters", "10", "--lr", "3e-3", "--lr-decay-iters", "100",
+                              "--eval-interval", "20", "--eval-iters", "4", "--workers", "1",
+                              "--no-progress", "--seed", "0"])
+    assert status == 0
+    return run
+
+
+RUNS = {balance: train_moe(balance) for balance in ("aux", "none")}
+"""),
+    md("""
+The curve: for each evaluation, the busiest expert's share divided by the even share 1/8, in the
+worse of the two layers (1 is perfectly even). The bars: each expert's final share in each layer.
+""", """
+曲线：每次评估时，最忙的专家的份额除以均匀份额 1/8，取两层中较差的那一层（1 表示完全均匀）。
+柱状图：训练结束时每层每个专家的份额。
+"""),
+    code("""
+evals = {balance: [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()
+                   if "expert_load" in line] for balance, run in RUNS.items()}
+steps = [row["iter"] for row in evals["aux"]]
+n_experts = len(evals["aux"][0]["expert_load"][0])                         # 8
+worst = {balance: [float(np.max(row["expert_load"])) * n_experts for row in rows]
+         for balance, rows in evals.items()}
+final = {balance: np.array(rows[-1]["expert_load"]) for balance, rows in evals.items()}   # (L, E)
+for balance in RUNS:
+    print(f"{balance:>4}: busiest / even share {worst[balance][-1]:.2f}, quietest expert "
+          f"{final[balance].min():.3f}, val loss {evals[balance][-1]['val_loss']:.3f}")
+try:
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    for balance in RUNS:
+        axes[0].plot(steps, worst[balance], "o-", label=f"--balance {balance}")
+    axes[0].axhline(1.0, color="gray", ls=":"); axes[0].legend()
+    axes[0].set_xlabel("step"); axes[0].set_ylabel("busiest expert / even share")
+    for ax, balance in zip(axes[1:], RUNS):
+        for layer in range(final[balance].shape[0]):
+            ax.bar(np.arange(n_experts) + 0.4 * layer, final[balance][layer], 0.4, label=f"layer {layer}")
+        ax.axhline(1 / n_experts, color="gray", ls=":")
+        ax.set_title(f"--balance {balance}"); ax.set_xlabel("expert"); ax.set_ylim(0, 0.5); ax.legend()
+    axes[1].set_ylabel("share of routed slots"); plt.tight_layout(); plt.show()
+except ImportError:
+    print("(pip install matplotlib to see the figure)")
+assert worst["none"][-1] > 2.0 and worst["aux"][-1] < 1.6
+"""),
+    md("""
+Both runs start from the same random router, already uneven (step 0). Without the loss, one
+expert of a layer takes more than 2 times its even share within 20 steps and another is all but
+never chosen; with it, the loss pulls every expert back towards 1/8: by step 100 the busiest has
+about 1.3 times the even share. The language-model losses barely differ in 100 steps (`docs/moe.md` measures longer runs: at 600 steps the balanced
+model is also the better one). The page below is one forward pass of the unbalanced model: its
+experts view shows which experts each character chose, and each layer's load.
+""", """
+两次训练从同一个随机路由器出发，一开始（第 0 步）就不均匀。没有这个损失时，不到 20 步某一层就有一个专家
+拿到超过均匀份额 2 倍的槽位，另一个几乎从不被选中；有了它，损失把每个专家都拉回 1/8 附近：到第 100 步，
+最忙的专家约为均匀份额的 1.3 倍。100 步里两者的语言模型损失相差无几（`docs/moe.md` 测了更长的训练：600 步时
+均衡的模型也是更好的那个）。下面的页面是未均衡模型的一次前向传播：它的专家视图显示每个字符选了哪些专家，
+以及每层的负载。
+"""),
+    code("""
+unbalanced = glassformer.load_pretrained(RUNS["none"])
+cfg, moe_cfg = unbalanced.cfg, unbalanced.cfg.block_config().moe
+expert_size = 3 * cfg.d_model * moe_cfg.expert_d_ff                       # w_gate, w_up, w_down
+skipped = cfg.n_layer * (moe_cfg.n_experts - moe_cfg.experts_per_token)   # experts a token skips
+per_token = unbalanced.num_params() - skipped * expert_size
+print(f"{unbalanced.num_params():,} parameters; one token uses {per_token:,} of them")
+glassformer.inspect(unbalanced, "ROMEO: What light").view(lang=LANG)
+"""),
+    md("""
+## Latent attention: what the cache keeps
+
+To generate, a model keeps the keys and values of every token it has seen (the KV cache), in
+every layer. Per token and layer, multi-head attention (MHA) keeps H keys and H values of width
+D; grouped-query attention (GQA) keeps them for its K < H key/value heads only. MLA keeps one
+normalised latent `c` of width R and one RoPE key of width Dr, shared by every head; each head's
+key and value are made from `c` by a matrix (`wkv_b`) when needed.
+
+Take `bench/mla_decode.py`'s models: 4 layers, 8 heads of width 64, float32 (4 bytes); its MLA
+has R = 128 and Dr = 16, its GQA 2 key/value heads. Per token, over all layers:
+""", """
+## 潜在注意力：缓存里存什么
+
+生成时，模型要保存它见过的每个词元在每一层的键和值（KV 缓存）。每个词元每一层，多头注意力（MHA）存 H 个键
+和 H 个值，宽度都是 D；分组查询注意力（GQA）只为它的 K < H 个键/值头存。MLA 只存一个宽度为 R 的归一化潜在
+向量 `c` 和一个宽度为 Dr 的 RoPE 键，所有头共用；需要时由矩阵 `wkv_b` 从 `c` 做出每个头的键和值。
+
+以 `bench/mla_decode.py` 的模型为例：4 层、8 个宽 64 的头、float32（4 字节）；其中 MLA 取 R = 128、
+Dr = 16，GQA 有 2 个键/值头。每个词元在所有层上：
+"""),
+    code("""
+L, H, D, FLOAT32 = 4, 8, 64, 4
+R, Dr, K = 128, 16, 2
+by_hand = {"mha": L * H * (D + D) * FLOAT32,      # every head's key and value
+           "gqa": L * K * (D + D) * FLOAT32,      # 2 key/value heads, each shared by 4 queries
+           "mla": L * (R + Dr) * FLOAT32}         # one latent and one RoPE key for all heads
+print(by_hand)
+"""),
+    md("""
+The library asks each family for its cache's widths, a `KVLayout` (heads, key width, value
+width; MLA's is one "head" holding `c` and the RoPE key), and `KVCache.bytes_for` counts the
+bytes before anything is allocated; this is what `model.cache_bytes` and the server's memory
+budget use, and what the bench prints. The same configs as the bench's:
+""", """
+库会向每个模型族询问它的缓存宽度，即一个 `KVLayout`（头数、键宽、值宽；MLA 的是一个“头”，存 `c` 和 RoPE
+键），`KVCache.bytes_for` 在分配任何东西之前就算出字节数；`model.cache_bytes` 和服务端的内存预算用的就是它，
+基准脚本打印的也是它。用和基准脚本相同的配置：
+"""),
+    code("""
+from glassformer.blocks.kv_cache import KVCache, KVLayout
+from glassformer.models import deepseek_v3, llama
+
+SHAPE = dict(vocab_size=512, n_layer=4, n_head=8, d_model=512, d_ff=1376)   # bench/mla_decode.py's
+configs = {"mha": (llama.FAMILY, llama.LlamaConfig(**SHAPE, n_kv_head=8, head_dim=64)),
+           "gqa": (llama.FAMILY, llama.LlamaConfig(**SHAPE, n_kv_head=2, head_dim=64)),
+           "mla": (deepseek_v3.FAMILY, deepseek_v3.DeepseekV3Config(
+               **SHAPE, kv_lora_rank=128, qk_nope_head_dim=48, qk_rope_head_dim=16, v_head_dim=64))}
+cache_bytes = {}
+for name, (family, cfg) in configs.items():
+    layout = family.kv_layout(cfg)
+    cache_bytes[name] = KVCache.bytes_for(layout, layers=cfg.n_layer, rows=1, context=1)
+    print(f"{name}: {layout}  {cache_bytes[name]:>6,} bytes per token  "
+          f"{cache_bytes[name] / cache_bytes['mha']:.3f}x MHA")
+assert cache_bytes == by_hand == {"mha": 16384, "gqa": 4096, "mla": 2304}   # the bench's figures
+latent = KVCache.allocate(configs["mla"][0].kv_layout(configs["mla"][1]), n_layer=4, batch=1, max_len=1024)
+assert sum(a.nbytes for a in latent.k + latent.v) == 1024 * cache_bytes["mla"]   # a real cache agrees
+"""),
+    md("""
+MLA keeps 0.14x of MHA's cache here and 0.56x of GQA's. At DeepSeek-V3's own size (61 layers, 128
+heads, R = 512, Dr = 64, keys 128 + 64 and values 128 wide, 2-byte bf16) the difference is
+what makes long contexts possible: `explain mla` ends with these three numbers, and we count
+them again with `KVLayout`.
+""", """
+在这里 MLA 的缓存是 MHA 的 0.14 倍、GQA 的 0.56 倍。在 DeepSeek-V3 自己的尺寸上（61 层、128 个头、
+R = 512、Dr = 64，键宽 128 + 64、值宽 128，2 字节的 bf16），这个差别决定了长上下文是否可行：`explain mla`
+最后给出这三个数，我们用 `KVLayout` 再数一遍。
+"""),
+    code("""
+V3 = {"mla": KVLayout(heads=1, key_dim=512, value_dim=64),
+      "mha": KVLayout(heads=128, key_dim=128 + 64, value_dim=128),
+      "gqa-8": KVLayout(heads=8, key_dim=128 + 64, value_dim=128)}
+v3_bytes = {name: KVCache.bytes_for(layout, layers=61, rows=1, context=1, dtype=np.float16)   # 2 bytes, as bf16
+            for name, layout in V3.items()}
+mla_trace = glassformer.trace("mla", grad="random")
+assert list(v3_bytes.values()) == mla_trace["cache_v3"].tolist()
+for name, size in v3_bytes.items():
+    print(f"{name:>5}: {size:>9,} bytes per token, {size * 128 * 1024 / 2**30:7.1f} GiB for 128k tokens")
+mla_trace.view(lang=LANG)
+"""),
+    md("""
+Is the latent really enough? A tiny random DeepSeek-V3 decodes 8 tokens one at a time, each step
+reading only its latent cache (16 + 8 numbers per token and layer), and its logits equal those of
+one full forward pass over all 8 tokens.
+""", """
+潜在向量真的够用吗？一个随机初始化的小 DeepSeek-V3 逐个解码 8 个词元，每一步只读它的潜在缓存（每个词元每层
+16 + 8 个数），得到的 logits 与一次性前向传播全部 8 个词元的结果相同。
+"""),
+    code("""
+from glassformer.models.model import Model
+
+tiny_cfg = deepseek_v3.DeepseekV3Config(vocab_size=64, n_layer=2, n_head=4, d_model=64, d_ff=128,
+                                        kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                                        v_head_dim=16, max_seq_len=32)
+tiny = Model(tiny_cfg, deepseek_v3.FAMILY.init_params(tiny_cfg, np.random.default_rng(0)))
+ids = np.random.default_rng(1).integers(0, 64, (1, 8))
+full_logits = tiny(ids)                                    # (1, 8, V), no cache
+cache = tiny.new_cache(1, 16)
+steps_logits = []
+for t in range(8):
+    out, _ = tiny.forward(ids[:, t:t + 1], kv_cache=cache)  # one token, the latent cache read
+    cache.advance(1)
+    steps_logits.append(out)
+decode_diff = float(np.abs(np.concatenate(steps_logits, axis=1) - full_logits).max())
+print("cache arrays per layer:", cache.k[0].shape, cache.v[0].shape, " max |difference|:", decode_diff)
+assert decode_diff < 1e-5
+"""),
+    md("""
+## Checking the gradients
+
+The router's backward passes gradient only to the k chosen probabilities (renormalised), then
+through the softmax; MLA's passes through the latent projection `wkv_a`, its norm, the up-projection
+`wkv_b` and the shared RoPE key (summed over the heads that read it). `glassformer.gradcheck`
+compares each with central differences in float64: first our four tokens' router, then the
+registered cases (the router's three routings, the balance loss, two MLA blocks).
+""", """
+## 校验梯度
+
+路由器的反向传播只把梯度传给选中的 k 个概率（经过重新归一化），再穿过 softmax；MLA 的反向传播穿过潜在投影
+`wkv_a`、它的归一化、上投影 `wkv_b`，以及共享的 RoPE 键（对读它的所有头求和）。`glassformer.gradcheck`
+用 float64 的中心差分逐一比对：先是我们四个词元的路由器，再是登记在册的用例（路由器的三种路由方式、均衡
+损失、两个 MLA 块）。
+"""),
+    code("""
+from glassformer.gradcheck import gradcheck, run_case
+from glassformer.gradcheck.cases import find_case
+
+
+def route(inputs):
+    return router_forward(inputs["logits"], top_k=k, norm_topk_prob=True)
+
+
+def route_backward(dweights, ctx):
+    return {"logits": router_backward(dweights, ctx)[0]}
+
+
+checks = {"router, our 4 tokens": gradcheck(route, route_backward, {"logits": logits})["logits"]}
+for name, mode in [("moe_router", "softmax-top2"), ("moe_router", "softmax-top3-norm"),
+                   ("moe_router", "sigmoid-grouped"), ("moe_aux_loss", "top-2"),
+                   ("mla", "q-lora"), ("mla", "plain-q")]:
+    checks[f"{name} {mode}"] = run_case(find_case(name, mode)).max_rel_err
+latent_path = run_case(find_case("mla", "q-lora")).per_input
+for name in ("attn.wkv_a", "attn.kv_norm.w", "attn.wkv_b"):
+    checks[f"mla latent {name}"] = latent_path[name]
+for name, err in checks.items():
+    print(f"{name:<32} max relative error {err:.1e}")
+assert max(checks.values()) < 1e-6
+"""),
+    code("""
+RESULTS = {"router_weights": weights.tolist(), "aux_by_hand": aux_by_hand, "aux_even": float(even),
+           "aux_crowded": float(crowded), "worst_load": {b: w[-1] for b, w in worst.items()},
+           "val_last": {b: rows[-1]["val_loss"] for b, rows in evals.items()},
+           "cache_bytes": cache_bytes, "cache_v3": list(v3_bytes.values()),
+           "decode_diff": decode_diff, "gradcheck": checks}
+RESULTS
+"""),
+]
