@@ -1,6 +1,5 @@
-"""Notebook 7: Mixture of Experts (a router by hand, the load-balancing loss, a tiny MoE trained
-with and without it) and DeepSeek's latent attention (its cache's bytes per token against MHA and
-GQA), with the gradient checks of the router and the latent projection."""
+"""Notebook 7: Mixture of Experts (a router and its balance loss by hand, a tiny MoE trained with and
+without it) and DeepSeek's latent attention (cache bytes per token vs MHA and GQA), gradchecked."""
 from glassformer.notebooks.cells import code, md, setup
 
 CELLS = [
