@@ -1,5 +1,5 @@
-"""Notebook 7: Mixture of Experts (a router and its balance loss by hand, a tiny MoE trained with
-and without it) and DeepSeek's latent attention (cache bytes per token vs MHA and GQA), gradchecked."""
+"""Notebook 7: Mixture of Experts (a router and its balance loss by hand, a tiny MoE
+trained with and without it) and DeepSeek's latent attention (cache bytes vs MHA, GQA), gradchecked."""
 from glassformer.notebooks.cells import code, md, setup
 
 CELLS = [
