@@ -1,5 +1,5 @@
 """Notebook 7: Mixture of Experts (a router and its balance loss by hand, a tiny MoE
-trained with and without it) and DeepSeek's latent attention (cache bytes vs MHA, GQA), gradchecked."""
+trained with and without it) and DeepSeek's latent attention: its cache against MHA and GQA."""
 from glassformer.notebooks.cells import code, md, setup
 
 CELLS = [
