@@ -1,11 +1,13 @@
 """Every notebook of the course runs top to bottom on a fresh kernel, in English and in 中文, and
 finds what it teaches: the seed's weights, gradient checks below 1e-6, losses that fall, GPT-2's
-bytes of 水, SmolLM2's answer (tests/viewer/test_course_pages.py draws them in Chromium).
+bytes of 水, SmolLM2's answer, the experts crowding without the balance loss and the latent
+cache's bytes per token equal to bench/mla_decode.py's (tests/viewer/test_course_pages.py draws
+them in Chromium).
 
 The quick notebooks (1, 2) run in the default selection; the ones that train or load SmolLM2
-are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s measured
-for 1-6); 9, which starts two `glassformer serve` processes, adds 25-30 s a language on the shared
-2-core machine."""
+are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s
+measured for 1-6); on the shared 2-core machine chapter 7 adds about 22 s a language and 9, which
+starts `glassformer serve`, 25-30 s a language."""
 import pytest
 
 from tests.notebooks.course import LANGS, NOTEBOOKS
@@ -54,6 +56,17 @@ def check_6(r):
     assert r["lora_val"] is None or r["lora_val"][-1] < r["lora_val"][0]
 
 
+def check_7(r):
+    from bench.mla_decode import models          # the bench's three models: the figures it prints
+    bench = {name: model.cache_bytes(1, 1) for name, model in models(context=16).items()}
+    assert r["cache_bytes"] == bench == {"mha": 16384, "gqa": 4096, "mla": 2304}
+    assert r["cache_v3"] == [70272, 4997120, 312320]     # DeepSeek-V3's size: MLA, MHA, GQA-8
+    assert r["aux_even"] == 2.0 < r["aux_by_hand"] < r["aux_crowded"] < 4.0   # k <= loss < E
+    assert r["worst_load"]["none"] > 2.0 and r["worst_load"]["aux"] < 1.6
+    assert r["decode_diff"] < 1e-5
+    assert max(r["gradcheck"].values()) < FD_TOLERANCE
+
+
 def check_9(r):
     assert all(r["same_as_alone"].values()) and len(r["same_as_alone"]) == 4
     assert r["cached_d"] == 6 and r["moved_at"] == [10]
@@ -61,7 +74,7 @@ def check_9(r):
 
 
 CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6,
-          "9": check_9}
+          "7": check_7, "9": check_9}
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -196,11 +196,11 @@ def resume_text_data(out: Path, data: str | None, allow_new_data: bool, tokenize
 
 
 def plot_loss_curve(out_dir: str | Path) -> Path | None:
-    """Write out_dir/loss.png from train_log.jsonl; None when matplotlib is not installed."""
+    """Write out_dir/loss.png from train_log.jsonl; None when matplotlib is not installed.
+
+    A matplotlib Figure, not pyplot: no backend is chosen, so a run started inside Jupyter
+    (the course's notebooks) leaves the kernel's inline plots drawing."""
     try:
-        # note: a Figure of its own with the Agg canvas, not pyplot: the backend of the process
-        # that trained (a notebook's kernel) stays what it was
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         return None
@@ -208,7 +208,6 @@ def plot_loss_curve(out_dir: str | Path) -> Path | None:
     train_pts = [(r["iter"], r["train_loss"]) for r in records if "train_loss" in r]
     val_pts = [(r["iter"], r["val_loss"]) for r in records if "val_loss" in r]
     fig = Figure(figsize=(7, 4))
-    FigureCanvasAgg(fig)
     ax = fig.subplots()
     if train_pts:
         ax.plot(*zip(*train_pts), label="train (batch)", linewidth=0.8, alpha=0.7)
