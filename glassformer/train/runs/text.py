@@ -196,17 +196,18 @@ def resume_text_data(out: Path, data: str | None, allow_new_data: bool, tokenize
 
 
 def plot_loss_curve(out_dir: str | Path) -> Path | None:
-    """Write out_dir/loss.png from train_log.jsonl; None when matplotlib is not installed."""
+    """Write out_dir/loss.png from train_log.jsonl; None when matplotlib is not installed.
+    Drawn on a matplotlib Figure, not pyplot: no backend is chosen, so a notebook that trains in
+    its own kernel (the course does) keeps showing its plots inline."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        from matplotlib import pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         return None
     records = read_train_log(out_dir)
     train_pts = [(r["iter"], r["train_loss"]) for r in records if "train_loss" in r]
     val_pts = [(r["iter"], r["val_loss"]) for r in records if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     if train_pts:
         ax.plot(*zip(*train_pts), label="train (batch)", linewidth=0.8, alpha=0.7)
     if val_pts:
@@ -217,5 +218,4 @@ def plot_loss_curve(out_dir: str | Path) -> Path | None:
     ax.grid(alpha=0.3)
     path = Path(out_dir) / "loss.png"
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return path
