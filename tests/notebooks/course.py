@@ -11,4 +11,5 @@ NOTEBOOKS = [
     pytest.param("4_tokenizers", id="4", marks=SLOW),
     pytest.param("5_bert_and_the_encoder_decoder", id="5", marks=SLOW),
     pytest.param("6_a_real_model_smollm2", id="6", marks=SLOW),
+    pytest.param("8_learning_from_preferences_and_rewards", id="8", marks=SLOW),
 ]

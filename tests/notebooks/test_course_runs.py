@@ -52,7 +52,21 @@ def check_6(r):
     assert r["lora_val"] is None or r["lora_val"][-1] < r["lora_val"][0]
 
 
-CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6}
+def check_8(r):
+    assert round(r["first_loss"], 6) == 0.693147          # DPO's step 1: policy = reference
+    assert r["accuracy"][0] == 0.0 and sum(r["accuracy"][-5:]) / 5 >= 0.75
+    assert r["margins"][-1] > r["margins"][0]
+    assert r["margin_diff"] < 1e-3 and r["grad_err"] < 1e-8
+    assert max(r["dpo_check"], r["grpo_check"]) < FD_TOLERANCE
+    assert abs(sum(r["advantages"])) < 1e-9
+    judge = r["judge"]
+    before = judge["SFT (both habits)"]
+    assert all(s["repeating"] < before["repeating"] for name, s in judge.items() if s is not before)
+    assert judge["+ DPO + SFT term"]["tang-form"] > before["tang-form"]
+
+
+CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6,
+          "8": check_8}
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -32,7 +32,7 @@ def assert_quiet(watched):
     assert watched.errors == [], watched.errors
 
 
-FRAMES = {"1": 2, "2": 4, "3": 3, "4": 0, "5": 2, "6": 2}   # framed views each notebook draws
+FRAMES = {"1": 2, "2": 4, "3": 3, "4": 0, "5": 2, "6": 2, "8": 2}   # framed views each notebook draws
 
 
 @pytest.mark.parametrize("lang", LANGS)

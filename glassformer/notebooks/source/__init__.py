@@ -1,6 +1,6 @@
 """The course's notebooks, in order: file name -> cells (one module each, prose in en and zh)."""
 from glassformer.notebooks.source import (n1_attention, n2_block, n3_tiny_gpt, n4_tokenizers, n5_bert_seq2seq,
-                                       n6_real_models)
+                                       n6_real_models, n8_preferences)
 
 NOTEBOOKS = {
     "1_self_attention_by_hand": n1_attention.CELLS,
@@ -9,4 +9,5 @@ NOTEBOOKS = {
     "4_tokenizers": n4_tokenizers.CELLS,
     "5_bert_and_the_encoder_decoder": n5_bert_seq2seq.CELLS,
     "6_a_real_model_smollm2": n6_real_models.CELLS,
+    "8_learning_from_preferences_and_rewards": n8_preferences.CELLS,
 }
