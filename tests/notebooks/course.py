@@ -12,5 +12,6 @@ NOTEBOOKS = [
     pytest.param("5_bert_and_the_encoder_decoder", id="5", marks=SLOW),
     pytest.param("6_a_real_model_smollm2", id="6", marks=SLOW),
     pytest.param("7_mixture_of_experts_and_latent_attention", id="7", marks=SLOW),
+    pytest.param("8_learning_from_preferences_and_rewards", id="8", marks=SLOW),
     pytest.param("9_serving_a_model", id="9", marks=SLOW),
 ]

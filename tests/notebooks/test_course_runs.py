@@ -67,6 +67,19 @@ def check_7(r):
     assert max(r["gradcheck"].values()) < FD_TOLERANCE
 
 
+def check_8(r):
+    assert round(r["first_loss"], 6) == 0.693147          # DPO's step 1: policy = reference
+    assert r["accuracy"][0] == 0.0 and sum(r["accuracy"][-5:]) / 5 >= 0.75
+    assert r["margins"][-1] > r["margins"][0]
+    assert r["margin_diff"] < 1e-3 and r["grad_err"] < 1e-8
+    assert max(r["dpo_check"], r["grpo_check"]) < FD_TOLERANCE
+    assert abs(sum(r["advantages"])) < 1e-9
+    judge = r["judge"]
+    before = judge["SFT (both habits)"]
+    assert all(s["repeating"] < before["repeating"] for name, s in judge.items() if s is not before)
+    assert judge["+ DPO + SFT term"]["tang-form"] > before["tang-form"]
+
+
 def check_9(r):
     assert all(r["same_as_alone"].values()) and len(r["same_as_alone"]) == 4
     assert r["cached_d"] == 6 and r["moved_at"] == [10]
@@ -74,7 +87,7 @@ def check_9(r):
 
 
 CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6,
-          "7": check_7, "9": check_9}
+          "7": check_7, "8": check_8, "9": check_9}
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -1,6 +1,7 @@
 """The course's notebooks, in order: file name -> cells (one module each, prose in en and zh)."""
-from glassformer.notebooks.source import (n1_attention, n2_block, n3_tiny_gpt, n4_tokenizers, n5_bert_seq2seq,
-                                       n6_real_models, n7_moe_mla, n9_serving)
+from glassformer.notebooks.source import (n1_attention, n2_block, n3_tiny_gpt, n4_tokenizers,
+                                          n5_bert_seq2seq, n6_real_models, n7_moe_mla,
+                                          n8_preferences, n9_serving)
 
 NOTEBOOKS = {
     "1_self_attention_by_hand": n1_attention.CELLS,
@@ -10,5 +11,6 @@ NOTEBOOKS = {
     "5_bert_and_the_encoder_decoder": n5_bert_seq2seq.CELLS,
     "6_a_real_model_smollm2": n6_real_models.CELLS,
     "7_mixture_of_experts_and_latent_attention": n7_moe_mla.CELLS,
+    "8_learning_from_preferences_and_rewards": n8_preferences.CELLS,
     "9_serving_a_model": n9_serving.CELLS,
 }
