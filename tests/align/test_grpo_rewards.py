@@ -54,7 +54,7 @@ def test_an_infinite_reward_mid_run_stops_it_in_one_line(tiny_base, tmp_path, ca
     assert not (tmp_path / "run" / "latest").exists()   # the first evaluation scores too
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # nanmean of a column of None
+@pytest.mark.filterwarnings("error::RuntimeWarning")    # no numpy warning on each step
 def test_a_reward_that_cannot_score_logs_null_metrics(tiny_base, tmp_path, capsys):
     assert grpo(tiny_base, tmp_path, "tang-form,R:cannot_score") == 0
     steps = [r for r in strict_rows(tmp_path / "run") if "train_loss" in r]
