@@ -50,6 +50,7 @@ import numpy as np
 from safetensors import SafetensorError
 
 from glassformer.errors import CheckpointError
+from glassformer.io.finite_json import json_line
 from glassformer.io.safetensors import (fsync_dir, load_safetensors, read_safetensors_header,
                                         save_safetensors, write_atomically)
 
@@ -219,10 +220,11 @@ def append_train_log(run_dir: str | os.PathLike, record: dict) -> None:
     """Append `record` as one JSON line to run_dir/train_log.jsonl.
 
     The line goes out in one write() on an O_APPEND file, which a kill -9 cannot split; a line
-    torn by a crash of the machine itself is cut off before the next append.
+    torn by a crash of the machine itself is cut off before the next append. It is strict JSON: a
+    non-finite number is written as null and named in the line's "nonfinite" (io/finite_json.py).
     """
     path = Path(run_dir) / LOG_NAME
-    line = json.dumps(record, default=_json_scalar, ensure_ascii=False) + "\n"
+    line = json_line(record)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     try:
         _cut_torn_tail(path)
@@ -250,14 +252,18 @@ def read_train_log(run_dir: str | os.PathLike) -> list[dict]:
     return records
 
 
-def trim_train_log(run_dir: str | os.PathLike, *, max_iter: int) -> None:
-    """Drop records with iter > max_iter (logged after the checkpoint a resumed run starts from)."""
-    path = Path(run_dir) / LOG_NAME
-    if not path.is_file():
-        return
-    kept = [r for r in read_train_log(run_dir) if not r.get("iter", 0) > max_iter]
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept)
-    write_atomically(path, lambda f: f.write(text.encode("utf-8")))
+def trim_train_log(run_dir: str | os.PathLike, *, max_iter: int) -> dict:
+    """Drop what a killed run logged past the checkpoint a resume starts from: records with iter >
+    max_iter, and the loop's own record at max_iter (its step is done again), which it returns."""
+    records = read_train_log(run_dir)
+    kept = [r for r in records if not r.get("iter", 0) > max_iter]
+    own = [i for i, r in enumerate(kept)
+           if r.get("iter") == max_iter and ("train_loss" in r or "val_loss" in r)]
+    carried = kept.pop(own[-1]) if own else {}
+    if len(kept) < len(records):
+        text = "".join(json_line(r) for r in kept)
+        write_atomically(Path(run_dir) / LOG_NAME, lambda f: f.write(text.encode("utf-8")))
+    return carried
 
 
 def _load_optimizer(folder: Path, params: dict[str, np.ndarray]) -> dict:

@@ -208,10 +208,11 @@ def held_at(train_cfg: TrainConfig, it: int) -> frozenset:
     return frozenset(train_cfg.held_keys.split(","))
 
 
-def _log(steps: Steps, out_dir, record: dict, on_step) -> None:
-    """One iteration's record into the log and the progress bar (by the process that writes)."""
+def _log(steps: Steps, out_dir, record: dict, on_step, earlier: dict) -> None:
+    """One iteration's record into the log and the progress bar (by the process that writes);
+    earlier: what a killed run logged for this iteration, which the log keeps under `record`."""
     if steps.writes_files:
-        append_train_log(out_dir, record)
+        append_train_log(out_dir, {**earlier, **record})
         if on_step:
             on_step(record)
 
@@ -254,12 +255,14 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         objective = objective_of(train_cfg.objective)
     check_context(model_cfg, train_cfg)
     writes = steps.writes_files
-    if writes:
-        trim_train_log(out_dir, max_iter=run.it)  # drop records a killed run logged past its save
+    # drop records a killed run logged past its save; its record at the save (the evaluation
+    # made there, and a step done again below) is logged again with this run's first record
+    carried = trim_train_log(out_dir, max_iter=run.it) if writes else {}
     resumed_at = run.it if run.it > 0 else None
     while True:
         it = run.it
         record = {"iter": it}
+        earlier = carried if it == resumed_at else {}
         is_eval = it % train_cfg.eval_interval == 0 or it == train_cfg.max_iters
         if is_eval and it != resumed_at:
             record.update(_evaluate(steps, family, model_cfg, train_cfg, objective, run,
@@ -275,8 +278,8 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         if stopping and not is_eval and it != resumed_at and writes:
             _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         if it >= train_cfg.max_iters or stopping:
-            if len(record) > 1:
-                _log(steps, out_dir, record, on_step)
+            if len(record) > 1 or earlier:
+                _log(steps, out_dir, record, on_step, earlier)
             return run
         lr = scheduled_lr(train_cfg.schedule, it, lr=train_cfg.lr, min_lr=train_cfg.min_lr,
                           warmup_iters=train_cfg.warmup_iters,
@@ -290,4 +293,4 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
         record.update(lr=lr, train_loss=loss, ms_per_iter=(time.perf_counter() - start) * 1e3)
         record.update(metrics)
         run.it = it + 1
-        _log(steps, out_dir, record, on_step)
+        _log(steps, out_dir, record, on_step, earlier)

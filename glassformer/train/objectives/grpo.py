@@ -33,6 +33,7 @@ frac_reward_zero_std, completions/mean_length (min, max, clipped_ratio), clip_ra
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -342,7 +343,10 @@ def batch_advantages(comm, table, names, lengths, truncated, train_cfg) -> tuple
 def reward_metrics(table, names, rewards, std_zero, lengths, truncated) -> dict:
     """TRL's reward and completion-length metrics of one generation batch (lengths (N,))."""
     metrics = {}
-    with np.errstate(all="ignore"):
+    # a function that scored nothing (all None) has NaN metrics, null in the log; nanmean and
+    # nanstd would also print a RuntimeWarning for each
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         for column, name in enumerate(names):
             metrics[f"rewards/{name}/mean"] = float(np.nanmean(table[:, column]))
             metrics[f"rewards/{name}/std"] = float(np.nanstd(table[:, column], ddof=1))

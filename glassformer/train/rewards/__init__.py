@@ -8,7 +8,8 @@ and `completion_ids`, each a list as long as `completions`. None means "cannot s
 
     REWARDS        the built-in rewards by name ("tang-form": tang_form.py)
     load_rewards   "tang-form" or "path/to/file.py:function", comma-separated -> [(name, f)]
-    call_reward    runs one, turning a raise or a wrong-length answer into one line
+    call_reward    runs one, turning a raise, a wrong-length answer or a NaN or infinite
+                   reward into one line (None stays: "cannot score", NaN inside)
     probe_rewards  each on one group of empty completions, before a run writes anything
 """
 from __future__ import annotations
@@ -60,15 +61,16 @@ def load_rewards(specs: str) -> list[tuple[str, Callable]]:
 
 def call_reward(name: str, function: Callable, prompts: list, completions: list,
                 columns: dict) -> list[float]:
-    """The function's scores as floats (NaN for None); one line if it raises or returns
-    something other than one number (or None) per completion."""
+    """The function's scores as floats (NaN for None, TRL's "cannot score this one"); one line
+    if it raises, returns something other than one number (or None) per completion, or returns
+    NaN or an infinity itself: a non-finite reward would turn every loss after it into NaN."""
     try:
         scores = function(prompts=prompts, completions=completions, **columns)
     except Exception as err:   # noqa: BLE001 - any failure of user code is one line
         raise GlassformerError(f"reward function {name} raised {type(err).__name__}: "
                                f"{err}") from None
     try:
-        values = [math.nan if score is None else float(score) for score in scores]
+        values = [None if score is None else float(score) for score in scores]
     except (TypeError, ValueError):
         raise GlassformerError(f"reward function {name} must return a list of numbers (or "
                                "None), one per completion") from None
@@ -76,7 +78,20 @@ def call_reward(name: str, function: Callable, prompts: list, completions: list,
         raise GlassformerError(f"reward function {name} returned {len(values)} rewards for "
                                f"{len(completions)} completions; it must return one per "
                                "completion")
-    return values
+    for value, completion in zip(values, completions):
+        if value is not None and not math.isfinite(value):
+            raise GlassformerError(f"reward function {name} returned {value} for completion "
+                                   f"{_shown(completion)}; a reward must be a finite number, "
+                                   "or None when it cannot score")
+    return [math.nan if value is None else value for value in values]
+
+
+def _shown(completion, limit: int = 60) -> str:
+    """A completion (text, or a conversational one's message content) quoted on one line."""
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        completion = completion[-1].get("content", "")
+    text = str(completion)
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def probe_rewards(rewards: list, record: dict, group: int, conversational: bool) -> None:

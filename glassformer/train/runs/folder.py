@@ -1,6 +1,7 @@
 """A run folder's layout, in one place: its lock, its data record, its tokenizer, its checkpoints.
 
-    RUN/lock                the one writer's lock (hold_run_folder, below)
+    RUN/lock                the pid of the one writer (a note: the lock is on RUN itself,
+                            runs/lock.py)
     RUN/data.json           what the run trains on (DATA_RECORD): a text file's path, size and
                             sha256, or a pair set's name, count and sha256 (runs/pairs.py)
     RUN/tokenizer/          the run's tokenizer (tokenizer_layout); every checkpoint also holds
@@ -13,33 +14,22 @@
 The three kinds of run (runs/text.py, runs/pairs.py, runs/finetune.py) fill it through these
 helpers, and end the same way: `train_in_folder` starts the loop with the run's hooks.
 
-One writer per run folder: an OS lock on `<run>/lock`, held for as long as a training runs.
-
-Two trainers writing one run folder delete each other's checkpoints and can leave `latest` naming
-a deleted folder. So every process that writes a run (a new run, a resume, a fine-tune) first
-takes an exclusive `fcntl.flock` on the folder's lock file and keeps it until it ends:
+One writer per run folder (runs/lock.py): every process that writes a run (a new run, a resume,
+a fine-tune) holds an OS lock on the folder itself while it runs:
 
     with hold_run_folder(out):      # the second process gets a GlassformerError at once,
         ...train, save...           # naming the pid that holds the folder
 
-The kernel drops the lock when the holder's file is closed, which includes any death of the
-process (`kill -9` too), so a stale lock cannot exist and there is nothing to clean up: the file
-itself stays in the folder and is reused. Readers (generate, eval, a loading library call) take
-no lock; they see whole checkpoints because a save only ever renames a complete folder into
-`latest`.
-
-note: flock locks belong to the open file, so a process forked while holding it shares it;
-worker processes started by a trainer are its helpers, not second writers.
+Readers (generate, eval, a loading library call) take no lock; they see whole checkpoints because
+a save only ever renames a complete folder into `latest`.
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
@@ -50,22 +40,11 @@ from glassformer.io.safetensors import write_atomically
 from glassformer.tokenizers.load import load_tokenizer
 from glassformer.train.loop import RunState, TrainConfig, train
 from glassformer.train.runs.checks import train_config_from_dict
+from glassformer.train.runs.lock import LOCK_NAME, lock_folder
 from glassformer.train.step import IN_PROCESS, Steps
 
-LOCK_NAME = "lock"
 DATA_RECORD = "data.json"               # what the run trains on (see the module docstring)
 LEGACY_DATA_RECORD = "data_source.txt"  # older runs: the data path alone
-PID_WAIT_S = 1.0  # how long to wait for a holder that has the lock but has not yet written its pid
-
-
-def _holder_pid(fd: int) -> str:
-    """The pid the holder wrote into the lock file ("unknown" if it has not written it yet)."""
-    deadline = time.monotonic() + PID_WAIT_S
-    while True:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        if text.isdigit() or time.monotonic() > deadline:
-            return text if text.isdigit() else "unknown"
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -73,23 +52,18 @@ def hold_run_folder(run_dir: str | os.PathLike) -> Iterator[Path]:
     """Create `run_dir` if needed and hold its lock for the duration of the `with` block.
 
     Raises GlassformerError naming the holder's pid when another process holds it. Once it holds
-    the lock, it removes what a killed writer left half done (checkpoint folders `latest` does
-    not name: `remove_partial_checkpoints`), so a resume on a full disk starts with that space.
+    the lock, it writes its pid into `RUN/lock` and removes what a killed writer left half done
+    (checkpoint folders `latest` does not name: `remove_partial_checkpoints`), so a resume on a
+    full disk starts with that space.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = lock_folder(run_dir)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise GlassformerError(
-                f"{run_dir} is being written by another training process (pid "
-                f"{_holder_pid(fd)}); wait for it to finish or stop it, or choose another "
-                "--out") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            (run_dir / LOCK_NAME).write_text(f"{os.getpid()}\n", encoding="ascii")
+        except OSError:
+            pass  # only a note (the module docstring); a full disk is said by the first save
         if (run_dir / "latest").is_file():
             _remove_partial(run_dir)
         yield run_dir
