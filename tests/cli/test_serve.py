@@ -8,6 +8,7 @@ import glassformer.serve.run as serve_run
 from glassformer.cli import main
 from glassformer.io.pretrained import save_pretrained
 from glassformer.errors import GlassformerError
+from glassformer.serve.rows import RowCache
 from tests.serve.serve_models import (  # the repository root is on sys.path
     tiny_chat_model, tiny_mla_chat_model)
 
@@ -36,14 +37,18 @@ def test_a_cache_past_the_memory_budget_is_refused(folder, capsys, monkeypatch):
 
 def test_an_mla_cache_is_budgeted_by_its_latent_bytes(monkeypatch):
     """The latent cache of 4 rows x 64 positions: 2 layers x (R 8 + Dr 4) float32s a position,
-    not the 2 H D floats per head of ordinary attention."""
+    not the 2 H D floats per head of ordinary attention; the rows' budget adds each position's
+    mask and id (1 + 8 bytes) and doubles it all for a prefill of every row at once."""
     model = tiny_mla_chat_model(max_seq_len=64)
     latent = 4 * 64 * 2 * (8 + 4) * 4
     assert model.cache_bytes(4, 64) == latent
-    monkeypatch.setattr(serve_run, "memory_budget", lambda: latent)
+    budget = 2 * (latent + 4 * 64 * (1 + 8))
+    assert RowCache.bytes_for(model, 4, 64) == budget
+    monkeypatch.setattr(serve_run, "memory_budget", lambda: budget)
     engine = serve_run.make_engine(model, max_batch=4, max_queue=8, context=None)
     assert sum(a.nbytes for a in engine.rows.cache.k + engine.rows.cache.v) == latent
-    monkeypatch.setattr(serve_run, "memory_budget", lambda: latent - 1)
+    assert engine.rows.live.nbytes + engine.rows.ids.nbytes == 4 * 64 * (1 + 8)
+    monkeypatch.setattr(serve_run, "memory_budget", lambda: budget - 1)
     with pytest.raises(GlassformerError, match="lower --max-batch or --context"):
         serve_run.make_engine(model, max_batch=4, max_queue=8, context=None)
 
