@@ -135,12 +135,12 @@ class Engine:
                 reused.append(keep)
         if not joiners:
             return
-        running = np.array([seq is not None for seq in self.running])
+        running = np.array([seq is not None for seq in self.running])   # before the joiners
+        for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
+            seq.cached_tokens = keep                        # a fault in it fails them too
+            self.running[row] = seq                         # (fail_all) rather than losing them
         logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
                                    running)                              # (n, V)
-        for seq, row, keep in zip(joiners, rows, reused):
-            seq.cached_tokens = keep
-            self.running[row] = seq
         self.choose(logits, joiners, rows)
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:

@@ -1,8 +1,9 @@
 """The app's last word (serve/guard.py, faults.py) and its body limits (serve/body.py), in
 process: an exception no route expected is OpenAI's error shape (400 for a GlassformerError, 503
-out of memory, 500 for a server fault) and one log line, never a traceback; the nesting depth
-counts brackets outside strings only."""
+out of memory, 500 for a server fault) and one log line, never a traceback, as is a fault in the
+engine's thread; the nesting depth counts brackets outside strings only."""
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -10,9 +11,14 @@ from serve_models import tiny_chat_model
 from starlette.testclient import TestClient
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.sampling import Sampling
 from glassformer.serve.app import RequestLog, Served, create_app
 from glassformer.serve.body import MAX_DEPTH, nesting_depth, parse_body
+from glassformer.serve.engine import Engine
 from glassformer.serve.protocol import ApiError
+from glassformer.serve.sequence import Finished, Sequence, Settings
+
+WAIT_S = 30.0   # generous: the 2-core test machine is shared
 
 
 class Raising:
@@ -95,3 +101,39 @@ def test_a_hostile_body_is_a_400(raw, code):
 def test_a_body_at_the_limits_is_read():
     deep = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
     assert parse_body(f'{{"a": {deep}, "n": {"9" * 100}}}'.encode())["n"] == int("9" * 100)
+
+
+def test_an_engine_fault_is_one_line_and_an_error_for_each_reply(capsys):
+    """A fault inside the engine's step: one log line naming it and where, each reply in flight
+    finished with "error" (the client's 500), and the engine goes on serving."""
+    model = tiny_chat_model(max_seq_len=32)
+    engine = Engine(model, max_batch=2, max_queue=4, max_len=32)
+    real_prefill = engine.rows.prefill
+
+    def broken_prefill(*args):
+        engine.rows.prefill = real_prefill          # only the first prefill fails
+        return {}["missing"]
+
+    engine.rows.prefill = broken_prefill
+    finished = []
+    settings = Settings(4, Sampling(temperature=0.0), None, (), None)
+    done = threading.Event()
+
+    def on_event(event):
+        if isinstance(event, Finished):
+            finished.append(event.reason)
+            done.set()
+
+    engine.start()
+    try:
+        for _ in range(2):
+            done.clear()
+            engine.submit([Sequence(0, model.tokenizer.encode("hi"), settings, frozenset(),
+                                    model.tokenizer, on_event)])
+            assert done.wait(WAIT_S)
+    finally:
+        engine.stop()
+    assert finished == ["error", "length"]
+    log = capsys.readouterr().err.strip().splitlines()
+    assert len(log) == 1 and "engine fault: KeyError: 'missing' (at " in log[0]
+    assert "in broken_prefill)" in log[0] and "Traceback" not in log[0]
