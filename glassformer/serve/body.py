@@ -73,10 +73,10 @@ def nesting_depth(raw: bytes) -> int:
         last_plain = np.maximum.accumulate(np.where(codes != BACKSLASH, where, -1))  # (N,)
         before = quotes - 1 - last_plain[np.maximum(quotes - 1, 0)]   # backslashes before each
         quotes = quotes[(quotes == 0) | (before % 2 == 0)]
-    outside = np.searchsorted(quotes, brackets) % 2 == 0                        # (M,)
-    kept = codes[brackets[outside]]
-    step = np.where(np.isin(kept, OPENING), 1, -1)                              # (M',) +1 / -1
-    return int(np.cumsum(step).max(initial=0))
+    if len(quotes):
+        brackets = brackets[np.searchsorted(quotes, brackets) % 2 == 0]        # (M',) outside
+    step = np.isin(codes[brackets], OPENING).astype(np.int8) * 2 - 1            # (M',) +1 / -1
+    return int(np.cumsum(step, dtype=np.int32).max(initial=0))
 
 
 def short_number(text: str) -> str:

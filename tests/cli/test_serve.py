@@ -1,6 +1,12 @@
 """`glassformer serve`'s refusals, in process and before any port opens: one line, exit 2."""
+import json
+import os
 import socket
+import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +17,8 @@ from glassformer.errors import GlassformerError
 from glassformer.serve.rows import RowCache
 from tests.serve.serve_models import (  # the repository root is on sys.path
     tiny_chat_model, tiny_mla_chat_model)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -74,3 +82,44 @@ def test_without_the_serve_extra_it_says_what_to_install(folder, capsys, monkeyp
     monkeypatch.setitem(sys.modules, "uvicorn", None)      # import uvicorn raises ImportError
     assert main(["serve", "--model", str(folder)]) == 2
     assert "pip install 'glassformer[serve]'" in capsys.readouterr().err
+
+
+HOSTILE_S = 10.0         # each hostile size is refused within this
+PEAK_BYTES = 2 ** 30     # and under this peak memory, before any cache exists
+KILL_S = 60.0            # a process still running then is killed (and the test fails)
+
+
+def refusal(*argv: str) -> tuple[str, float, int]:
+    """A `glassformer serve` process: (its stderr, seconds, peak resident bytes)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "glassformer", "serve", "--port", "0",
+                                *argv], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               env=env)
+    watchdog = threading.Timer(KILL_S, process.kill)      # a server that started: not a hang
+    watchdog.start()
+    err = process.stderr.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)          # this child's own peak, not pytest's
+    watchdog.cancel()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 2, err
+    return err, time.perf_counter() - start, usage.ru_maxrss * 1024
+
+
+@pytest.mark.parametrize("flags", [["--max-batch", "1000000000"],
+                                   ["--max-batch", str(10 ** 30)],
+                                   ["--max-batch", "1000000", "--context", "1000000000"],
+                                   ["--huge-context"]])
+def test_a_hostile_size_is_one_line_before_any_allocation(folder, tmp_path, flags):
+    """Rows x context past half the machine's memory (or a config whose context is 10^9 with
+    the default 8 rows) is refused in one line, in seconds and well under 1 GiB: the rows are
+    budgeted (RowCache.bytes_for) before they exist."""
+    if flags == ["--huge-context"]:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config["max_position_embeddings"] = 10 ** 9
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        flags = []
+    err, seconds, peak = refusal("--model", str(folder), *flags)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert seconds < HOSTILE_S and peak < PEAK_BYTES
