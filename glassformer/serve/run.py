@@ -28,6 +28,12 @@ def memory_budget() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
+def gib(size: int) -> str:
+    """A size in GiB for a message: 12.6, or 1.26e+26 for a hostile one."""
+    value = size / 2 ** 30
+    return f"{value:.1f}" if value < 1e6 else f"{value:.3g}"
+
+
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
@@ -36,8 +42,8 @@ def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -
         raise GlassformerError(
             f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
             f"prefill of every row at once) needs "
-            f"{need / 2 ** 30:.1f} GiB, over half this machine's memory "
-            f"({memory_budget() / 2 ** 30:.1f} GiB): lower --max-batch or --context")
+            f"{gib(need)} GiB, over half this machine's memory "
+            f"({gib(memory_budget())} GiB): lower --max-batch or --context")
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context)
 
 
