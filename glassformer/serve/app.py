@@ -7,11 +7,12 @@
     POST /v1/chat/completions   its chat template, then the same       (tasks/chat.py's rules)
     POST /v1/embeddings         a sentence encoder's vectors           (tasks/embed.py)
 
-A request is checked before it reaches the engine: its body (at most MAX_BODY_BYTES, JSON, an
-object), the key when the server has one (401), the model's name (404), its fields (400, naming
-the field), its prompt against the context (400), the waiting list (429 with Retry-After). Every
-error has OpenAI's shape; a server fault is a 500 whose body says only that (the traceback goes
-to stderr). `RequestLog` prints one line per request on stderr.
+A request is checked before it reaches the engine: its body (body.py: at most MAX_BODY_BYTES,
+nested at most MAX_DEPTH deep, short numbers, JSON, an object), the key when the server has one
+(401), the model's name (404), its fields (400, naming the field), its prompt against the context
+(400), the waiting list (429 with Retry-After). Every error has OpenAI's shape; whatever no
+route turned into one is sorted by faults.py's Guard (a server fault is a 500 whose body says
+only that, and one line in the log). `RequestLog` prints one line per request on stderr.
 """
 from __future__ import annotations
 
@@ -21,26 +22,28 @@ import json
 import secrets
 import sys
 import time
-import traceback
 from dataclasses import replace
 from functools import partial
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve import protocol, replies
+from glassformer.serve.body import read_json
+from glassformer.serve.embeddings import embedding_request
 from glassformer.serve.engine import QueueFull
+from glassformer.serve.guard import Guard
 from glassformer.serve.page import chat_page
-from glassformer.serve.prompts import check_embedding_input, chat_prompt, text_prompt
+from glassformer.serve.prompts import chat_prompt, text_prompt
 from glassformer.serve.sequence import Sequence, Settings
 from glassformer.tasks.embed import embed
 
-MAX_BODY_BYTES = 4 * 1024 * 1024   # a request body past this is refused (413) unread
 RETRY_AFTER_S = 1                  # what a 429 asks the client to wait
 
 
@@ -60,8 +63,9 @@ def create_app(served: Served) -> Starlette:
               Route("/v1/completions", completions, methods=["POST"]),
               Route("/v1/chat/completions", chat_completions, methods=["POST"]),
               Route("/v1/embeddings", embeddings, methods=["POST"])]
-    handlers = {HTTPException: http_error, protocol.ApiError: api_error, Exception: server_error}
-    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    handlers = {HTTPException: http_error, protocol.ApiError: api_error}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan,
+                    middleware=[Middleware(Guard)])
     app.state.served = served
     return app
 
@@ -90,12 +94,6 @@ async def http_error(request, err: HTTPException):
     return await api_error(request, protocol.ApiError(err.status_code, message, code=code))
 
 
-async def server_error(request, err: Exception):
-    traceback.print_exception(err, file=sys.stderr)
-    return await api_error(request, protocol.ApiError(
-        500, "the server failed on this request (its log has the details)", kind="server_error"))
-
-
 def check_key(request, served: Served) -> None:
     if served.api_key is None:
         return
@@ -104,30 +102,6 @@ def check_key(request, served: Served) -> None:
         raise protocol.ApiError(401, "missing or wrong API key: send the header "
                                 "'Authorization: Bearer KEY' with the server's --api-key",
                                 code="invalid_api_key")
-
-
-async def read_json(request) -> dict:
-    """The body as a JSON object: 413 past MAX_BODY_BYTES, 400 when it is not JSON."""
-    declared = request.headers.get("content-length", "")
-    too_big = protocol.ApiError(413, f"the request body is over {MAX_BODY_BYTES} bytes",
-                                code="request_too_large")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise too_big
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise too_big
-        chunks.append(chunk)
-    try:
-        body = json.loads(b"".join(chunks))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise protocol.ApiError(400, f"the request body is not valid JSON: {err}",
-                                code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise protocol.ApiError(400, "the request body must be a JSON object",
-                                code="invalid_json")
-    return body
 
 
 def check_model(body: dict, served: Served) -> None:
@@ -169,17 +143,13 @@ async def embeddings(request):
     body = await read_json(request)
     check_model(body, served)
     check_kind(served, ENCODER, "embeddings")
-    texts = check_embedding_input(body.get("input"))
-    encoding = body.get("encoding_format") or "float"
-    if encoding not in ("float", "base64"):
-        raise protocol.bad("encoding_format", "'float' or 'base64'", encoding)
-    tokenizer = served.model.tokenizer
-    vectors = await run_in_threadpool(embed, served.model, texts,
-                                      max_length=served.embed_max_length)
-    lengths = [sum(e.attention_mask) for e in tokenizer.encode_batch(
-        texts, max_length=served.embed_max_length, truncation=True)]
-    note(request, prompt=int(sum(lengths)))
-    return JSONResponse(protocol.embedding_body(vectors, encoding, served.name, sum(lengths)))
+    asked = await run_in_threadpool(embedding_request, served.model, body,
+                                    served.embed_max_length)
+    vectors = await run_in_threadpool(embed, served.model, asked.texts,
+                                      max_length=asked.max_length)
+    note(request, prompt=sum(asked.lengths))
+    return JSONResponse(protocol.embedding_body(vectors, asked.encoding, served.name,
+                                                sum(asked.lengths)))
 
 
 async def completions(request):
@@ -202,7 +172,8 @@ async def generate(request, *, chat: bool):
         prompt, stop_ids = await run_in_threadpool(prepare, served.model, body)
     except GlassformerError as err:
         raise protocol.ApiError(400, str(err), code="invalid_prompt") from None
-    settings.max_tokens = check_length(len(prompt), settings.max_tokens, served.engine.max_len)
+    settings.max_tokens = check_length(len(prompt), settings.max_tokens, served.engine.max_len,
+                                       "messages" if chat else "prompt")
     stream = protocol.flag(body, "stream")
     queue: asyncio.Queue = asyncio.Queue()
     sink = replies.event_sink(asyncio.get_running_loop(), queue)
@@ -234,13 +205,13 @@ def seeded(settings: Settings, index: int) -> Settings:
     return replace(settings, seed=None if settings.seed is None else settings.seed + index)
 
 
-def check_length(prompt_tokens: int, max_tokens: int, context: int) -> int:
+def check_length(prompt_tokens: int, max_tokens: int, context: int, field: str) -> int:
     """max_tokens checked against the context (0: all the context leaves)."""
     room = context - prompt_tokens
     if room < 1:
         raise protocol.ApiError(400, f"the prompt is {prompt_tokens} tokens, past this "
                                 f"server's context of {context} tokens (prompt and reply "
-                                "together); send a shorter prompt", param="messages",
+                                "together); send a shorter prompt", param=field,
                                 code="context_length_exceeded")
     if max_tokens > room:
         raise protocol.ApiError(400, f"max_tokens={max_tokens} with a prompt of "
@@ -281,7 +252,8 @@ class RequestLog:
 
 def log_line(scope, status: int, seconds: float) -> str:
     record = scope.get("glassformer", {})
-    parts = [record.get("id", "-"), f"{scope['method']} {scope['path']}", str(status)]
+    parts = [record.get("id", "-"), f"{scope['method']} {scope['path']}",
+             str(status) if status else "-"]   # no status: nothing was sent (the client left)
     usage = record.get("usage")
     if usage is not None:
         parts.append(f"in {usage.prompt_tokens} (cached {usage.cached_tokens}) "

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import traceback
 from collections import deque
 
 import numpy as np
@@ -29,6 +28,7 @@ from glassformer.errors import GlassformerError
 from glassformer.generate.generate import padding_start
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
+from glassformer.serve.faults import fault_line
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo
 
@@ -90,7 +90,8 @@ class Engine:
             try:
                 self.step()
             except Exception as err:   # a bug must not hang the clients: each gets an error
-                traceback.print_exc(file=sys.stderr)
+                print(f"glassformer serve: engine fault: {fault_line(err)}", file=sys.stderr,
+                      flush=True)
                 self.fail_all(f"{type(err).__name__}: {err}")
 
     def fail_all(self, message: str) -> None:
@@ -134,12 +135,12 @@ class Engine:
                 reused.append(keep)
         if not joiners:
             return
-        running = np.array([seq is not None for seq in self.running])
+        running = np.array([seq is not None for seq in self.running])   # before the joiners
+        for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
+            seq.cached_tokens = keep                        # a fault in it fails them too
+            self.running[row] = seq                         # (fail_all) rather than losing them
         logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
                                    running)                              # (n, V)
-        for seq, row, keep in zip(joiners, rows, reused):
-            seq.cached_tokens = keep
-            self.running[row] = seq
         self.choose(logits, joiners, rows)
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:

@@ -7,7 +7,7 @@ ChatSession: its prompt_ids and stop_ids); a template that raises is the request
 """
 from __future__ import annotations
 
-from glassformer.serve.protocol import ApiError, bad
+from glassformer.serve.protocol import bad
 from glassformer.tasks.chat import ChatSession
 from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.tokenizers.end_of_text import end_of_text_ids
@@ -50,12 +50,3 @@ def chat_prompt(model, body: dict, budget=None) -> tuple[list[int], list[int]]:
     session = ChatSession(model, chat_template_of(model.tokenizer, budget))
     return session.prompt_ids(messages), session.stop_ids()
 
-
-def check_embedding_input(value) -> list[str]:
-    texts = [value] if isinstance(value, str) else value
-    if (not isinstance(texts, list) or not texts
-            or not all(isinstance(text, str) and text for text in texts)):
-        raise bad("input", "a non-empty string or a non-empty list of them", value)
-    if len(texts) > 2048:
-        raise ApiError(400, f"at most 2048 texts per request, got {len(texts)}", param="input")
-    return texts

@@ -47,6 +47,14 @@ class RowCache:
         return cls(cache, np.zeros((rows, max_len), dtype=bool),
                    np.zeros((rows, max_len), dtype=np.int64))
 
+    @staticmethod
+    def bytes_for(model, rows: int, max_len: int) -> int:
+        """Bytes `allocate(model, rows, max_len)` takes, and at worst `prefill` beside it (every
+        row joining at once with a prompt of max_len ids: a small cache as large again), asked
+        before allocating: the cache's own count (`Model.cache_bytes`), `live` and `ids`."""
+        per_position = np.dtype(bool).itemsize + np.dtype(np.int64).itemsize   # live + ids
+        return 2 * (model.cache_bytes(rows, max_len) + rows * max_len * per_position)
+
     @property
     def max_len(self) -> int:
         return self.cache.max_len

@@ -1,11 +1,12 @@
 """serve(): build the engine and the app for a loaded model and run them under uvicorn.
 
 The KV cache of every row is allocated once, before the port opens, so its size is checked first
-(`Model.cache_bytes`, which asks the cache, blocks/kv_cache.py `KVCache.bytes_for`: MLA's latent
-cache counts its own two widths), refused past half the machine's memory with the flag that
-shrinks it. uvicorn handles Ctrl-C: it stops taking connections, lets the requests in flight
-finish (at most DRAIN_S), then the app's lifespan stops the engine, and the process exits with
-status 0.
+(rows.py `RowCache.bytes_for`: the rows' cache as `Model.cache_bytes` counts it, which asks
+blocks/kv_cache.py `KVCache.bytes_for`, so MLA's latent cache counts its own two widths; each
+row's column mask and ids; and a prefill of every row at once beside them), refused past half
+the machine's memory in one line naming the flags that shrink it, before any of it exists.
+uvicorn handles Ctrl-C: it stops taking connections, lets the requests in flight finish (at most
+DRAIN_S), then the app's lifespan stops the engine, and the process exits with status 0.
 """
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import sys
 from glassformer.errors import GlassformerError
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve.engine import Engine
+from glassformer.serve.rows import RowCache
 
 DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting them
+BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
 def memory_budget() -> int:
@@ -25,25 +28,35 @@ def memory_budget() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
+def gib(size: int) -> str:
+    """A size in GiB for a message: 12.6, or 1.26e+26 for a hostile one."""
+    value = size / 2 ** 30
+    return f"{value:.1f}" if value < 1e6 else f"{value:.3g}"
+
+
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
-    need = model.cache_bytes(max_batch, context)
+    need = RowCache.bytes_for(model, max_batch, context)
     if need > memory_budget():
         raise GlassformerError(
-            f"the KV cache of --max-batch {max_batch} rows x {context} positions needs "
-            f"{need / 2 ** 30:.1f} GiB, over half this machine's memory "
-            f"({memory_budget() / 2 ** 30:.1f} GiB): lower --max-batch or --context")
+            f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
+            f"prefill of every row at once) needs "
+            f"{gib(need)} GiB, over half this machine's memory "
+            f"({gib(memory_budget())} GiB): lower --max-batch or --context")
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
-    """The listening socket, bound before anything starts: a port in use is one line."""
+    """The listening socket, bound before anything starts: a port in use is one line. It
+    listens at once, so a client that connects as soon as the first log line names the address
+    waits in the backlog for uvicorn rather than being refused."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)
     except OSError as err:
         sock.close()
         raise GlassformerError(f"cannot listen on {host}:{port}: {err.strerror}; pick another "

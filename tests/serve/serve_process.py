@@ -24,6 +24,11 @@ class Server:
     def log_text(self) -> str:
         return self.log.read_text(encoding="utf-8")
 
+    def peak_bytes(self) -> int:
+        """The server process's peak resident memory so far (Linux: VmHWM)."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text(encoding="utf-8")
+        return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE).group(1)) * 1024
+
     def stop(self) -> int:
         """Ctrl-C, as a person would; the exit status (killed after STOP_S: -9)."""
         if self.process.poll() is None:
