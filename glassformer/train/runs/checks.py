@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 
 from glassformer.errors import GlassformerError
+from glassformer.memory import human_bytes, physical_memory_bytes
 from glassformer.models.family import check_field_values
 from glassformer.models.registry import family as family_of
 from glassformer.train.loop import TrainConfig, flag_of
@@ -90,16 +90,6 @@ def train_config_from_dict(data: dict) -> TrainConfig:
     return cfg
 
 
-def _human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'; anything past PiB stays in PiB."""
-    unit = "bytes"
-    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024.0:
-            break
-        n, unit = n / 1024.0, bigger
-    return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
-
-
 def training_memory_bytes(model_cfg, train_cfg: TrainConfig) -> tuple[int, int]:
     """(bytes, parameter count): a rough lower bound of the memory training needs.
 
@@ -116,14 +106,6 @@ def training_memory_bytes(model_cfg, train_cfg: TrainConfig) -> tuple[int, int]:
     return FLOAT_BYTES * (4 * n_params + activations), n_params
 
 
-def physical_memory_bytes() -> int | None:
-    """This machine's RAM (None where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def check_training_memory(model_cfg, train_cfg: TrainConfig) -> None:
     """Refuse a model that could not be trained in this machine's memory, before allocating."""
     need, n_params = training_memory_bytes(model_cfg, train_cfg)
@@ -132,8 +114,8 @@ def check_training_memory(model_cfg, train_cfg: TrainConfig) -> None:
         raise GlassformerError(
             f"this model ({n_params:,} parameters: n_layer={model_cfg.n_layer}, "
             f"d_model={model_cfg.d_model}, vocab {model_cfg.vocab_size}) would need about "
-            f"{_human_bytes(need)} of memory to train at batch {train_cfg.batch_size} x block "
-            f"{train_cfg.block_size}; this machine has {_human_bytes(have)}")
+            f"{human_bytes(need)} of memory to train at batch {train_cfg.batch_size} x block "
+            f"{train_cfg.block_size}; this machine has {human_bytes(have)}")
 
 
 def resumed_config(saved: TrainConfig, given: dict) -> tuple[TrainConfig, dict]:
