@@ -4,6 +4,17 @@ DPO + SFT term, GRPO), and the full recipe's figures. The cells go on from n8_pr
 the same kernel and use its names (WORK, PAIRS, common, sample, sft, ref, pair_logps, ...)."""
 from glassformer.notebooks.cells import code, md
 
+# the recipe's commands, as docs/align.md gives them: one block for both languages' prose
+RECIPE_COMMANDS = """```bash
+glassformer finetune --model smollm2 --data ../shared/data/tang_sft.jsonl --out sft
+glassformer finetune --model smollm2 --adapter sft --ref adapter --objective dpo \\
+    --data ../shared/data/tang_prefs.jsonl --workers 2 --out dpo
+glassformer finetune --model smollm2 --adapter sft --objective grpo --reward tang-form \\
+    --data ../shared/data/tang_sft.jsonl --workers 2 --out grpo
+python -m bench.align_judge --model smollm2 --adapter dpo --ref-adapter sft
+```
+"""
+
 RUN_CELLS = [
     md("""
 ## A few DPO steps
@@ -244,15 +255,7 @@ DPO alone 31% well-formed (an earlier, shorter run), with the SFT term 81%, GRPO
 On SmolLM2-135M-Instruct with the 13,413 pairs of `tang_prefs.jsonl`, after the SFT recipe
 (`docs/finetune.md`), as `docs/align.md` gives them:
 
-```bash
-glassformer finetune --model smollm2 --data ../shared/data/tang_sft.jsonl --out sft
-glassformer finetune --model smollm2 --adapter sft --ref adapter --objective dpo \\
-    --data ../shared/data/tang_prefs.jsonl --workers 2 --out dpo
-glassformer finetune --model smollm2 --adapter sft --objective grpo --reward tang-form \\
-    --data ../shared/data/tang_sft.jsonl --workers 2 --out grpo
-python -m bench.align_judge --model smollm2 --adapter dpo --ref-adapter sft
-```
-
+""" + RECIPE_COMMANDS + """
 | | this notebook (tiny LLaMA, 17 prompts × 4) | the recipe (SmolLM2, 100 held-out prompts; measured 2026-12-03 on two MPI ranks) |
 |---|---|---|
 | DPO's first step | 0.693147 (plain DPO) | 3.136 = ln 2 + 2.443 (SFT term at weight 1) |
@@ -275,15 +278,7 @@ SFT 项让 chosen 里的诗保持高概率，那次训练写出的是完整而�
 在 SmolLM2-135M-Instruct 上，用 `tang_prefs.jsonl` 的 13,413 个偏好对，在 SFT 配方（`docs/finetune.md`）
 之后，`docs/align.md` 给出的命令是：
 
-```bash
-glassformer finetune --model smollm2 --data ../shared/data/tang_sft.jsonl --out sft
-glassformer finetune --model smollm2 --adapter sft --ref adapter --objective dpo \\
-    --data ../shared/data/tang_prefs.jsonl --workers 2 --out dpo
-glassformer finetune --model smollm2 --adapter sft --objective grpo --reward tang-form \\
-    --data ../shared/data/tang_sft.jsonl --workers 2 --out grpo
-python -m bench.align_judge --model smollm2 --adapter dpo --ref-adapter sft
-```
-
+""" + RECIPE_COMMANDS + """
 | | 本笔记本（小 LLaMA，17 个提示 × 4） | 配方（SmolLM2，100 个留出提示；2026-12-03 用两个 MPI 进程实测） |
 |---|---|---|
 | DPO 第一步 | 0.693147（纯 DPO） | 3.136 = ln 2 + 2.443（SFT 项权重 1） |
