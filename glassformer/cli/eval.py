@@ -11,6 +11,7 @@ from glassformer.cli.common import (add_model_argument, add_template_budget_argu
                                     load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import json_lines
+from glassformer.packaged import data_help, data_path
 from glassformer.tasks.perplexity import SPLITS, perplexity
 from glassformer.train.data import VAL_FRACTION, read_text
 
@@ -24,7 +25,9 @@ SPLIT_WORDS = {"all": "the whole file",
 
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to score")
-    parser.add_argument("--data", required=True, help="UTF-8 text file to score")
+    parser.add_argument("--data", required=True, type=data_path,
+                        help=data_help("UTF-8 text file to score, or a .jsonl of preference "
+                                       "pairs (prompt, chosen, rejected)"))
     parser.add_argument("--split", choices=SPLITS, default="val",
                         help="score the part training holds out (val, the default: the last "
                              f"{VAL_FRACTION:.0%}% of the tokens), the part it trains on "
