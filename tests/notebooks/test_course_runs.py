@@ -6,6 +6,7 @@ The quick notebooks (1, 2) run in the default selection; the ones that train or 
 are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s measured)."""
 import pytest
 
+from glassformer.packaged import CORPORA
 from tests.notebooks.course import LANGS, NOTEBOOKS
 
 FD_TOLERANCE = 1e-6      # the course's bar for a float64 finite-difference check
@@ -30,6 +31,7 @@ def check_2(r):
 def check_3(r):
     assert r["val_first"] > 4.0 and r["val_last"] < r["val_first"] - 1.0
     assert r["lens_layers"] == 2
+    assert r["data_sha256"] == CORPORA["tinyshakespeare"].sha256   # issue 49: never own source
 
 
 def check_4(r):
