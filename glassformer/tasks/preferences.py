@@ -14,8 +14,9 @@ first `limit`).
 Cost (issue 49): `batch_size` pairs go through the model in one forward (their chosen and
 rejected rows together, as DPO trains), the LM head runs on the completion's positions only
 (sequence_logps' head_rows), and no layer's activations outlive the next layer (no backward
-follows: sequence_logps(backward=False)). SmolLM2-135M on the Tang held-out pairs: 0.30 s a
-pair and a 1.0 GB peak, against 3.2 s and 5.4 GB (docs/performance.md).
+follows: sequence_logps(backward=False)). SmolLM2-135M on 100 Tang held-out pairs, loading
+included: 126 CPU-seconds and a 1,267 MiB peak (the loaded model's), against 232 s and 5,337 MiB
+when every layer's activations were kept (docs/performance.md, issue 49).
 
     preference_accuracy(model, "RUN", "tang_prefs_heldout.jsonl")   # PreferenceResult(...)
 """
