@@ -14,7 +14,7 @@ from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import json_lines
 from glassformer.packaged import data_help, data_path
 from glassformer.tasks.perplexity import SPLITS, perplexity
-from glassformer.tasks.preferences import PAIRS_PER_FORWARD, preference_accuracy
+from glassformer.tasks.preferences import PAIRS_PER_FORWARD, check_sizes, preference_accuracy
 from glassformer.train.data import VAL_FRACTION, read_text
 
 NAME = "eval"
@@ -72,12 +72,6 @@ def is_preference_file(path: str) -> bool:
     return isinstance(first, dict) and "chosen" in first and "rejected" in first
 
 
-def positive(flag: str, value: int | None) -> None:
-    """One line for a --batch-size or --limit below 1."""
-    if value is not None and value < 1:
-        raise GlassformerError(f"{flag} must be at least 1, got {value}")
-
-
 def pair_progress(bar, show_lines: bool, batch_size: int, done: int, total: int) -> None:
     """After each batch of pairs: the bar on a terminal; off one, a line to stderr each time
     the batch passes a multiple of PAIRS_PER_LINE, and at the end (a log or a CI job then sees
@@ -94,10 +88,11 @@ def run_preferences(args) -> int:
     if args.adapter is None:
         raise GlassformerError("preference pairs are scored for an adapter against its base: "
                                "give --adapter DIR")
+    batch_size = PAIRS_PER_FORWARD if args.batch_size is None else args.batch_size
+    check_sizes(batch_size, args.limit)
     budget = template_budget(args)
     model = load_model_shown(args.model)
     terminal = sys.stderr.isatty()
-    batch_size = args.batch_size or PAIRS_PER_FORWARD
     with tqdm(disable=args.no_progress or not terminal, file=sys.stderr, unit="pair",
               desc="eval") as bar:
         lines = not args.no_progress and not terminal
@@ -117,8 +112,6 @@ def run_preferences(args) -> int:
 
 
 def run(args) -> int:
-    positive("--batch-size", args.batch_size)
-    positive("--limit", args.limit)
     if is_preference_file(args.data):
         return run_preferences(args)
     if args.limit is not None:
@@ -133,8 +126,9 @@ def run(args) -> int:
             bar.update(done - bar.n)
 
         result = perplexity(model, read_text(args.data), block_size=args.block_size,
-                            batch_size=args.batch_size or WINDOWS_PER_FORWARD, split=args.split,
-                            on_batch=on_batch)
+                            batch_size=(WINDOWS_PER_FORWARD if args.batch_size is None
+                                        else args.batch_size),
+                            split=args.split, on_batch=on_batch)
     if args.json:
         print(json.dumps(result._asdict()))
     else:

@@ -45,6 +45,13 @@ class PreferenceResult(NamedTuple):
     beta: float
 
 
+def check_sizes(batch_size: int, limit: int | None) -> None:
+    """One line for a batch size or limit below one pair (before a model is loaded for them)."""
+    for what, value in (("batch size", batch_size), ("limit", limit)):
+        if value is not None and value < 1:
+            raise GlassformerError(f"the {what} must be at least 1 pair, got {value}")
+
+
 def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
                         beta: float = DPOSettings().beta, batch_size: int = PAIRS_PER_FORWARD,
                         ref_adapter: str | Path | None = None, limit: int | None = None,
@@ -54,9 +61,7 @@ def preference_accuracy(model, adapter: str | Path, path: str | Path, *,
     ref_adapter), on a pairs file (its first `limit` pairs when given), `batch_size` pairs a
     forward; template_budget: the chat template's render limits
     (tokenizers/template_budget.RenderBudget); on_pairs(done, total) after each batch."""
-    if batch_size < 1 or (limit is not None and limit < 1):
-        raise GlassformerError(f"expected a batch size and a limit of at least 1 pair, got "
-                               f"{batch_size} and {limit}")
+    check_sizes(batch_size, limit)
     if model.family.kind != CAUSAL:
         raise GlassformerError(f"preference accuracy needs a causal LM, got {model.arch}")
     adapters, _ = load_adapter(adapter, model)

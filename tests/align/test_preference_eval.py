@@ -108,8 +108,8 @@ def test_eval_limit_and_progress_lines_off_a_terminal(adapter, tiny_base, capsys
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--limit", "0"], "--limit must be at least 1, got 0"),
-    (["--batch-size", "-2"], "--batch-size must be at least 1, got -2"),
+    (["--limit", "0"], "the limit must be at least 1 pair, got 0"),
+    (["--batch-size", "0"], "the batch size must be at least 1 pair, got 0"),
 ])
 def test_eval_refuses_a_limit_or_batch_below_one(adapter, tiny_base, capsys, flags, message):
     run, data = adapter
