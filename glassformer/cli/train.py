@@ -9,7 +9,8 @@ from glassformer.cli.settings_flags import add_settings_arguments, given_setting
 from glassformer.cli.launch import as_rank, launch_ranks, lead_or_follow
 from glassformer.errors import GlassformerError
 from glassformer.models.registry import FAMILIES
-from glassformer.packaged import MODEL, TOKENIZER, packaged_names, resolve_path
+from glassformer.packaged import (MODEL, TOKENIZER, data_help, data_path, packaged_names,
+                                  resolve_path)
 from glassformer.train.distributed import (agreed_stop, check_shards, default_workers,
                                            mpi_comm, mpi_installed, training_steps,
                                            usable_cores)
@@ -70,9 +71,9 @@ def add_arguments(parser) -> None:
     # note: every setting defaults to None, so a run can tell the flags given from the ones left
     # out: a new run fills them from its recipe (train/recipes/), a resume from the checkpoint
     parser.set_defaults(seed=None)
-    parser.add_argument("--data", default=None,
-                        help="UTF-8 text file to train on (default: glassformer's own source, "
-                             "no download; on --resume: the run's own file)")
+    parser.add_argument("--data", default=None, type=data_path,
+                        help=data_help("UTF-8 text file to train on (default: glassformer's own "
+                                       "source, no download; on --resume: the run's own file)"))
     parser.add_argument("--out", default="out", help="run folder for checkpoints and logs")
     parser.add_argument("--init", default=None,
                         help=model_help("start from the weights and tokenizer of this causal LM "

@@ -10,6 +10,7 @@ measured for 1-6); on the shared 2-core machine chapter 7 adds about 22 s a lang
 starts `glassformer serve`, 25-30 s a language."""
 import pytest
 
+from glassformer.packaged import CORPORA
 from tests.notebooks.course import LANGS, NOTEBOOKS
 
 FD_TOLERANCE = 1e-6      # the course's bar for a float64 finite-difference check
@@ -34,6 +35,7 @@ def check_2(r):
 def check_3(r):
     assert r["val_first"] > 4.0 and r["val_last"] < r["val_first"] - 1.0
     assert r["lens_layers"] == 2
+    assert r["data_sha256"] == CORPORA["tinyshakespeare"].sha256   # issue 49: never own source
 
 
 def check_4(r):

@@ -23,10 +23,6 @@ import tempfile
 from pathlib import Path
 from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
 
-DATA = find_data("tinyshakespeare.txt")
-if DATA is None:
-    print("note: ../shared/data/tinyshakespeare.txt is not beside this repository; "
-          "training on glassformer's own source code instead (the command's default)")
 RUN = Path(tempfile.mkdtemp(prefix="glassformer-course-")) / "tiny-gpt"
 """),
     md("""
@@ -34,15 +30,16 @@ RUN = Path(tempfile.mkdtemp(prefix="glassformer-course-")) / "tiny-gpt"
 
 `glassformer train` is the command-line recipe; here it runs in this kernel. Two layers, four
 heads, width 64, context 32, batches of 16 windows, 300 AdamW steps (one process: `--workers 1`).
+`--data tinyshakespeare` names the corpus that ships inside glassformer: nothing to download.
 """, """
 ## 训练
 
 `glassformer train` 是命令行里的训练配方，这里在当前内核里直接运行。两层、四个头、宽度 64、
-上下文 32、每批 16 个窗口、300 步 AdamW（单进程：`--workers 1`）。
+上下文 32、每批 16 个窗口、300 步 AdamW（单进程：`--workers 1`）。`--data tinyshakespeare`
+指的是随 glassformer 一起安装的语料，不用下载。
 """),
     code("""
-data_args = ["--data", str(DATA)] if DATA is not None else []
-status = glassformer_cli(["train", *data_args, "--out", str(RUN), "--n-layer", "2", "--n-head", "4",
+status = glassformer_cli(["train", "--data", "tinyshakespeare", "--out", str(RUN), "--n-layer", "2", "--n-head", "4",
                  "--d-model", "64", "--block-size", "32", "--batch-size", "16", "--max-iters", "300",
                  "--warmup-iters", "20", "--lr", "3e-3", "--lr-decay-iters", "300",
                  "--eval-interval", "100", "--eval-iters", "5", "--workers", "1", "--no-progress",
@@ -123,7 +120,8 @@ glassformer.trace("gpt2", ckpt=str(RUN), prompt="ROMEO:", grad=None).view(lang=L
 """),
     code("""
 RESULTS = {"val_first": val[0][1], "val_last": val[-1][1], "train_first": train_loss[0],
-           "lens_layers": int(lens.ids.shape[0])}
+           "lens_layers": int(lens.ids.shape[0]),
+           "data_sha256": json.loads((RUN / "data.json").read_text())["sha256"]}   # what it read
 RESULTS
 """),
 ]

@@ -23,15 +23,11 @@ import json
 import tempfile
 from pathlib import Path
 from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
+from glassformer.packaged import corpus_path
 
 WORK = Path(tempfile.mkdtemp(prefix="glassformer-course-"))
-SAMPLE = ("First Citizen:\\nBefore we proceed any further, hear me speak.\\n\\n"
-          "All:\\nSpeak, speak.\\n\\nFirst Citizen:\\nYou are all resolved rather to die than to famish?\\n") * 40
-DATA = find_data("tinyshakespeare.txt")
-if DATA is None:
-    print("note: ../shared/data/tinyshakespeare.txt is not beside this repository; "
-          "training on a few repeated lines of it instead")
-text = DATA.read_text(encoding="utf-8")[:200_000] if DATA is not None else SAMPLE
+DATA = corpus_path("tinyshakespeare")   # Tiny Shakespeare, shipped inside glassformer
+text = DATA.read_text(encoding="utf-8")[:200_000]
 written = (WORK / "train.txt").write_text(text, encoding="utf-8")
 """),
     md("""

