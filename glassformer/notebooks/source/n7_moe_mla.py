@@ -190,10 +190,7 @@ from glassformer.train.recipes import MOE
 
 print("recipe:", {key: MOE.model[key] for key in ("n_experts", "experts_per_token", "expert_d_ff")})
 print(MoESettings(), "|", MoESettings(balance="none"))
-DATA = find_data("tinyshakespeare.txt")
-if DATA is None:
-    print("note: ../shared/data/tinyshakespeare.txt is absent: training on glassformer's own source")
-data_args = ["--data", str(DATA)] if DATA is not None else []
+data_args = ["--data", "tinyshakespeare"]   # the corpus that ships inside glassformer
 
 
 def train_moe(balance):

@@ -45,10 +45,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
 
-DATA = find_data("tinyshakespeare.txt")
-if DATA is None:
-    print("note: ../shared/data/tinyshakespeare.txt is not beside this repository; "
-          "training on glassformer's own source code instead (the command's default)")
 WORK = Path(tempfile.mkdtemp(prefix="glassformer-course-"))
 RUN = WORK / "tiny-gpt"
 """),
@@ -65,8 +61,7 @@ does. Each character is one token, so the cache pictures below can show the text
 它写得好不好在这里无关紧要，要紧的是它每一步的开销。一个字符就是一个词元，所以下面的缓存图能直接显示文字。
 """),
     code("""
-data_args = ["--data", str(DATA)] if DATA is not None else []
-status = glassformer_cli(["train", *data_args, "--out", str(RUN), "--n-layer", "2", "--n-head", "4",
+status = glassformer_cli(["train", "--data", "tinyshakespeare", "--out", str(RUN), "--n-layer", "2", "--n-head", "4",
                           "--d-model", "64", "--block-size", "64", "--batch-size", "16",
                           "--max-iters", "200", "--warmup-iters", "20", "--lr", "3e-3",
                           "--lr-decay-iters", "200", "--eval-interval", "200", "--eval-iters", "2",
