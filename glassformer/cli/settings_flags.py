@@ -21,9 +21,9 @@ from glassformer.train.objectives.settings import flag_of, setting_fields, setti
 def owners(objectives: list) -> dict[str, list]:
     """{settings field name: the objectives that have it}, in the objectives' order."""
     owned: dict[str, list] = {}
-    for objective in objectives:
-        for field in setting_fields(objective.settings):
-            owned.setdefault(field.name, []).append(objective)
+    for record in objectives:
+        for field in setting_fields(record.settings):
+            owned.setdefault(field.name, []).append(record)
     return owned
 
 
@@ -46,12 +46,12 @@ def add_settings_arguments(parser, objectives: list, recipes: dict | None = None
                                       "each applies to the --objective named before its help")
     for name, having in owners(objectives).items():
         parts = []
-        for objective in having:
-            field = next(f for f in setting_fields(objective.settings) if f.name == name)
+        for record in having:
+            field = {f.name: f for f in setting_fields(record.settings)}[name]
             choices = field.metadata.get("choices")
             allowed = f"; one of {', '.join(map(str, choices))}" if choices else ""
-            parts.append(f"{objective.name}: {field.metadata['help']}{allowed}"
-                         f"{default_text(objective, field, recipes)}")
+            parts.append(f"{record.name}: {field.metadata['help']}{allowed}"
+                         f"{default_text(record, field, recipes)}")
         text = "; ".join(parts).replace("%", "%%")   # argparse formats help with %
         group.add_argument(flag_of(name), type=setting_type(having[0].settings, name),
                            default=None, help=text)

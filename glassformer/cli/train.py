@@ -62,8 +62,7 @@ RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run
 
 def train_objectives() -> list:
     """The registered objectives `train` offers: those that learn from a text or pairs file."""
-    return [objective for objective in OBJECTIVES.values()
-            if objective.reads in FORMS_FROM_SCRATCH]
+    return [record for record in OBJECTIVES.values() if record.reads in FORMS_FROM_SCRATCH]
 
 
 def add_arguments(parser) -> None:
@@ -99,7 +98,7 @@ def add_arguments(parser) -> None:
                         help="use biases in linears and norms (nanoGPT's default is off)")
     parser.add_argument("--objective", default=None,
                         help="what the run learns: " + ", ".join(
-                            objective.name for objective in train_objectives())
+                            record.name for record in train_objectives())
                         + " (default: the --arch's recipe's: next-token for a decoder, mlm "
                           "for bert, seq2seq for transformer, moe-next-token for moe)")
     for flag, (field, kind, text) in TRAIN_FLAGS.items():

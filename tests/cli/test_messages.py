@@ -94,6 +94,6 @@ def test_the_readmes_show_example_reads_the_run_they_train(readme):
     """`show ... --png figures/` runs on the run the README trained (`--out out`); --png makes
     figures/ itself (tests/viewer/test_show_budgets.py)."""
     text = (ROOT / readme).read_text(encoding="utf-8")
-    assert "glassformer train --data ../shared/data/tinyshakespeare.txt --out out" in text
+    assert "glassformer train --data tinyshakespeare --out out" in text
     assert "glassformer show --model out --layers 0,3 --heads 0-1 --png figures/" in text
     assert "runs/shakespeare" not in text

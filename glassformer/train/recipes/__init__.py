@@ -72,12 +72,12 @@ class Recipe(NamedTuple):
 def recipe_train_config(recipe: Recipe, train_given: dict, settings_given: dict,
                         objective: str | None = None) -> TrainConfig:
     """The TrainConfig a new run of `recipe` starts with: its settings, the flags given on top;
-    objective: another objective than the recipe's (finetune's next-token on a text file), which
-    takes its own settings' defaults."""
-    objective = objective or recipe.objective
-    own = recipe.settings if objective == recipe.objective else {}
-    settings = objective_of(objective).settings(**{**own, **settings_given})
-    return TrainConfig(**{**recipe.train, **train_given}, objective=objective,
+    objective: another objective than the recipe's (train --objective with an --arch's recipe),
+    which keeps the recipe's objective settings only if they are of its own settings class."""
+    chosen = objective_of(objective or recipe.objective)
+    fits = chosen.settings is objective_of(recipe.objective).settings
+    settings = chosen.settings(**{**(recipe.settings if fits else {}), **settings_given})
+    return TrainConfig(**{**recipe.train, **train_given}, objective=chosen.name,
                        objective_settings=settings)
 
 
