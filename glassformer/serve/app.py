@@ -4,6 +4,7 @@
     GET  /health                {"status": "ok"}
     GET  /v1/models             the one model served
     POST /v1/completions        a causal model continues text          (engine.py)
+                                (echo: the prompt's own log-probabilities, echo.py)
     POST /v1/chat/completions   its chat template, then the same       (tasks/chat.py's rules)
     POST /v1/embeddings         a sentence encoder's vectors           (tasks/embed.py)
 
@@ -23,7 +24,6 @@ import secrets
 import sys
 import time
 from dataclasses import replace
-from functools import partial
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,7 +40,8 @@ from glassformer.serve.embeddings import embedding_request
 from glassformer.serve.engine import QueueFull
 from glassformer.serve.guard import Guard
 from glassformer.serve.page import chat_page
-from glassformer.serve.prompts import chat_prompt, text_prompt
+from glassformer.serve.echo import echo_body, echoed
+from glassformer.serve.prompts import chat_prompt, text_prompts
 from glassformer.serve.sequence import Sequence, Settings
 from glassformer.tasks.embed import embed
 
@@ -167,21 +168,39 @@ async def generate(request, *, chat: bool):
     check_model(body, served)
     check_kind(served, CAUSAL, "completions")
     settings, n = protocol.settings(body, chat=chat)
-    prepare = partial(chat_prompt, budget=served.template_budget) if chat else text_prompt
+    echo = not chat and protocol.flag(body, "echo")
+    stream = protocol.flag(body, "stream")
+    if echo and stream:
+        raise protocol.ApiError(400, "'echo' is not streamed by this server: send it with "
+                                "'stream': false", param="echo")
     try:
-        prompt, stop_ids = await run_in_threadpool(prepare, served.model, body)
+        if chat:
+            prompt, stop_ids = await run_in_threadpool(
+                chat_prompt, served.model, body, budget=served.template_budget)
+            prompts = [prompt]
+        else:
+            prompts, stop_ids = await run_in_threadpool(text_prompts, served.model, body)
     except GlassformerError as err:
         raise protocol.ApiError(400, str(err), code="invalid_prompt") from None
-    settings.max_tokens = check_length(len(prompt), settings.max_tokens, served.engine.max_len,
-                                       "messages" if chat else "prompt")
-    stream = protocol.flag(body, "stream")
+    if echo and protocol.max_tokens(body, 1, low=0) == 0:
+        return await echo_only(request, served, prompts, settings.logprobs, n)
+    field = "messages" if chat else "prompt"
+    budgets = [check_length(len(p), settings.max_tokens, served.engine.max_len, field)
+               for p in prompts]
+    if len(prompts) * n > served.engine.max_queue:
+        raise protocol.ApiError(400, f"{len(prompts)} prompts x n={n} is past this server's "
+                                f"waiting list of {served.engine.max_queue} (--max-queue)",
+                                param="prompt")
+    if echo:   # the stop id's log-probability is listed, as OpenAI and vLLM list it
+        settings = replace(settings, logprob_of_stop=True)
     queue: asyncio.Queue = asyncio.Queue()
     sink = replies.event_sink(asyncio.get_running_loop(), queue)
-    sequences = [Sequence(i, prompt, seeded(settings, i), frozenset(stop_ids),
-                          served.model.tokenizer, sink) for i in range(n)]
+    sequences = [Sequence(p * n + i, prompt, seeded(replace(settings, max_tokens=budget), i),
+                          frozenset(stop_ids), served.model.tokenizer, sink)
+                 for p, (prompt, budget) in enumerate(zip(prompts, budgets)) for i in range(n)]
     prefix = "chatcmpl" if chat else "cmpl"
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
-                            protocol.include_usage(body) if stream else False)
+                            protocol.include_usage(body) if stream else False, per_prompt=n)
     try:
         served.engine.submit(sequences)
     except QueueFull as err:
@@ -197,7 +216,19 @@ async def generate(request, *, chat: bool):
     except replies.Failed as err:
         raise RuntimeError(f"the engine failed: {err}") from None
     record["usage"] = usage
+    if echo:
+        answer["choices"] = await run_in_threadpool(
+            echoed, served.model, prompts, settings.logprobs, n, answer["choices"])
     return JSONResponse(answer)
+
+
+async def echo_only(request, served: Served, prompts: list[list[int]], logprobs: int | None,
+                    n: int):
+    """echo with max_tokens 0: the prompts back, scored by one forward; nothing generated."""
+    body, usage = await run_in_threadpool(echo_body, served.model, served.name, prompts,
+                                          logprobs, n, served.engine.max_len)
+    note(request, usage=usage, id=body["id"])
+    return JSONResponse(body)
 
 
 def seeded(settings: Settings, index: int) -> Settings:

@@ -1,25 +1,63 @@
 """A request's prompt as ids, and the ids that end its reply.
 
-`/v1/completions` encodes its `prompt` as plain text (typed control tokens stay text, as
-everywhere in glassformer). `/v1/chat/completions` renders its `messages` with the model's own
+`/v1/completions` takes its `prompt` in OpenAI's four forms: a string, a list of strings, a list
+of token ids, or a list of lists of token ids (a list gives one reply per prompt). Text is
+encoded as plain text (typed control tokens stay text, as everywhere in glassformer); ids are
+taken as they are (no BOS added: lm-evaluation-harness sends its own), each checked against the
+vocabulary. `/v1/chat/completions` renders its `messages` with the model's own
 chat template in Jinja's sandbox, exactly as `glassformer chat` does (tasks/chat.py's
 ChatSession: its prompt_ids and stop_ids); a template that raises is the request's 400.
 """
 from __future__ import annotations
 
-from glassformer.serve.protocol import bad
+from glassformer.generate.generate import padding_start
+from glassformer.serve.protocol import ApiError, bad
 from glassformer.tasks.chat import ChatSession
 from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 
-def text_prompt(model, body: dict) -> tuple[list[int], list[int]]:
+MAX_PROMPTS = 256          # prompts in one request
+PROMPT_FORMS = (f"a non-empty string, token ids, or a list of at most {MAX_PROMPTS} "
+                "non-empty strings or lists of token ids")
+
+
+def text_prompts(model, body: dict) -> tuple[list[list[int]], list[int]]:
+    """The ids of every prompt of a completion request, and the ids that end a reply."""
     prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
-        prompt = prompt[0]          # the client's list form, for one prompt
-    if not isinstance(prompt, str) or not prompt:
-        raise bad("prompt", "a non-empty string (one prompt per request)", prompt)
-    return model.tokenizer.encode(prompt), end_of_text_ids(model.tokenizer)
+    if is_ids(prompt):
+        prompts = [prompt]
+    elif isinstance(prompt, str):
+        prompts = [prompt]
+    elif isinstance(prompt, list) and 0 < len(prompt) <= MAX_PROMPTS:
+        prompts = prompt
+    else:
+        raise bad("prompt", PROMPT_FORMS, prompt)
+    vocab = padding_start(model) or model.cfg.vocab_size
+    found = []
+    for index, one in enumerate(prompts):
+        if isinstance(one, str) and one:
+            found.append(model.tokenizer.encode(one))
+        elif is_ids(one):
+            found.append(checked_ids(one, vocab, index if len(prompts) > 1 else None))
+        else:
+            raise bad("prompt", PROMPT_FORMS, prompt)
+    return found, end_of_text_ids(model.tokenizer)
+
+
+def is_ids(value) -> bool:
+    return (isinstance(value, list) and len(value) > 0
+            and all(isinstance(i, int) and not isinstance(i, bool) for i in value))
+
+
+def checked_ids(ids: list[int], vocab: int, index: int | None) -> list[int]:
+    for id_ in ids:
+        if not 0 <= id_ < vocab:
+            where = "prompt" if index is None else f"prompt[{index}]"
+            raise ApiError(400, f"'{where}' holds the token id {id_}, outside this model's "
+                           f"vocabulary of {vocab} ids (0 to {vocab - 1})", param="prompt",
+                           code="invalid_value")
+    return ids
 
 
 def message_text(index: int, content) -> str:

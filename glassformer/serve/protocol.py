@@ -3,7 +3,8 @@
 Requests (https://platform.openai.com/docs/api-reference): `/v1/completions` reads `prompt`, and
 `logprobs` as a count of alternatives; `/v1/chat/completions` reads `messages`, `logprobs` as a
 flag and `top_logprobs` as the count, and `max_completion_tokens` (its newer name of
-`max_tokens`). Both read `temperature`, `top_p`, `n`, `stop`, `seed`, `stream` and
+`max_tokens`). `/v1/completions` also reads `echo` (the prompt's log-probabilities in front of
+the reply, echo.py; with it, max_tokens may be 0). Both read `temperature`, `top_p`, `n`, `stop`, `seed`, `stream` and
 `stream_options.include_usage`. Fields this server does not know are ignored, as vLLM does; a
 known field with a wrong value is an ApiError (HTTP 400) naming the field and what it takes.
 
@@ -101,11 +102,12 @@ def include_usage(body: dict) -> bool:
     return flag(options, "include_usage")
 
 
-def max_tokens(body: dict, default: int | None) -> int | None:
-    """max_completion_tokens, else max_tokens, else default (None: what the context allows)."""
+def max_tokens(body: dict, default: int | None, low: int = 1) -> int | None:
+    """max_completion_tokens, else max_tokens, else default (None: what the context allows);
+    low 0 for echo, whose max_tokens 0 asks for the prompt's log-probabilities alone."""
     name = "max_completion_tokens" if body.get("max_completion_tokens") is not None \
         else "max_tokens"
-    return integer(body, name, default, 1)
+    return integer(body, name, default, low)
 
 
 def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
@@ -120,7 +122,8 @@ def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
     else:
         logprobs = integer(body, "logprobs", None, 0, MAX_TOP_LOGPROBS)
     seed = integer(body, "seed", None, 0, MAX_SEED)
-    limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS)
+    echo = not chat and flag(body, "echo")
+    limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS, low=0 if echo else 1)
     sampling = Sampling(temperature=number(body, "temperature", 1.0, 0.0, 2.0),
                         top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True))
     found = Settings(max_tokens=limit or 0, sampling=sampling, seed=seed,
@@ -152,10 +155,11 @@ def chat_logprobs(tokens: list[TokenInfo]) -> dict:
 
 
 def completion_logprobs(tokens: list[TokenInfo], offset: int) -> dict:
-    """Legacy completions' logprobs: parallel lists; text_offset counts from `offset`."""
+    """Legacy completions' logprobs: parallel lists; text_offset counts from `offset`. An echoed
+    prompt's first token has no log-probability: its logprob and top are None (null)."""
     offsets = (offset + np.cumsum([0] + [len(t.text) for t in tokens[:-1]])).tolist()
     return {"tokens": [t.text for t in tokens], "token_logprobs": [t.logprob for t in tokens],
-            "top_logprobs": [dict(t.top) for t in tokens],
+            "top_logprobs": [None if t.top is None else dict(t.top) for t in tokens],
             "text_offset": offsets if tokens else []}
 
 

@@ -32,6 +32,7 @@ class Request(NamedTuple):
     sequences: list          # the n Sequences, choice i at index i
     queue: asyncio.Queue     # their events
     include_usage: bool = False
+    per_prompt: int = 1      # n: choices p*n .. p*n+n-1 continue prompt p
 
 
 def event_sink(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue):
@@ -44,10 +45,12 @@ def cancel(request: Request) -> None:
         seq.cancelled = True
 
 
-def total_usage(usages: list[Usage]) -> Usage:
-    """One request's usage: its prompt once, every choice's completion tokens."""
-    return Usage(usages[0].prompt_tokens, sum(u.completion_tokens for u in usages),
-                 usages[0].cached_tokens)
+def total_usage(usages: list[Usage], per_prompt: int = 1) -> Usage:
+    """One request's usage: each prompt once (the first of its per_prompt choices), every
+    choice's completion tokens."""
+    firsts = usages[::per_prompt]
+    return Usage(sum(u.prompt_tokens for u in firsts), sum(u.completion_tokens for u in usages),
+                 sum(u.cached_tokens for u in firsts))
 
 
 class Failed(Exception):
@@ -79,7 +82,7 @@ async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
     errors = [f.message for f in finished.values() if f.reason == "error"]
     if errors:
         raise Failed(errors[0])
-    usage = total_usage([finished[i].usage for i in range(n)])
+    usage = total_usage([finished[i].usage for i in range(n)], request.per_prompt)
     choices = [whole_choice(request, i, "".join(texts[i]), tokens[i], finished[i].reason)
                for i in range(n)]
     kind = "chat.completion" if request.chat else "text_completion"
@@ -127,11 +130,12 @@ async def stream(request: Request, record: dict) -> AsyncIterator[str]:
             choice = chunk_choice(request, event, offsets)
             yield sse({**head, "choices": [choice], **extra})
         if request.include_usage and len(usages) == n:
-            usage = total_usage([usages[i] for i in range(n)])
+            usage = total_usage([usages[i] for i in range(n)], request.per_prompt)
             yield sse({**head, "choices": [], "usage": usage_body(usage)})
         yield sse("[DONE]")
     finally:  # also when the client left and Starlette cancelled this stream
-        record["usage"] = total_usage([seq.usage() for seq in request.sequences])
+        record["usage"] = total_usage([seq.usage() for seq in request.sequences],
+                                      request.per_prompt)
         if len(usages) < n:
             record["error"] = "the client left: its rows were freed"
         cancel(request)

@@ -28,8 +28,8 @@ from glassformer.generate.stream import stream_text
 class TokenInfo(NamedTuple):
     """A reply token with its log-probability and the most likely alternatives."""
     text: str                            # the token decoded alone (may hold U+FFFD halves)
-    logprob: float
-    top: list[tuple[str, float]]         # (text, logprob) of the top tokens, most likely first
+    logprob: float | None                # None: an echoed prompt's first token
+    top: list[tuple[str, float]] | None  # (text, logprob) of the top tokens, most likely first
 
 
 class Delta(NamedTuple):
@@ -60,6 +60,8 @@ class Settings:
     seed: int | None = None              # of this reply's own generator
     stop: tuple[str, ...] = ()           # stop strings
     logprobs: int | None = None          # None: none; k >= 0: the chosen token's and top k
+    logprob_of_stop: bool = False        # echo: a stop id ending the reply is listed in its
+                                         # logprobs (as OpenAI and vLLM; not in its text)
 
 
 class _Feed:
@@ -102,6 +104,8 @@ class Sequence:
     def accept(self, token_id: int, info: TokenInfo | None) -> None:
         """Take the engine's next token: send the text it completes, finish when it ends."""
         if token_id in self.stop_ids:
+            if info is not None and self.settings.logprob_of_stop:
+                self.pending.append(info)
             self.finish("stop")
             return
         self.new_tokens += 1
