@@ -1,5 +1,6 @@
 """`glassformer eval --model MODEL --data FILE`: loss, perplexity and bits per byte of a model on
-a text file (by default its val split, the part a training run holds out)."""
+a text file (by default its val split, the part a training run holds out); with --task or --core,
+benchmark accuracy and the CORE score (cli/eval_tasks.py)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from tqdm import tqdm
 
 from glassformer.cli.common import (add_model_argument, add_template_budget_arguments,
                                     load_model_shown, template_budget)
+from glassformer.cli.eval_tasks import add_task_arguments, is_task_run, run_tasks
 from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import json_lines
 from glassformer.packaged import data_help, data_path
@@ -29,7 +31,7 @@ SPLIT_WORDS = {"all": "the whole file",
 
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to score")
-    parser.add_argument("--data", required=True, type=data_path,
+    parser.add_argument("--data", default=None, type=data_path,
                         help=data_help("UTF-8 text file to score, or a .jsonl of preference "
                                        "pairs (prompt, chosen, rejected)"))
     parser.add_argument("--split", choices=SPLITS, default="val",
@@ -59,6 +61,7 @@ def add_arguments(parser) -> None:
                         help="no progress bar (when stderr is not a terminal, preference pairs "
                              f"print a line every {PAIRS_PER_LINE} pairs instead)")
     add_template_budget_arguments(parser)   # preference pairs are rendered with the template
+    add_task_arguments(parser)
 
 
 def is_preference_file(path: str) -> bool:
@@ -112,6 +115,11 @@ def run_preferences(args) -> int:
 
 
 def run(args) -> int:
+    if is_task_run(args):
+        return run_tasks(args)
+    if args.data is None:
+        raise GlassformerError("give --data FILE (a text or preference pairs), or --task T / "
+                               "--core with --data-dir DIR (benchmark tasks)")
     if is_preference_file(args.data):
         return run_preferences(args)
     if args.limit is not None:
