@@ -207,6 +207,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     objective = finetune_objective(data, objective_of(train_cfg.objective))   # resolved once
     train_cfg = dataclasses.replace(train_cfg, objective=objective.name)
     check_data_lines(data, objective)
+    fit_defaults(train_cfg, typed, decay_spans_run=True)   # two typed flags that conflict: now
     base_model = load_base(model)
     train_cfg, notes = fit_defaults(train_cfg, typed, context=base_model.cfg.max_seq_len,
                                     decay_spans_run=True)
