@@ -5,9 +5,9 @@ cache's bytes per token equal to bench/mla_decode.py's (tests/viewer/test_course
 them in Chromium).
 
 The quick notebooks (1, 2) run in the default selection; the ones that train or load SmolLM2
-are marked slow (CI runs them too). Together, both languages: about 2 minutes of CPU (131 s
-measured for 1-6); on the shared 2-core machine chapter 7 adds about 22 s a language and 9, which
-starts `glassformer serve`, 25-30 s a language."""
+are marked slow (CI runs them too). The course's budget is 5 minutes for all nine chapters in both
+languages on two CPU cores: 112 s measured on a quiet machine (chapters 1-6: 62 s; 7, 8 and 9,
+which starts `glassformer serve`: 7-11 s each a language)."""
 import pytest
 
 from glassformer.packaged import CORPORA
