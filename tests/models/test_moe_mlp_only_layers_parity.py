@@ -13,13 +13,14 @@ import pytest
 from glassformer.io.pretrained import load_pretrained, save_pretrained
 
 from tests.models.hf_check import assert_logits_and_greedy_match
+from tests.models.test_moe_hf_parity import prompts   # the same left-padded pair of rows
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 HF_ATOL = 1e-4        # the bar for logits
 EXPORT_RTOL = 1e-5    # the same float32 weights on both sides, relative to the largest logit
-V = 61
+V = 61   # test_moe_hf_parity.py's vocabulary: its prompts() are in range
 INIT_STD = 0.2        # as test_moe_hf_parity.py: logits and router scores far apart
 CONFIG = dict(vocab_size=V, hidden_size=24, intermediate_size=18, num_hidden_layers=4,
               num_attention_heads=4, num_key_value_heads=2, head_dim=10,
@@ -44,14 +45,6 @@ def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qwen3_moe_mlp_only")
     reference.save_pretrained(folder)
     return reference, folder
-
-
-def prompts():
-    rng = np.random.default_rng(0)
-    ids = rng.integers(0, V, (2, 7))
-    mask = np.ones((2, 7), np.int64)
-    mask[1, :3] = 0   # left padding
-    return ids, mask
 
 
 def test_the_layers_are_dense_and_sparse_as_in_transformers(saved):

@@ -14,6 +14,7 @@ from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
+from tests.train.peft_logits import assert_peft_matches
 
 SPECIALS = {"<|im_start|>": 256, "<|im_end|>": 257, "<|endoftext|>": 258}
 TEMPLATE = ("{% for message in messages %}"
@@ -114,27 +115,14 @@ def test_bad_input_is_one_line_and_writes_nothing(base, tmp_path, capsys, extra,
     assert not run.exists()
 
 
-PEFT_LOGITS_RTOL = 1e-4   # the bar, relative to the largest logit
 
 
 def test_peft_loads_the_run_folder_with_glassformers_logits(base, tmp_path, capsys):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    peft = pytest.importorskip("peft")
     data, run = chat_file(tmp_path / "chat.jsonl"), tmp_path / "run"
     assert main(["finetune", "--model", str(base), "--data", str(data), "--out", str(run),
                  *FAST[:-2], "--target", "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,"
                  "down_proj", "--lr", "0.05"]) == 0
-    ids = np.random.default_rng(0).integers(0, 256, (2, 9))
-    ours = load_pretrained(base, adapter=run)(ids)                      # (B, T, V)
-    model = transformers.AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
-    with torch.no_grad():
-        theirs = peft.PeftModel.from_pretrained(model, run).eval()(
-            torch.from_numpy(ids)).logits.numpy()
-    scale = np.abs(theirs).max()
-    np.testing.assert_allclose(ours, theirs, atol=PEFT_LOGITS_RTOL * scale, rtol=0)
-    # and the adapter matters: the base alone is far from both
-    assert np.abs(ours - load_pretrained(base)(ids)).max() > 1e3 * PEFT_LOGITS_RTOL * scale
+    assert_peft_matches(base, run, moved=1e3)   # the base alone is far from both
 
 
 def test_held_out_split_is_logged_and_a_resume_across_epochs_is_exact(base, tmp_path, capsys):

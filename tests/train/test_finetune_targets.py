@@ -14,11 +14,11 @@ from glassformer.io.safetensors import load_safetensors
 from glassformer.models import gpt2, llama
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
+from tests.train.peft_logits import assert_peft_matches
 
 FAST = ["--batch-size", "2", "--block-size", "16", "--max-iters", "2", "--eval-interval", "2",
         "--eval-iters", "1", "--warmup-iters", "1", "--no-progress", "--lora-r", "2",
         "--lr", "0.05"]
-PEFT_LOGITS_RTOL = 1e-4   # relative to the largest logit, as tests/train/test_finetune.py
 
 
 def byte_model(folder, family, cfg_class):
@@ -70,19 +70,8 @@ def test_target_all_linear_is_the_default_spelled_out(tmp_path, text, capsys):
 
 
 def test_peft_loads_the_gpt2_default_adapter_with_our_logits(tmp_path, text, capsys):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    peft = pytest.importorskip("peft")
     base = byte_model(tmp_path / "base", gpt2, gpt2.GPT2Config)
     run = tmp_path / "run"
     assert main(["finetune", "--model", str(base), "--data", str(text), "--out", str(run),
                  *FAST]) == 0
-    ids = np.random.default_rng(0).integers(0, 256, (2, 9))
-    ours = load_pretrained(base, adapter=run)(ids)                      # (B, T, V)
-    model = transformers.AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
-    with torch.no_grad():
-        theirs = peft.PeftModel.from_pretrained(model, run).eval()(
-            torch.from_numpy(ids)).logits.numpy()
-    scale = np.abs(theirs).max()
-    np.testing.assert_allclose(ours, theirs, atol=PEFT_LOGITS_RTOL * scale, rtol=0)
-    assert np.abs(ours - load_pretrained(base)(ids)).max() > 10 * PEFT_LOGITS_RTOL * scale
+    assert_peft_matches(base, run, moved=10)
