@@ -164,3 +164,13 @@ def test_import_glassformer_does_not_import_lm_eval():
                           env=_env(), cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_without_lm_eval_the_door_says_how_to_install_it():
+    check = ("import sys; sys.modules['lm_eval'] = None\n"
+             "try:\n    import glassformer.lm_eval\n"
+             "except Exception as error:\n    print(type(error).__name__, error)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, timeout=60)
+    assert done.stdout.startswith("GlassformerError lm-eval is not installed: "
+                                  'pip install -e ".[eval]"')
