@@ -11,16 +11,17 @@ and the ones below it, never one above:
     4  io                               files: safetensors, HF folders, GGUF, checkpoints
     5  train, generate, tasks,          what users run on models
        explain, gradcheck, viewer,
-       serve
+       serve, lm_eval
     6  cli                              argument parsing only
 
 Inside layer 5 the packages that run a model stack too (issue 42), lowest first:
 
-    generate  <  train  <  tasks  <  serve, viewer
+    generate  <  train  <  tasks  <  serve, viewer, lm_eval
 
 decoding knows nothing of training; training uses decoding (GRPO samples its completions with
 generate) but none of the tasks; a task may use both, never the server or the viewer, which sit
-on top. A package may import its own rank and the ones below (serve and viewer share the top).
+on top, as does lm_eval (the lm-evaluation-harness door over tasks/evaluate). A package may
+import its own rank and the ones below (serve, viewer and lm_eval share the top).
 explain, gradcheck and notebooks are outside this order. No exceptions are needed: what train/
 once took from generate/ for chat templates and end-of-text ids is the tokenizers' (layer 3).
 
@@ -42,14 +43,15 @@ LAYER = {
     "models": 3, "tokenizers": 3,
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
-    "serve": 5,
+    "serve": 5, "lm_eval": 5,
     "notebooks": 5,
     "cli": 6, "__main__": 6,
 }
 
 
 # the sub-order inside layer 5 (module docstring)
-UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "serve": 3, "viewer": 3}
+UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "serve": 3, "viewer": 3,
+              "lm_eval": 3}
 
 
 def module_name(path: Path) -> str:

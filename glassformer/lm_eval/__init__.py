@@ -1,0 +1,29 @@
+"""The lm-evaluation-harness door: importing this registers the model name "glassformer".
+
+    import glassformer.lm_eval, lm_eval
+    lm_eval.simple_evaluate(model="glassformer", model_args="pretrained=smollm2", tasks=[...])
+
+    python -m glassformer.lm_eval run --model glassformer --model_args pretrained=smollm2 ...
+
+lm-eval is an optional extra (`pip install -e ".[eval]"`), never imported by `import
+glassformer`: only this package reads it.
+
+    requests.py   the three request types as tokens (pure; reuses tasks/evaluate's encoding)
+    model.py      GlassformerLM, the LM subclass (loglikelihood, _rolling, generate_until)
+    __main__.py   lm-eval's own command line with the name registered
+"""
+from __future__ import annotations
+
+from glassformer.errors import GlassformerError
+
+try:
+    from lm_eval.api.registry import register_model
+except ImportError as error:     # one line, not a traceback, when the extra is missing
+    raise GlassformerError('lm-eval is not installed: pip install -e ".[eval]" '
+                           f"(or pip install lm-eval) [{error}]") from None
+
+from glassformer.lm_eval.model import GlassformerLM
+
+register_model("glassformer")(GlassformerLM)
+
+__all__ = ["GlassformerLM"]
