@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.tasks.evaluate.encode import Encoded, encode_pair
+from glassformer.tasks.evaluate.encode import Encoded, encode_pair, encoded
 from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 
@@ -37,10 +37,7 @@ def encode_request(tokenizer, context: str, continuation: str, context_len: int)
     if context:
         return encode_pair(tokenizer, context, continuation, context_len)
     targets = tokenizer.encode(continuation)
-    sequence = ([prefix_token(tokenizer)] + targets)[-(context_len + 1):]
-    return Encoded(np.asarray(sequence[:-1], np.int64),
-                   np.asarray(targets[-context_len:], np.int64),
-                   len(targets) + 1 > context_len + 1)
+    return encoded([prefix_token(tokenizer)] + targets, targets, context_len)
 
 
 def rolling_windows(tokens: list[int], prefix: int, context_len: int) -> list[Encoded]:

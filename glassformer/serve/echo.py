@@ -26,7 +26,7 @@ import numpy as np
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.protocol import (ApiError, completion_logprobs, envelope, new_id,
                                         usage_body)
-from glassformer.serve.sequence import TokenInfo, Usage
+from glassformer.serve.sequence import TokenInfo, Usage, likeliest
 
 GROUP_FLOATS = 2 ** 26      # logits of one forward at most (256 MiB of float32)
 
@@ -74,11 +74,7 @@ def token_infos(tokenizer, ids: list[int], logp: np.ndarray, top_k: int) -> list
     """logp (T, V) of one prompt: entry t reads row t - 1 at ids[t]."""
     before = logp[:-1]                                                    # (T-1, V)
     chosen = np.take_along_axis(before, np.asarray(ids[1:])[:, None], axis=-1)[:, 0]   # (T-1,)
-    top = np.zeros((len(before), 0), dtype=np.int64)
-    if top_k > 0:
-        some = np.argpartition(-before, top_k - 1, axis=-1)[:, :top_k]   # (T-1, k) unordered
-        order = np.argsort(-np.take_along_axis(before, some, axis=-1), axis=-1, kind="stable")
-        top = np.take_along_axis(some, order, axis=-1)                    # (T-1, k)
+    top = likeliest(before, top_k)                                        # (T-1, k)
     texts = [tokenizer.decode([int(i)]) for i in ids]
     infos = [TokenInfo(texts[0], None, None)]
     for t in range(1, len(ids)):

@@ -30,7 +30,7 @@ from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
 from glassformer.serve.rows import RowCache
-from glassformer.serve.sequence import Sequence, TokenInfo
+from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
 
 
 class QueueFull(GlassformerError):
@@ -182,12 +182,7 @@ class Engine:
         if not wanted:
             return infos
         logp, _ = log_softmax_forward(logits[wanted])                   # (w, V)
-        top_k = max(seqs[i].settings.logprobs for i in wanted)
-        top = np.zeros((len(wanted), 0), dtype=np.int64)
-        if top_k > 0:
-            some = np.argpartition(-logp, top_k - 1, axis=-1)[:, :top_k]     # (w, k) unordered
-            order = np.argsort(-np.take_along_axis(logp, some, axis=-1), axis=-1, kind="stable")
-            top = np.take_along_axis(some, order, axis=-1)                # (w, k) likeliest first
+        top = likeliest(logp, max(seqs[i].settings.logprobs for i in wanted))   # (w, k)
         decode = self.model.tokenizer.decode
         for j, i in enumerate(wanted):
             k = seqs[i].settings.logprobs

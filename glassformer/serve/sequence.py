@@ -32,6 +32,16 @@ class TokenInfo(NamedTuple):
     top: list[tuple[str, float]] | None  # (text, logprob) of the top tokens, most likely first
 
 
+def likeliest(logp: np.ndarray, k: int) -> np.ndarray:
+    """The k likeliest token ids of each row of log-probabilities (N, V), most likely first
+    (ties in id order): (N, k), (N, 0) for k 0. The alternatives of `TokenInfo.top`."""
+    if k <= 0:
+        return np.zeros((len(logp), 0), dtype=np.int64)
+    some = np.argpartition(-logp, k - 1, axis=-1)[:, :k]                  # (N, k) unordered
+    order = np.argsort(-np.take_along_axis(logp, some, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(some, order, axis=-1)                       # (N, k)
+
+
 class Delta(NamedTuple):
     """New reply text and the tokens that made it ('' with tokens while a character is cut)."""
     index: int

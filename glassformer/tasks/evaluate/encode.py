@@ -34,9 +34,13 @@ def encode_pair(tokenizer, context: str, continuation: str, context_len: int) ->
         context, continuation = context[:-spaces], context[-spaces:] + continuation
     whole = tokenizer.encode(context + continuation)
     head = tokenizer.encode(context)
-    sequence = head + whole[len(head):]
-    targets = whole[len(head):]
+    return encoded(head + whole[len(head):], whole[len(head):], context_len)
+
+
+def encoded(sequence: list[int], targets: list[int], context_len: int) -> Encoded:
+    """A request's whole sequence (context + continuation tokens) and its continuation's tokens,
+    cut from the left to the model's context plus one."""
     truncated = len(sequence) > context_len + 1
     sequence = sequence[-(context_len + 1):]
-    targets = targets[-context_len:]
-    return Encoded(np.asarray(sequence[:-1], np.int64), np.asarray(targets, np.int64), truncated)
+    return Encoded(np.asarray(sequence[:-1], np.int64),
+                   np.asarray(targets[-context_len:], np.int64), truncated)
