@@ -37,13 +37,15 @@ def memory_budget() -> int:
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'; anything past PiB stays in PiB."""
+    """1536 -> '1.5 KiB'; anything past PiB stays in PiB, a hostile size as 1.26e+17 PiB."""
     unit = "bytes"
     for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024.0:
             break
         n, unit = n / 1024.0, bigger
-    return f"{n:,.0f} bytes" if unit == "bytes" else f"{n:,.1f} {unit}"
+    if unit == "bytes":
+        return f"{n:,.0f} bytes"
+    return f"{n:,.1f} {unit}" if n < 1e6 else f"{n:.3g} {unit}"
 
 
 def check_memory(need: int, what: str, remedy: str, budget: int | None = None,

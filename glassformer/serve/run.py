@@ -10,11 +10,11 @@ DRAIN_S), then the app's lifespan stops the engine, and the process exits with s
 """
 from __future__ import annotations
 
-import os
 import socket
 import sys
 
 from glassformer.errors import GlassformerError
+from glassformer.memory import check_memory, memory_budget
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve.engine import Engine
 from glassformer.serve.rows import RowCache
@@ -23,27 +23,13 @@ DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting
 BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
-def memory_budget() -> int:
-    """Half the machine's physical memory."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-
-
-def gib(size: int) -> str:
-    """A size in GiB for a message: 12.6, or 1.26e+26 for a hostile one."""
-    value = size / 2 ** 30
-    return f"{value:.1f}" if value < 1e6 else f"{value:.3g}"
-
-
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
-    need = RowCache.bytes_for(model, max_batch, context)
-    if need > memory_budget():
-        raise GlassformerError(
-            f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
-            f"prefill of every row at once) needs "
-            f"{gib(need)} GiB, over half this machine's memory "
-            f"({gib(memory_budget())} GiB): lower --max-batch or --context")
+    check_memory(RowCache.bytes_for(model, max_batch, context),
+                 f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
+                 "prefill of every row at once)", "lower --max-batch or --context",
+                 budget=memory_budget())
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context)
 
 
