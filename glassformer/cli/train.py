@@ -16,10 +16,11 @@ from glassformer.train.distributed import (agreed_stop, check_shards, default_wo
                                            usable_cores)
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import OBJECTIVES, objective_of
-from glassformer.train.objectives.objective import PAIRS, TEXT
+from glassformer.train.objectives.objective import PAIRS
 from glassformer.train.recipes import (MOE, RECIPE_OF_OBJECTIVE, SHAKESPEARE, new_run_settings,
                                        recipe_for)
 from glassformer.train.runs.folder import saved_train_config
+from glassformer.train.runs.forms import form_of
 from glassformer.train.runs.progress import progress_printer
 from glassformer.train.runs.signals import stop_on_signals
 from glassformer.train.runs.start import resume_training, start_training
@@ -53,16 +54,15 @@ MODEL_FLAGS = {
     "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
                                        "and layer"),
 }
-# the data a model trained from scratch learns from: a text's token stream, or source/target pairs
-FORMS_FROM_SCRATCH = (TEXT, PAIRS)
 RESUME_HELP = ("continue the run in --out from its last checkpoint, with the run's own settings; "
                "only --max-iters, --eval-interval, --lr-decay-iters, --min-lr and --workers may "
                "be changed")
 
 
 def train_objectives() -> list:
-    """The registered objectives `train` offers: those that learn from a text or pairs file."""
-    return [record for record in OBJECTIVES.values() if record.reads in FORMS_FROM_SCRATCH]
+    """The registered objectives `train` offers: those whose data form a new run of `train` can
+    start (train/runs/forms.py: a text's token stream, source/target pairs)."""
+    return [record for record in OBJECTIVES.values() if form_of(record.reads).start is not None]
 
 
 def add_arguments(parser) -> None:
