@@ -11,12 +11,14 @@ from tqdm import tqdm
 
 from glassformer.cli.common import load_model_shown
 from glassformer.errors import GlassformerError
+from glassformer.tasks.evaluate.generative import MAX_NEW_TOKENS, ROWS, evaluate_generative
+from glassformer.tasks.evaluate.gsm8k import read_problems
 from glassformer.tasks.evaluate.items import read_items
 from glassformer.tasks.evaluate.metrics import stderr
 from glassformer.tasks.evaluate.results import (compare, read_results, results_record,
                                                 write_results)
 from glassformer.tasks.evaluate.run_task import evaluate_task
-from glassformer.tasks.evaluate.tasks_table import CORE_TASKS, TASKS
+from glassformer.tasks.evaluate.tasks_table import CORE_TASKS, GENERATION, TASKS
 
 
 def add_task_arguments(parser) -> None:
@@ -34,6 +36,10 @@ def add_task_arguments(parser) -> None:
                         help="--task/--core: the results JSON (default: eval_results.json)")
     parser.add_argument("--compare", default=None, metavar="RESULTS.json",
                         help="--task/--core: compare with an earlier results JSON item by item")
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS, metavar="N",
+                        help="--task gsm8k: the most tokens a reply may have (default: "
+                             f"{MAX_NEW_TOKENS}); replies are written {ROWS} at a time "
+                             "(--batch-size)")
 
 
 def is_task_run(args) -> bool:
@@ -66,7 +72,14 @@ def check_arguments(args) -> list:
         if not (Path(args.data_dir) / spec.file).is_file():
             raise GlassformerError(f"{spec.name}: {Path(args.data_dir) / spec.file} does not "
                                    "exist")
-        read_items(Path(args.data_dir) / spec.file, spec.kind)
+        if spec.kind == GENERATION:
+            read_problems(Path(args.data_dir) / spec.file)
+        else:
+            read_items(Path(args.data_dir) / spec.file, spec.kind)
+    if args.max_new_tokens < 1:
+        raise GlassformerError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise GlassformerError(f"--batch-size must be at least 1, got {args.batch_size}")
     return specs
 
 
@@ -93,8 +106,14 @@ def run_tasks(args) -> int:
                 bar.total = total
                 bar.update(done - bar.n)
 
-            result = evaluate_task(model, spec, args.data_dir, limit=args.limit,
-                                   shots=args.shots, on_item=on_item)
+            if spec.kind == GENERATION:
+                result = evaluate_generative(model, spec, args.data_dir, limit=args.limit,
+                                             shots=args.shots, on_item=on_item,
+                                             max_new_tokens=args.max_new_tokens,
+                                             rows=args.batch_size or ROWS)
+            else:
+                result = evaluate_task(model, spec, args.data_dir, limit=args.limit,
+                                       shots=args.shots, on_item=on_item)
         if result.truncated and not said:
             print(f"eval: prompts longer than the model's context ({model.context_len} "
                   "tokens) are truncated from the left, as lm-eval does", file=sys.stderr)

@@ -32,7 +32,10 @@ from glassformer.generate.sampling import Sampling, sample
 from glassformer.models.family import ENCODER_DECODER
 
 
-def _check_prompt(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+def _check_prompt(ids, attention_mask, vocab_size: int,
+                  cached: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """ids and mask checked; cached: the positions a reused KV cache holds (a shared prefix),
+    after which each row's left padding starts."""
     ids = np.asarray(ids)
     if ids.ndim == 1:
         ids = ids[None, :]  # one prompt: (T,) -> (1, T)
@@ -48,7 +51,8 @@ def _check_prompt(ids, attention_mask, vocab_size: int) -> tuple[np.ndarray, np.
         if mask.shape != ids.shape:
             raise GlassformerError(f"attention_mask has shape {mask.shape} but the ids have "
                                    f"shape {ids.shape}; they must match")
-        if not mask[:, -1].all() or np.any(np.diff(mask.astype(np.int8), axis=1) < 0):
+        rest = mask[:, cached:]   # after a cached shared prefix: each row's own left padding
+        if not mask[:, -1].all() or np.any(np.diff(rest.astype(np.int8), axis=1) < 0):
             raise GlassformerError("attention_mask must be left padding: zeros then ones in "
                                    "each row, ending with a real token")
         bad &= mask  # padding may hold any id; it is never read
@@ -142,7 +146,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     top_p (give one or the other).
     kv_cache: a cache that already holds the keys and values of the first `kv_cache.length`
     prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
-    cache keeps growing as tokens are generated. Default: a fresh cache.
+    cache keeps growing as tokens are generated. Default: a fresh cache. Rows that share a cached
+    prefix (one item's shots, tasks/evaluate/generative.py) are left-padded after it:
+    mask = prefix ones, then each row's zeros and ones.
     """
     if model.family.kind == ENCODER_DECODER:
         raise GlassformerError("this is an encoder-decoder: it writes an output for a source "
@@ -151,7 +157,8 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
     sampling = _sampling(sampling, temperature, top_k, top_p)
     cfg = model.cfg
-    ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size)
+    cached = kv_cache.length if kv_cache is not None else 0
+    ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size, cached)
     context = model.context_len
     slides = model.family.sliding_context
     if not slides and ids.shape[1] + max_new_tokens > context:

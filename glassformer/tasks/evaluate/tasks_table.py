@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 CHOICE, SCHEMA, LM = "multiple_choice", "schema", "language_modeling"
+GENERATION = "generation"    # a chat model writes its answer (GSM8K: generative.py)
 DEFAULT_DELIMITER = " "      # llm-foundry's continuation_delimiter when the task names none
 EXAMPLE_SEPARATOR = "\n"     # llm-foundry's example_delimiter
 ANSWER = "\nAnswer: "
@@ -53,5 +54,6 @@ CORE_TASKS = (
     TaskSpec("bigbench_language_identification", "bigbench_language_identification.jsonl",
              CHOICE, 10, 0.091),
 )
-EXTRA_TASKS = (TaskSpec("siqa", "siqa.jsonl", CHOICE, 10, 1 / 3),)   # not part of CORE
+EXTRA_TASKS = (TaskSpec("siqa", "siqa.jsonl", CHOICE, 10, 1 / 3),   # not part of CORE
+               TaskSpec("gsm8k", "gsm8k.jsonl", GENERATION, 8, 0.0))
 TASKS = {spec.name: spec for spec in CORE_TASKS + EXTRA_TASKS}
