@@ -5,7 +5,7 @@ import json
 import os
 
 from glassformer.cli.common import detect_lang
-from glassformer.explain.parts import PARTS, explain_part
+from glassformer.explain.parts import PARTS, WALKTHROUGHS, explain_part
 from glassformer.explain.render import render_text, to_json
 
 NAME = "explain"
@@ -18,7 +18,8 @@ PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "bidirect
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("part", choices=list(PARTS), help="which part to explain")
+    parser.add_argument("part", choices=list(PARTS) + list(WALKTHROUGHS),
+                        help="which part to explain (eval: how a benchmark scores one item)")
     parser.add_argument("--lang", choices=["zh", "en"], default=None,
                         help="language of labels and explanations (default: from the locale)")
     parser.add_argument("--backward", action="store_true",
@@ -44,7 +45,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ckpt", default=None,
                         help="gpt2, cross_attention: a trained model folder (run, checkpoint "
                              "or HF; cross_attention: an encoder-decoder run) instead of the "
-                             "tiny random model")
+                             "tiny random model; eval: the model scored (default: smollm2 "
+                             "when installed)")
     parser.add_argument("--prompt", default=None,
                         help="gpt2: the text to run (default: hello; the tiny random model knows "
                              "lowercase letters, space and .,;!?'); cross_attention --ckpt: the "

@@ -9,6 +9,7 @@ part's choice (Step.show):
     heads    per-head matrices of batch item 0, each with its ASCII heatmap (attention weights)
     tokens   the token pieces of a prompt
     top      the next-token table: rank, id, text, probability
+    lines    a list of strings, one indented line each (a prompt, a table written as text)
 """
 from __future__ import annotations
 
@@ -136,6 +137,8 @@ def _value_lines(step: Step, lang: str) -> list[str]:
         return ["    " + " ".join(step.value)]
     if step.show == "top":
         return _top(step.value, lang)
+    if step.show == "lines":
+        return ["    " + line for line in step.value]
     return _full(step.value, lang)
 
 

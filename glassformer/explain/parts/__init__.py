@@ -15,6 +15,7 @@ from glassformer.explain.parts.attention_block import MHA
 from glassformer.explain.parts.cross_attention import CROSS_ATTENTION
 from glassformer.explain.parts.dpo import DPO
 from glassformer.explain.parts.embedding import EMBEDDING
+from glassformer.explain.parts.eval import EVAL
 from glassformer.explain.parts.gpt2 import GPT2
 from glassformer.explain.parts.grpo import GRPO
 from glassformer.explain.parts.lora import LORA
@@ -28,6 +29,8 @@ from glassformer.explain.parts.softmax import CROSS_ENTROPY, SOFTMAX
 PARTS: dict[str, Part] = {part.name: part for part in (
     ATTENTION, LAYER_NORM, RMS_NORM, GELU, SILU, SWIGLU, SOFTMAX, CROSS_ENTROPY, EMBEDDING, ROPE,
     LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE, DPO, GRPO)}
+# Walkthroughs of what a whole model is used for: forward only, no gradient to check.
+WALKTHROUGHS: dict[str, Part] = {part.name: part for part in (EVAL,)}
 
 
 def explain_part(name: str, given: dict, *, seed: int, grad: str | None = None) -> Result:
@@ -35,6 +38,12 @@ def explain_part(name: str, given: dict, *, seed: int, grad: str | None = None) 
 
     grad: None for the forward only, else the upstream gradient G, "ones" or "random".
     """
+    if name in WALKTHROUGHS:
+        if grad is not None:
+            raise GlassformerError(f"explain {name} has no backward pass: it only reads the "
+                                   "model (drop --backward)")
+        part = WALKTHROUGHS[name]
+        return run(part, resolve_options(part, given), np.random.default_rng(seed), grad=None)
     if name not in PARTS:
         raise GlassformerError(f"unknown part {name!r}; parts: {', '.join(PARTS)}")
     if grad not in (None, "ones", "random"):
