@@ -54,6 +54,7 @@ CORE_TASKS = (
     TaskSpec("bigbench_language_identification", "bigbench_language_identification.jsonl",
              CHOICE, 10, 0.091),
 )
-EXTRA_TASKS = (TaskSpec("siqa", "siqa.jsonl", CHOICE, 10, 1 / 3),   # not part of CORE
+# siqa.jsonl holds 2 choices an item (every line), so guessing scores 0.5, not SIQA's 1/3
+EXTRA_TASKS = (TaskSpec("siqa", "siqa.jsonl", CHOICE, 10, 0.5),   # not part of CORE
                TaskSpec("gsm8k", "gsm8k.jsonl", GENERATION, 8, 0.0))
 TASKS = {spec.name: spec for spec in CORE_TASKS + EXTRA_TASKS}
