@@ -4,12 +4,13 @@ item's log-likelihoods, and `--compare OLD.json` to see what changed item by ite
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
-from glassformer.cli.common import load_model_shown
+from glassformer.cli.common import detect_lang, load_model_shown
 from glassformer.errors import GlassformerError
 from glassformer.tasks.evaluate.generative import MAX_NEW_TOKENS, ROWS, evaluate_generative
 from glassformer.tasks.evaluate.gsm8k import read_problems
@@ -19,6 +20,8 @@ from glassformer.tasks.evaluate.results import (compare, read_results, results_r
                                                 write_results)
 from glassformer.tasks.evaluate.run_task import evaluate_task
 from glassformer.tasks.evaluate.tasks_table import CORE_TASKS, GENERATION, TASKS
+from glassformer.viewer.eval_page import SCRIPTS, eval_item_data
+from glassformer.viewer.page import write_page
 
 
 def add_task_arguments(parser) -> None:
@@ -40,6 +43,14 @@ def add_task_arguments(parser) -> None:
                         help="--task gsm8k: the most tokens a reply may have (default: "
                              f"{MAX_NEW_TOKENS}); replies are written {ROWS} at a time "
                              "(--batch-size)")
+    parser.add_argument("--view", type=int, default=None, metavar="LINE",
+                        help="--task T: instead of a run, write a page (--html) of the item on "
+                             "this line of T's file: each option's tokens and their "
+                             "probabilities (the lines a results JSON and --compare name)")
+    parser.add_argument("--html", default="eval_item.html", metavar="FILE",
+                        help="--view: the page to write (default: eval_item.html)")
+    parser.add_argument("--lang", choices=["en", "zh"], default=None,
+                        help="--view: the page's language (default: from the locale)")
 
 
 def is_task_run(args) -> bool:
@@ -93,8 +104,34 @@ def task_line(result) -> str:
             f"({tps:,.0f} tokens/s)")
 
 
+def run_view(args, specs) -> int:
+    """The page of one item: `--task T --view LINE --html FILE`."""
+    if len(specs) != 1 or specs[0].kind == GENERATION:
+        raise GlassformerError("--view shows one item of one scored task: give --task T (one "
+                               "multiple-choice, schema or language-modelling task)")
+    spec = specs[0]
+    items = read_items(Path(args.data_dir) / spec.file, spec.kind)
+    lines = [item.line for item in items]
+    if args.view not in lines:
+        raise GlassformerError(f"--view {args.view}: {spec.file} has items on lines "
+                               f"{lines[0]}-{lines[-1]}")
+    if not Path(args.html).resolve().parent.is_dir():
+        raise GlassformerError(f"cannot write {args.html}: its folder does not exist")
+    model = load_model_shown(args.model, args.adapter)
+    shots = spec.shots if args.shots is None else args.shots
+    data = eval_item_data(model, spec, items, lines.index(args.view), shots,
+                          name=str(args.model))
+    lang = args.lang or detect_lang(os.environ)
+    write_page(args.html, data, title=f"{spec.name} line {args.view}", lang=lang,
+               scripts=SCRIPTS)
+    print(f"wrote {args.html}")
+    return 0
+
+
 def run_tasks(args) -> int:
     specs = check_arguments(args)
+    if args.view is not None:
+        return run_view(args, specs)
     old = read_results(args.compare) if args.compare else None
     model = load_model_shown(args.model, args.adapter)
     show = not args.no_progress and sys.stderr.isatty()
