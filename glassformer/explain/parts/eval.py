@@ -44,8 +44,10 @@ SHOTS = (  # ARC-Easy (arc_easy.jsonl lines 2, 6 and 1): the solved examples
           "Most ecosystems are found on land instead of in water.",
           "Carbon dioxide is more available than other gases.",
           "The producers in all ecosystems are plants."), 0))
-ITEM = Item(4, "Question: Which characteristic describes the texture of a kitten's fur?",
-            ("gray", "warm", "long", "soft"), 3)
+ITEM = Item(7, "Question: A student has just completed a laboratory activity. What is the last "
+               "action that the student should perform before leaving the lab area?",
+            ("wash hands", "turn off all equipment", "put away all glassware",
+             "wash instruments and table tops"), 0)
 SPEC = TASKS["arc_easy"]
 
 TEXT = with_common({
@@ -78,7 +80,8 @@ TEXT = with_common({
                    "echo: true, and reads the log-probabilities of the prompt's own tokens. A "
                    "server that ignores echo returns none, every choice scores the same (0 "
                    "here) and argmax picks the first choice on every item: the score is the "
-                   "share of items whose answer happens to be first, about 1 in 4, chance. "
+                   "share of items whose answer happens to be first, about 1 in 4, chance (on this item "
+                   "the first choice is the right one: one item says nothing). "
                    "`glassformer serve` returns them (docs/serve.md).",
     },
     "zh": {
@@ -103,7 +106,8 @@ TEXT = with_common({
                    "/v1/completions 发送“提示 + 选项”，设 max_tokens 为 0、echo 为 true，"
                    "读取提示自身各 token 的对数概率。忽略 echo 的服务器什么也不返回，每个选项得分"
                    "相同（这里为 0），argmax 在每道题上都选第一个选项：得分就是答案恰好排在第一位"
-                   "的题目比例，约四分之一，即随机水平。`glassformer serve` 会返回这些值"
+                   "的题目比例，约四分之一，即随机水平（这道题的正确答案恰好是第一个选项：一道题说明不了什么）。"
+                   "`glassformer serve` 会返回这些值"
                    "（docs/serve.md）。",
     },
 })
