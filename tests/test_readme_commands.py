@@ -191,6 +191,17 @@ STEPS = {
     "../shared/data/tang_prefs_heldout.jsonl":
         slow("", TINY, head("tang_prefs_heldout.jsonl")),
     "glassformer explain dpo --backward": fast(),
+    # 14. benchmarks: CORE-18, GSM8K, one item's page, explain eval
+    "glassformer eval --core --limit 10 --data-dir ../shared/data/eval --model smollm2":
+        slow("", TINY, ("--core", "--task=copa,winograd"), ("10", "2")),
+    "glassformer eval --task gsm8k --limit 10 --batch-size 10 --data-dir ../shared/data/eval "
+    "--model smollm2": slow(" --shots 1 --max-new-tokens 4", TINY, ("10", "2")),
+    "glassformer eval --task arc_easy --data-dir ../shared/data/eval --model smollm2 --view 7 "
+    "--html item.html": slow(" --shots 1", TINY),
+    "glassformer eval --task arc_easy --data-dir ../shared/data/eval --model smollm2 --view 7 "
+    "--html item.html --lang zh": slow(" --shots 1", TINY),
+    "glassformer explain eval": slow(),
+    "glassformer explain eval --lang zh": slow(),
 }
 
 

@@ -174,7 +174,9 @@ def run_tasks(args) -> int:
     core = record["core"]
     if core["name"]:
         print(f"{core['name']}: {core['value']:.4f} (mean centred accuracy)")
-    print(f"results with every item's log-likelihoods: {out}")
+    kept = ("replies" if all(spec.kind == GENERATION for spec in specs)
+            else "log-likelihoods")
+    print(f"results with every item's {kept}: {out}")
     if old is not None:
         for row in compare(old, record):
             lines = ", ".join(str(c["line"]) for c in row["changed"]) or "none"
