@@ -25,7 +25,7 @@ def test_gsm8k_prompt_is_transformers_and_replies_are_scored(smollm2, smollm2_pa
     expected = expected["input_ids"] if hasattr(expected, "keys") else expected   # BatchEncoding
     ours = prompt_ids(smollm2, chat_template_of(smollm2.tokenizer), conversation)
     assert ours == list(expected)
-    result = evaluate_generative(smollm2, TASKS["gsm8k"], DATA, limit=2, max_new_tokens=48)
+    result = evaluate_generative(smollm2, TASKS["gsm8k"], DATA, limit=2, max_new_tokens=24)
     assert result.n == 2
     for item in result.items:
         assert item["reply"].strip() and item["pred"] == final_number(item["reply"])

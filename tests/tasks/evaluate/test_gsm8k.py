@@ -112,3 +112,25 @@ def test_a_bad_gsm8k_line_names_file_and_line(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "gsm8k.jsonl line 1: answer must be a number" in err and len(err.splitlines()) == 1
+
+
+def test_an_adapter_is_merged_before_the_problems_are_answered(chat_model, tmp_path, capsys):
+    from glassformer.io.peft import LoraConfig, init_adapters, save_adapter
+    from glassformer.io.pretrained import load_pretrained, save_pretrained
+    save_pretrained(chat_model, tmp_path / "base")
+    lora_cfg = LoraConfig(r=2, alpha=4.0, targets=("q_proj", "v_proj", "down_proj"))
+    rng = np.random.default_rng(1)
+    adapters = {k: rng.standard_normal(v.shape).astype(np.float32)   # non-zero A and B
+                for k, v in init_adapters(chat_model, lora_cfg, rng).items()}
+    save_adapter(tmp_path / "adapter", chat_model, adapters, lora_cfg)
+    out = tmp_path / "r.json"
+    assert main(["eval", "--model", str(tmp_path / "base"), "--adapter", str(tmp_path / "adapter"),
+                 "--task", "gsm8k", "--data-dir", str(DATA), "--limit", "2", "--shots", "1",
+                 "--max-new-tokens", "4", "--out", str(out), "--json"]) == 0
+    record = json.loads(out.read_text())
+    assert record["adapter"] == str(tmp_path / "adapter")
+    merged = load_pretrained(tmp_path / "base", adapter=tmp_path / "adapter")
+    expected = evaluate_generative(merged, TASKS["gsm8k"], DATA, limit=2, shots=1,
+                                   max_new_tokens=4)
+    assert [item["reply"] for item in record["tasks"]["gsm8k"]["items"]] == \
+        [item["reply"] for item in expected.items]
