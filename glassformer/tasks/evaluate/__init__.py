@@ -9,6 +9,8 @@ the CORE score (DCLM's mean centred accuracy, which nanochat reports).
     metrics.py      pick, stderr, centred    acc, acc_norm and CORE's arithmetic
     run_task.py     evaluate_task(model, spec, data_dir, limit=N)   one task's TaskResult
     results.py      results_record, compare  the results JSON and two runs compared
+    gsm8k.py        read_problems, messages, final_number   GSM8K in the chat format
+    generative.py   evaluate_generative(model, spec, dir)   greedy replies from a cached prefix
 
 The data is not shipped: `glassformer eval --core --data-dir DIR` (docs/evaluate.md).
 """
