@@ -74,7 +74,7 @@ function render() {
   document.documentElement.lang = GF.lang === "zh" ? "zh-CN" : "en";
   const prompt = GF.el("section", { id: "prompt" }, [GF.el("h2", { text: t("prompt") }),
     GF.el("p", { class: "note", text: t("promptNote") }),
-    GF.el("pre", { style: "white-space: pre-wrap", text: D.prompt })]);
+    GF.el("pre", { style: "white-space: pre-wrap; max-height: 18em; overflow: auto", text: D.prompt })]);
   const options = GF.el("section", { id: "options" }, [GF.el("h2", { text: t("options") }),
     GF.el("p", { class: "note", text: t("optionsNote") })].concat(D.options.map(optionRow).concat(
     [GF.el("p", { class: "note", text: t("sumsNote") })])));
