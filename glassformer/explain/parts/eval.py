@@ -80,8 +80,8 @@ TEXT = with_common({
                    "echo: true, and reads the log-probabilities of the prompt's own tokens. A "
                    "server that ignores echo returns none, every choice scores the same (0 "
                    "here) and argmax picks the first choice on every item: the score is the "
-                   "share of items whose answer happens to be first, about 1 in 4, chance (on this item "
-                   "the first choice is the right one: one item says nothing). "
+                   "share of items whose answer happens to be first, about 1 in 4, chance "
+                   "(on this item the first choice is the right one: one item says nothing). "
                    "`glassformer serve` returns them (docs/serve.md).",
     },
     "zh": {
