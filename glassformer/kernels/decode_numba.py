@@ -1,0 +1,158 @@
+"""The decode kernels as numba loops: one compiled pass where the NumPy twin makes several.
+
+Each function has the name, arguments and results of its twin in kernels/decode_numpy.py (read
+that file first: it says what each one computes, with the ops). Here the same math is spelled as
+loops over rows, heads and positions, so that one call does what takes the twin a handful of
+NumPy calls and temporaries: the norm's statistics and its scaling in one pass over a row; RoPE,
+the cache write, the scores, the mask, an online-free softmax and the weighted sum of one head in
+one loop nest. Sums are float32, in a different order than NumPy's, so the two agree to float32
+rounding (tests/kernels/), not bit for bit.
+
+Imported only through kernels/choice.py (which sets numba's cache folder first); compiled on the
+first call of each kernel and cached on disk (cache=True), so a second process loads them.
+fastmath allows reassociating sums (SIMD) and fused multiply-adds, nothing about inf or NaN:
+masked keys are -inf scores.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; keep inf/NaN rules
+jit = numba.njit(cache=True, fastmath=FAST, nogil=True)
+
+
+@jit
+def _norm_row(h, w, b, eps, rms, out):
+    """out = norm(h) for one row h (C,): RMSNorm when rms, else LayerNorm (+ b when given)."""
+    width = h.shape[0]
+    mean = np.float32(0.0)
+    if not rms:
+        for c in range(width):
+            mean += h[c]
+        mean /= np.float32(width)
+    square = np.float32(0.0)
+    for c in range(width):
+        centered = h[c] - mean
+        square += centered * centered
+    rstd = np.float32(1.0) / np.sqrt(square / np.float32(width) + np.float32(eps))
+    for c in range(width):
+        out[c] = (h[c] - mean) * rstd * w[c]
+        if b is not None:
+            out[c] += b[c]
+
+
+@jit
+def norm_rows(x, w, b, eps, rms):
+    y = np.empty_like(x)
+    for row in range(x.shape[0]):
+        _norm_row(x[row], w, b, eps, rms, y[row])
+    return y
+
+
+@jit
+def add_norm_rows(x, delta, bias, w, b, eps, rms):
+    h = np.empty_like(x)
+    y = np.empty_like(x)
+    for row in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            value = delta[row, c]
+            if bias is not None:
+                value += bias[c]
+            h[row, c] = x[row, c] + value
+        _norm_row(h[row], w, b, eps, rms, y[row])
+    return h, y
+
+
+@jit
+def swiglu_rows(gate, up):
+    hidden = np.empty_like(up)
+    for row in range(up.shape[0]):
+        for f in range(up.shape[1]):
+            g = gate[row, f]
+            hidden[row, f] = g / (np.float32(1.0) + np.exp(-g)) * up[row, f]
+    return hidden
+
+
+@jit
+def gelu_rows(up, bias, approximate):
+    hidden = np.empty_like(up)
+    root_2_over_pi = np.float32(math.sqrt(2.0 / math.pi))
+    inv_root_2 = 1.0 / math.sqrt(2.0)
+    for row in range(up.shape[0]):
+        for f in range(up.shape[1]):
+            u = up[row, f]
+            if bias is not None:
+                u += bias[f]
+            if approximate:
+                inner = root_2_over_pi * (u + np.float32(0.044715) * u * u * u)
+                hidden[row, f] = np.float32(0.5) * u * (np.float32(1.0) + np.tanh(inner))
+            else:  # the exact erf in float64, as ops/activation.py's float32 GELU is exact too
+                hidden[row, f] = 0.5 * u * (1.0 + math.erf(u * inv_root_2))
+    return hidden
+
+
+@jit
+def _rotated(lin, bias, start, cos, sin, row, out):
+    """out (D,) = one head of lin[row] from column `start` (+ bias), RoPE'd when cos is given:
+    x * cos + rotate_half(x) * sin, rotate_half(x) = (-x[D/2:], x[:D/2])."""
+    d = out.shape[0]
+    half = d // 2
+    for i in range(d):
+        out[i] = lin[row, start + i]
+        if bias is not None:
+            out[i] += bias[start + i]
+    if cos is not None:
+        for i in range(half):
+            first, second = out[i], out[i + half]
+            out[i] = first * cos[row, i] - second * sin[row, i]
+            out[i + half] = second * cos[row, i + half] + first * sin[row, i + half]
+
+
+@jit
+def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask):
+    rows, n_kv, d = q.shape[0], k_cache.shape[1], k_cache.shape[3]
+    n_head = q.shape[1] // d
+    group = n_head // n_kv
+    keys = length + 1
+    scale = np.float32(1.0 / math.sqrt(d))
+    out = np.zeros((rows, n_head * d), q.dtype)
+    query = np.empty(d, q.dtype)
+    scores = np.empty(keys, np.float32)
+    for row in range(rows):
+        for kv in range(n_kv):
+            # this step's key (rotated) and value go into the cache at column `length`
+            _rotated(k, bk, kv * d, cos, sin, row, k_cache[row, kv, length])
+            for i in range(d):
+                value = v[row, kv * d + i]
+                if bv is not None:
+                    value += bv[kv * d + i]
+                v_cache[row, kv, length, i] = value
+            for g in range(group):
+                head = kv * group + g
+                _rotated(q, bq, head * d, cos, sin, row, query)
+                best = -np.inf
+                for j in range(keys):        # scores over the cache, masked keys -inf
+                    if key_mask is not None and not key_mask[row, j]:
+                        scores[j] = -np.inf
+                        continue
+                    total = np.float32(0.0)
+                    for i in range(d):
+                        total += query[i] * k_cache[row, kv, j, i]
+                    scores[j] = total * scale
+                    best = max(best, scores[j])
+                if best == -np.inf:          # no key allowed: zeros, as ops/attention.py gives
+                    continue
+                denominator = np.float32(0.0)
+                for j in range(keys):
+                    weight = np.float32(0.0) if scores[j] == -np.inf else np.exp(scores[j] - best)
+                    scores[j] = weight
+                    denominator += weight
+                for j in range(keys):        # the weighted sum of the values
+                    weight = scores[j] / denominator
+                    if weight != 0.0:
+                        for i in range(d):
+                            out[row, head * d + i] += weight * v_cache[row, kv, j, i]
+    return out
