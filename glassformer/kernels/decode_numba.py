@@ -119,8 +119,9 @@ def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mas
     keys = length + 1
     scale = np.float32(1.0 / math.sqrt(d))
     out = np.zeros((rows, n_head * d), q.dtype)
-    query = np.empty(d, q.dtype)
-    scores = np.empty(keys, np.float32)
+    queries = np.empty((group, d), q.dtype)      # the G query heads that share one KV head
+    scores = np.empty((group, keys), np.float32)
+    best = np.empty(group, np.float32)
     for row in range(rows):
         for kv in range(n_kv):
             # this step's key (rotated) and value go into the cache at column `length`
@@ -131,28 +132,39 @@ def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mas
                     value += bv[kv * d + i]
                 v_cache[row, kv, length, i] = value
             for g in range(group):
-                head = kv * group + g
-                _rotated(q, bq, head * d, cos, sin, row, query)
-                best = -np.inf
-                for j in range(keys):        # scores over the cache, masked keys -inf
-                    if key_mask is not None and not key_mask[row, j]:
-                        scores[j] = -np.inf
-                        continue
+                _rotated(q, bq, (kv * group + g) * d, cos, sin, row, queries[g])
+                best[g] = -np.inf
+            # scores, key by key: each cached key is read once for the G heads that share it
+            for j in range(keys):
+                if key_mask is not None and not key_mask[row, j]:
+                    scores[:, j] = -np.inf
+                    continue
+                key = k_cache[row, kv, j]
+                for g in range(group):
                     total = np.float32(0.0)
                     for i in range(d):
-                        total += query[i] * k_cache[row, kv, j, i]
-                    scores[j] = total * scale
-                    best = max(best, scores[j])
-                if best == -np.inf:          # no key allowed: zeros, as ops/attention.py gives
-                    continue
+                        total += queries[g, i] * key[i]
+                    scores[g, j] = total * scale
+                    best[g] = max(best[g], scores[g, j])
+            # softmax per head (no key allowed: the head's output stays zero, as ops/ gives)
+            for g in range(group):
                 denominator = np.float32(0.0)
                 for j in range(keys):
-                    weight = np.float32(0.0) if scores[j] == -np.inf else np.exp(scores[j] - best)
-                    scores[j] = weight
+                    weight = np.float32(0.0)
+                    if best[g] != -np.inf and scores[g, j] != -np.inf:
+                        weight = np.exp(scores[g, j] - best[g])
+                    scores[g, j] = weight
                     denominator += weight
-                for j in range(keys):        # the weighted sum of the values
-                    weight = scores[j] / denominator
+                if denominator > 0.0:
+                    for j in range(keys):
+                        scores[g, j] /= denominator
+            # the weighted sum of the values, each value read once for the G heads
+            for j in range(keys):
+                value = v_cache[row, kv, j]
+                for g in range(group):
+                    weight = scores[g, j]
                     if weight != 0.0:
+                        start = (kv * group + g) * d
                         for i in range(d):
-                            out[row, head * d + i] += weight * v_cache[row, kv, j, i]
+                            out[row, start + i] += weight * value[i]
     return out
