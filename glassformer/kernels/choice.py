@@ -59,12 +59,19 @@ def cache_dir() -> Path:
 
 def _compiled() -> ModuleType:
     """decode_numba.py, imported (and numba with it) on first use, its cache set first."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise GlassformerError(f"cannot create numba's cache folder {folder} ({err.strerror}); "
+                               f"set NUMBA_CACHE_DIR to a writable folder, or "
+                               f"{KERNELS_ENV}=numpy") from None
     import numba
 
     if not os.environ.get("NUMBA_CACHE_DIR"):
         # note: set before decode_numba.py's decorators run, which is when numba picks the
         # folder; NUMBA_CACHE_DIR, when set, was already read by numba itself
-        numba.config.CACHE_DIR = str(cache_dir())
+        numba.config.CACHE_DIR = str(folder)
     return importlib.import_module("glassformer.kernels.decode_numba")
 
 

@@ -67,6 +67,33 @@ def test_import_glassformer_and_a_numpy_decode_never_import_numba():
     assert run_python(code, **{KERNELS_ENV: "numpy"}) == "False"
 
 
+def test_without_numba_auto_decodes_on_numpy_without_a_warning():
+    """numba hidden (find_spec finds nothing, as on a default install): auto decodes on the
+    NumPy path, and no warning is printed (-W error would turn one into a failure)."""
+    code = ("import importlib.util as util, sys, numpy as np\n"
+            "real = util.find_spec\n"
+            "util.find_spec = lambda name, *a: None if name == 'numba' else real(name, *a)\n"
+            "from glassformer.models import llama\n"
+            "from glassformer.models.model import Model\n"
+            "from glassformer.generate.generate import generate\n"
+            "cfg = llama.LlamaConfig(vocab_size=20, n_layer=1, n_head=2, d_model=8)\n"
+            "m = Model(cfg, llama.init_params(cfg, np.random.default_rng(0)))\n"
+            "list(generate(m, np.array([[1, 2]]), max_new_tokens=3, temperature=0.0))\n"
+            "print('numba' in sys.modules)")
+    done = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                          text=True, env={**os.environ, KERNELS_ENV: "auto"})
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+    assert done.stderr == ""
+
+
+def test_an_unwritable_cache_folder_is_one_clear_error(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocker / "numba"))
+    with pytest.raises(GlassformerError, match="cannot create numba's cache folder"):
+        choice._compiled()
+
+
 def test_the_cli_flag_sets_the_choice(monkeypatch, capsys):
     from glassformer.cli import main
     monkeypatch.setenv(KERNELS_ENV, "auto")       # restored after the test
