@@ -4,9 +4,9 @@ Each function has the name, arguments and results of its twin in kernels/decode_
 that file first: it says what each one computes, with the ops). Here the same math is spelled as
 loops over rows, heads and positions, so that one call does what takes the twin a handful of
 NumPy calls and temporaries: the norm's statistics and its scaling in one pass over a row; RoPE,
-the cache write, the scores, the mask, an online-free softmax and the weighted sum of one head in
-one loop nest. Sums are float32, in a different order than NumPy's, so the two agree to float32
-rounding (tests/kernels/), not bit for bit.
+the cache write, the scores, the mask, the softmax and the weighted sum of one KV head's query
+heads in one loop nest. Sums are float32, in a different order than NumPy's, so the two agree
+to float32 rounding (tests/kernels/), not bit for bit.
 
 Imported only through kernels/choice.py (which sets numba's cache folder first); compiled on the
 first call of each kernel and cached on disk (cache=True), so a second process loads them.
@@ -46,6 +46,7 @@ def _norm_row(h, w, b, eps, rms, out):
 
 @jit
 def norm_rows(x, w, b, eps, rms):
+    """decode_numpy.norm_rows: RMSNorm or LayerNorm of each row, (B, C) -> (B, C)."""
     y = np.empty_like(x)
     for row in range(x.shape[0]):
         _norm_row(x[row], w, b, eps, rms, y[row])
@@ -54,6 +55,7 @@ def norm_rows(x, w, b, eps, rms):
 
 @jit
 def add_norm_rows(x, delta, bias, w, b, eps, rms):
+    """decode_numpy.add_norm_rows: h = x + (delta + bias) and norm(h), one pass per row."""
     h = np.empty_like(x)
     y = np.empty_like(x)
     for row in range(x.shape[0]):
@@ -68,6 +70,7 @@ def add_norm_rows(x, delta, bias, w, b, eps, rms):
 
 @jit
 def swiglu_rows(gate, up):
+    """decode_numpy.swiglu_rows: silu(gate) * up, (B, F)."""
     hidden = np.empty_like(up)
     for row in range(up.shape[0]):
         for f in range(up.shape[1]):
@@ -78,6 +81,7 @@ def swiglu_rows(gate, up):
 
 @jit
 def gelu_rows(up, bias, approximate):
+    """decode_numpy.gelu_rows: GELU(up + bias), exact or tanh, (B, F)."""
     hidden = np.empty_like(up)
     root_2_over_pi = np.float32(math.sqrt(2.0 / math.pi))
     inv_root_2 = 1.0 / math.sqrt(2.0)
@@ -113,6 +117,8 @@ def _rotated(lin, bias, start, cos, sin, row, out):
 
 @jit
 def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask):
+    """decode_numpy.attend_step: biases, RoPE, the cache write at column `length` and attention
+    over columns [0, length], every row and head in one call -> (B, H*D)."""
     rows, n_kv, d = q.shape[0], k_cache.shape[1], k_cache.shape[3]
     n_head = q.shape[1] // d
     group = n_head // n_kv
