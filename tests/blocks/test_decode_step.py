@@ -93,7 +93,7 @@ def test_generate_gives_the_same_greedy_tokens_on_both_paths(monkeypatch, path):
 
 
 def test_other_layers_keep_the_blocks(monkeypatch):
-    """A prompt (T > 1), a LoRA model or a cacheless forward never reaches the kernels."""
+    """A prompt (T > 1) or a forward without a cache never reaches the kernels."""
     def refuse():
         raise AssertionError("the fused step ran")
     model = make_model("llama", packed=True)
