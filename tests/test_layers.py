@@ -38,7 +38,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "glassformer"
 LAYER = {
     "errors": 0, "blas": 0, "allocator": 0, "packaged": 0, "json_object": 0,
     "display": 0, "memory": 0, "version": 0,
-    "ops": 1,
+    "ops": 1, "kernels": 1,
     "blocks": 2,
     "models": 3, "tokenizers": 3,
     "io": 4,

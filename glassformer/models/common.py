@@ -14,12 +14,14 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.decode_step import decode_step_applies, decode_step_forward
 from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
+from glassformer.kernels.choice import decode_kernels
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.rope import rope_tables_at
@@ -119,7 +121,11 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     long text layer by layer and keeps only the layers it shows.
 
     Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
-    (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
+    (blocks/lora.py), so the backward computes grads for the adapters (and norms) only.
+
+    A decoded step (one position, a KV cache, plain pre-norm layers) runs on the fused kernels of
+    blocks/decode_step.py when kernels/choice.py selects the compiled path: same numbers to
+    float32 rounding, a few calls per layer instead of ~40."""
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # every layer rotates by the same angles: make the cos/sin tables once, pass them down
         block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
@@ -127,6 +133,12 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
                                                      scaling=bcfg.rope_scaling, dtype=x.dtype)
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
+    if causal and on_layer is None and decode_step_applies(bcfg, x, **block_kwargs):
+        # one decoded position: the fused kernels when a compiled path is on (kernels/choice.py:
+        # GLASSFORMER_KERNELS), else the blocks below, the reference; the only place that asks
+        kernels = decode_kernels()
+        if kernels is not None:
+            return decode_step_forward(kernels, layers, x, bcfg, **block_kwargs), None
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
     ctxs = []
     for i in range(n_layer):
