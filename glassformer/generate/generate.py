@@ -28,6 +28,7 @@ import numpy as np
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.memory import check_memory
+from glassformer.generate.penalties import History
 from glassformer.generate.sampling import Sampling, sample
 from glassformer.models.family import ENCODER_DECODER
 
@@ -173,6 +174,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
     last_stop = np.zeros(ids.shape[0], dtype=np.int64)
+    # penalties read each row's prompt (padding left out) and reply so far
+    seen = [History(row[keep], []) for row, keep in zip(ids, mask)] \
+        if sampling.needs_history else None
     cache = kv_cache
     prefilled = False
     for _ in range(int(max_new_tokens)):
@@ -194,7 +198,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         if padding is not None:
             logits = logits.copy()
             logits[:, padding:] = -np.inf                # padding ids: never sampled
-        next_ids = sample(logits, rows, rngs)
+        next_ids = sample(logits, rows, rngs, history=seen)
         fill = last_stop if pad_id is None else np.full_like(last_stop, pad_id)
         next_ids = np.where(finished, fill, next_ids)
         yield next_ids
@@ -203,5 +207,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         finished |= just_stopped
         if finished.all():
             return
+        for row, token in zip(seen or [], next_ids.tolist()):
+            row.output.append(token)
         ids = np.concatenate([ids, next_ids[:, None]], axis=1)          # (B, T) -> (B, T+1)
         mask = np.concatenate([mask, np.ones((ids.shape[0], 1), dtype=bool)], axis=1)
