@@ -2,7 +2,8 @@
 
     add_seed_argument       --seed, which every command (and every sub-action) takes
     model_help              the help text of a flag that names a model (path or packaged name)
-    add_sampling_arguments  --max-new-tokens --temperature --top-k --top-p --no-cache
+    add_sampling_arguments  --max-new-tokens --temperature --top-k --top-p --no-cache, and
+                            --min-p, the penalties and --logit-bias ID=BIAS
     sampling_kwargs         those flags (and --seed) as keyword arguments of generate(), the
                             sampling ones as one Sampling (generate/sampling.py)
     print_stream            print streamed text as it arrives; report_speed: tokens/s on stderr
@@ -72,11 +73,49 @@ def add_sampling_arguments(parser, *, max_new_tokens: int, temperature: float,
     parser.add_argument("--no-cache", action="store_true",
                         help="recompute the whole sequence at every step instead of using the "
                              "KV cache (slower; for comparing)")
+    add_adjustment_arguments(parser)
+
+
+def add_adjustment_arguments(parser) -> None:
+    """min-p, the penalties and logit_bias (generate/penalties.py), as serve's fields."""
+    parser.add_argument("--min-p", type=float, default=None,
+                        help="keep only tokens at least this fraction as likely as the most "
+                             "likely one (default: off)")
+    parser.add_argument("--repetition-penalty", type=float, default=1.0,
+                        help="divide the positive logits (multiply the negative) of every id "
+                             "already in the prompt or reply by this; > 1 repeats less "
+                             "(default: 1, off)")
+    parser.add_argument("--presence-penalty", type=float, default=0.0,
+                        help="subtract this from the logit of every id already in the reply, "
+                             "in [-2, 2] (default: 0)")
+    parser.add_argument("--frequency-penalty", type=float, default=0.0,
+                        help="subtract this times the count of each id in the reply so far, "
+                             "in [-2, 2] (default: 0)")
+    parser.add_argument("--logit-bias", action="append", default=[], metavar="ID=BIAS",
+                        help="add BIAS in [-100, 100] to token ID's logit (-100 bans it); "
+                             "repeat the flag for more ids")
+
+
+def logit_bias_pairs(items: list[str]) -> tuple:
+    """--logit-bias ID=BIAS flags as ((id, bias), ...); a malformed one is one line."""
+    pairs = []
+    for item in items:
+        token, _, value = item.partition("=")
+        try:
+            pairs.append((int(token), float(value)))
+        except ValueError:
+            raise GlassformerError(f"--logit-bias takes ID=BIAS such as 50256=-100, got "
+                                   f"{item!r}") from None
+    return tuple(pairs)
 
 
 def sampling_kwargs(args) -> dict:
     """The generate() keyword arguments from the shared flags (a bad value: one line)."""
-    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    sampling = Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+                        presence_penalty=args.presence_penalty,
+                        frequency_penalty=args.frequency_penalty,
+                        logit_bias=logit_bias_pairs(args.logit_bias))
     return dict(max_new_tokens=args.max_new_tokens, sampling=sampling, seed=args.seed,
                 use_cache=not args.no_cache)
 

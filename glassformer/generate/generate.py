@@ -29,7 +29,7 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.memory import check_memory
 from glassformer.generate.penalties import History
-from glassformer.generate.sampling import Sampling, sample
+from glassformer.generate.sampling import Sampling, check_bias_ids, sample
 from glassformer.models.family import ENCODER_DECODER
 
 
@@ -158,6 +158,7 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         raise GlassformerError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens}")
     sampling = _sampling(sampling, temperature, top_k, top_p)
     cfg = model.cfg
+    check_bias_ids(sampling, cfg.vocab_size)
     cached = kv_cache.length if kv_cache is not None else 0
     ids, mask = _check_prompt(ids, attention_mask, cfg.vocab_size, cached)
     context = model.context_len

@@ -185,6 +185,7 @@ async def generate(request, *, chat: bool):
     if echo and protocol.max_tokens(body, 1, low=0) == 0:
         return await echo_only(request, served, prompts, settings.logprobs, n)
     field = "messages" if chat else "prompt"
+    protocol.check_bias(settings.sampling, served.engine.padding or served.model.cfg.vocab_size)
     budgets = [check_length(len(p), settings.max_tokens, served.engine.max_len, field)
                for p in prompts]
     if len(prompts) * n > served.engine.max_queue:

@@ -26,6 +26,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.generate.generate import padding_start
+from glassformer.generate.penalties import History
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
@@ -164,7 +165,8 @@ class Engine:
             logits = logits.copy()
             logits[:, self.padding:] = -np.inf               # padding ids: never sampled
         ids = sample(logits, [seq.settings.sampling for seq in seqs],
-                     [seq.rng for seq in seqs])                     # (n,) generate()'s sampler
+                     [seq.rng for seq in seqs],                     # (n,) generate()'s sampler
+                     history=[History(seq.prompt, seq.output) for seq in seqs])
         infos = self.token_infos(logits, ids, seqs)
         self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):

@@ -5,7 +5,10 @@ Requests (https://platform.openai.com/docs/api-reference): `/v1/completions` rea
 flag and `top_logprobs` as the count, and `max_completion_tokens` (its newer name of
 `max_tokens`). `/v1/completions` also reads `echo` (the prompt's log-probabilities in front of
 the reply, echo.py; with it, max_tokens may be 0). Both read `temperature`, `top_p`, `n`, `stop`, `seed`, `stream` and
-`stream_options.include_usage`. Fields this server does not know are ignored, as vLLM does; a
+`stream_options.include_usage`, and the sampling fields vLLM and llama.cpp's server take:
+`top_k` (-1 or 0: off, as vLLM), `min_p`, `repetition_penalty`, OpenAI's `presence_penalty`,
+`frequency_penalty` and `logit_bias` (token id -> bias in [-100, 100]; ids checked against the
+model's vocabulary by `check_bias`). Fields this server does not know are ignored, as vLLM does; a
 known field with a wrong value is an ApiError (HTTP 400) naming the field and what it takes.
 
 Errors have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
@@ -18,13 +21,15 @@ import time
 
 import numpy as np
 
-from glassformer.generate.sampling import Sampling
+from glassformer.errors import GlassformerError
+from glassformer.generate.sampling import Sampling, check_bias_ids
 from glassformer.serve.sequence import Settings, TokenInfo, Usage
 
 MAX_N = 8               # choices per request
 MAX_STOP = 4            # stop strings per request (OpenAI's limit)
 MAX_TOP_LOGPROBS = 20   # alternatives per token (OpenAI's limit for chat)
 COMPLETION_MAX_TOKENS = 16   # /v1/completions' default max_tokens, as OpenAI's
+MAX_LOGIT_BIAS = 300         # logit_bias entries per request (OpenAI's limit)
 MAX_SEED = 2 ** 63 - 1       # seeds are np.random.default_rng's: integers >= 0
 
 
@@ -125,10 +130,48 @@ def settings(body: dict, *, chat: bool) -> tuple[Settings, int]:
     echo = not chat and flag(body, "echo")
     limit = max_tokens(body, None if chat else COMPLETION_MAX_TOKENS, low=0 if echo else 1)
     sampling = Sampling(temperature=number(body, "temperature", 1.0, 0.0, 2.0),
-                        top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True))
+                        top_p=number(body, "top_p", 1.0, 0.0, 1.0, open_low=True),
+                        **adjustments(body))
     found = Settings(max_tokens=limit or 0, sampling=sampling, seed=seed,
                      stop=stop_strings(body), logprobs=logprobs)
     return found, integer(body, "n", 1, 1, MAX_N)
+
+
+def adjustments(body: dict) -> dict:
+    """The Sampling fields past temperature and top_p (generate/penalties.py), checked."""
+    top_k = integer(body, "top_k", 0, -1)
+    return dict(top_k=top_k if top_k > 0 else None,          # -1 and 0: off, as vLLM
+                min_p=number(body, "min_p", 0.0, 0.0, 1.0) or None,      # 0: off
+                presence_penalty=number(body, "presence_penalty", 0.0, -2.0, 2.0),
+                frequency_penalty=number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+                repetition_penalty=number(body, "repetition_penalty", 1.0, 0.0, 100.0,
+                                          open_low=True),
+                logit_bias=logit_bias(body))
+
+
+def logit_bias(body: dict) -> tuple:
+    """OpenAI's logit_bias, {"token id": bias}, as ((id, bias), ...) sorted by id."""
+    value = body.get("logit_bias")
+    if value is None:
+        return ()
+    expected = 'an object of token ids to numbers in [-100, 100], such as {"50256": -100}'
+    if not isinstance(value, dict) or len(value) > MAX_LOGIT_BIAS:
+        raise bad("logit_bias", expected + f" (at most {MAX_LOGIT_BIAS})", value)
+    pairs = []
+    for key, bias in value.items():
+        if not (isinstance(key, str) and key.isdigit() and len(key) < 12) or isinstance(
+                bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise bad("logit_bias", expected, {key: bias})
+        pairs.append((int(key), float(bias)))
+    return tuple(sorted(pairs))
+
+
+def check_bias(sampling: Sampling, vocab_size: int) -> None:
+    """A 400 for a logit_bias naming an id past the model's vocabulary."""
+    try:
+        check_bias_ids(sampling, vocab_size)
+    except GlassformerError as err:
+        raise ApiError(400, str(err), param="logit_bias", code="invalid_value") from None
 
 
 def new_id(prefix: str) -> str:

@@ -122,30 +122,36 @@ class RowCache:
         """Prefill prompts into free rows `rows`, the first reused[i] ids of prompt i already
         held by its row; returns the logits (n, V) of each prompt's last id. The prompts end at
         column `length`; the rows running (B_max,) bool are moved (realign) if one prompt is
-        longer than that.
+        longer than that. Equal prompts (a request's n choices) are computed once and copied
+        into each of their rows.
         """
-        lengths = np.array([len(p) for p in prompts])                   # (n,) P_i
-        kept = np.array(reused)                                         # (n,) k_i
-        fresh = lengths - kept                                          # (n,) ids to feed, >= 1
+        first: dict = {}
+        source = np.array([first.setdefault(tuple(p), i) for i, p in enumerate(prompts)])
+        unique = sorted(first.values())                                 # joiners computed
+        source = np.searchsorted(unique, source)                        # (n,) their small row
+        lengths = np.array([len(prompts[i]) for i in unique])           # (u,) P_i
+        kept = np.array([reused[i] for i in unique])                    # (u,) k_i
+        fresh = lengths - kept                                          # (u,) ids to feed, >= 1
         width = int(fresh.max())                                        # T_new: fed per row
         total = width + int(kept.max())                                 # W: the small cache
-        small = model.new_cache(len(rows), total)
-        small_live = np.zeros((len(rows), total), dtype=bool)           # (n, W)
+        small = model.new_cache(len(unique), total)
+        small_live = np.zeros((len(unique), total), dtype=bool)         # (u, W)
         # the reused keys, right-aligned to end where the fed block starts (column W - T_new)
-        self.copy_prefix(small, small_live, rows, kept, total - width)
+        self.copy_prefix(small, small_live, [rows[i] for i in unique], kept, total - width)
         cols = np.arange(width)
-        fed = cols[None, :] >= (width - fresh)[:, None]                 # (n, T_new) left padding
+        fed = cols[None, :] >= (width - fresh)[:, None]                 # (u, T_new) left padding
         small_live[:, total - width:] = fed
-        tokens = np.zeros((len(rows), width), dtype=np.int64)
-        positions = np.zeros((len(rows), width), dtype=np.int64)
-        for i, prompt in enumerate(prompts):                            # ragged lists -> arrays
-            tokens[i, width - fresh[i]:] = prompt[kept[i]:]
-            positions[i, width - fresh[i]:] = np.arange(kept[i], lengths[i])
+        tokens = np.zeros((len(unique), width), dtype=np.int64)
+        positions = np.zeros((len(unique), width), dtype=np.int64)
+        for j, i in enumerate(unique):                                  # ragged lists -> arrays
+            tokens[j, width - fresh[j]:] = prompts[i][kept[j]:]
+            positions[j, width - fresh[j]:] = np.arange(kept[j], lengths[j])
         small.length = total - width
         logits, _ = model.forward(tokens, attention_mask=small_live, positions=positions,
-                                  kv_cache=small, last_only=True)       # (n, 1, V)
-        self.place(small, small_live, rows, np.concatenate(prompts), lengths, running)
-        return logits[:, -1]
+                                  kv_cache=small, last_only=True)       # (u, 1, V)
+        self.place(small, small_live[source], source, rows, np.concatenate(prompts),
+                   lengths[source], running)
+        return logits[source, -1]
 
     def copy_prefix(self, small: KVCache, small_live: np.ndarray, rows: list[int],
                     kept: np.ndarray, end: int) -> None:
@@ -162,10 +168,11 @@ class RowCache:
             small.v[layer][pick_i, :, dest] = self.cache.v[layer][source_rows, :, pick_col]
         small_live[pick_i, dest] = True
 
-    def place(self, small: KVCache, small_live: np.ndarray, rows: list[int], ids: np.ndarray,
-              lengths: np.ndarray, running: np.ndarray) -> None:
-        """Copy each small row's live columns into its row, ending at column `length`; ids (N,)
-        are the prompts one after the other, the ids of those columns in the same order."""
+    def place(self, small: KVCache, small_live: np.ndarray, source: np.ndarray, rows: list[int],
+              ids: np.ndarray, lengths: np.ndarray, running: np.ndarray) -> None:
+        """Copy small row source[i]'s live columns (small_live (n, W): joiner i's) into row
+        rows[i], ending at column `length`; ids (N,) are the prompts one after the other, the
+        ids of those columns in the same order."""
         if self.cache.length < int(lengths.max()):
             # running rows move to end further right; free rows' old ids are forgotten
             counts = self.live[running].sum(axis=1)
@@ -177,8 +184,9 @@ class RowCache:
         rank = np.cumsum(small_live, axis=1)[pick_i, pick_col] - 1      # (N,)
         dest = self.cache.length - lengths[pick_i] + rank               # (N,)
         dest_rows = np.asarray(rows)[pick_i]
+        from_rows = source[pick_i]
         for layer in range(len(small.k)):
-            self.cache.k[layer][dest_rows, :, dest] = small.k[layer][pick_i, :, pick_col]
-            self.cache.v[layer][dest_rows, :, dest] = small.v[layer][pick_i, :, pick_col]
+            self.cache.k[layer][dest_rows, :, dest] = small.k[layer][from_rows, :, pick_col]
+            self.cache.v[layer][dest_rows, :, dest] = small.v[layer][from_rows, :, pick_col]
         self.live[dest_rows, dest] = True
         self.ids[dest_rows, dest] = ids

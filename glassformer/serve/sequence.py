@@ -16,7 +16,7 @@ another thread and read by the engine before every step).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -103,6 +103,7 @@ class Sequence:
     cached_tokens: int = 0
     new_tokens: int = 0
     finished: bool = False
+    output: list = field(default_factory=list)   # the reply's ids: what penalties read
 
     def __post_init__(self):
         self.rng = np.random.default_rng(self.settings.seed)
@@ -119,6 +120,7 @@ class Sequence:
             self.finish("stop")
             return
         self.new_tokens += 1
+        self.output.append(token_id)
         if info is not None:
             self.pending.append(info)
         self.feed.ids.append(token_id)
