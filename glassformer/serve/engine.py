@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import deque
 
 import numpy as np
@@ -30,6 +31,7 @@ from glassformer.generate.penalties import History
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
+from glassformer.serve.metrics import Metrics
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
 
@@ -52,6 +54,7 @@ class Engine:
         self.stopping = False
         self.padding = padding_start(model)
         self.thread = threading.Thread(target=self.loop, name="glassformer-engine", daemon=True)
+        self.metrics = Metrics()          # token times (TTFT, inter-token), read by /metrics
 
     @property
     def max_len(self) -> int:
@@ -75,6 +78,9 @@ class Engine:
             if len(self.waiting) + len(sequences) > self.max_queue:
                 raise QueueFull(f"the server is busy: {len(self.waiting)} requests wait "
                                 f"(--max-queue {self.max_queue}); retry shortly")
+            now = time.perf_counter()
+            for seq in sequences:
+                seq.submitted_at = now
             self.waiting.extend(sequences)
             self.wake.notify()
 
@@ -175,6 +181,7 @@ class Engine:
                 seq.finish("cancelled")
             if seq.finished:
                 self.running[row] = None
+        self.metrics.tokens_chosen(seqs)
 
     def token_infos(self, logits: np.ndarray, ids: np.ndarray, seqs: list[Sequence]) -> list:
         """Per row, the chosen token's log-probability and the top alternatives (None for

@@ -5,6 +5,7 @@ The KV cache of every row is allocated once, before the port opens, so its size 
 blocks/kv_cache.py `KVCache.bytes_for`, so MLA's latent cache counts its own two widths; each
 row's column mask and ids; and a prefill of every row at once beside them), refused past half
 the machine's memory in one line naming the flags that shrink it, before any of it exists.
+Every request passes metrics.py's MetricsMiddleware (counted; GET /metrics answered there).
 uvicorn handles Ctrl-C: it stops taking connections, lets the requests in flight finish (at most
 DRAIN_S), then the app's lifespan stops the engine, and the process exits with status 0.
 """
@@ -17,6 +18,7 @@ from glassformer.errors import GlassformerError
 from glassformer.memory import check_memory, memory_budget
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve.engine import Engine
+from glassformer.serve.metrics import Metrics, MetricsMiddleware
 from glassformer.serve.rows import RowCache
 
 DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting them
@@ -74,7 +76,9 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
     where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     print(f"glassformer serve: {name} at {where}/v1 (chat page: {where}/); Ctrl-C stops",
           file=sys.stderr, flush=True)
-    config = uvicorn.Config(RequestLog(create_app(served)), log_level="warning",
+    metrics = engine.metrics if engine is not None else Metrics()
+    config = uvicorn.Config(RequestLog(MetricsMiddleware(create_app(served), metrics, engine)),
+                            log_level="warning",
                             access_log=False, timeout_graceful_shutdown=DRAIN_S)
     try:
         uvicorn.Server(config).run(sockets=[sock])

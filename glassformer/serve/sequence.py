@@ -104,6 +104,8 @@ class Sequence:
     new_tokens: int = 0
     finished: bool = False
     output: list = field(default_factory=list)   # the reply's ids: what penalties read
+    submitted_at: float = 0.0            # perf_counter() when queued (metrics.py's TTFT)
+    last_token_at: float | None = None   # perf_counter() of its last token (None: none yet)
 
     def __post_init__(self):
         self.rng = np.random.default_rng(self.settings.seed)
