@@ -36,7 +36,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
+    parser.add_argument("--prefill-chunk", type=int, default=PREFILL_CHUNK,
+                        help="feed a joining prompt this many tokens at a time, between decode "
+                             "steps of the running replies, so they keep their pace; 0 feeds "
+                             f"it in one piece (default: {PREFILL_CHUNK})")
     add_template_budget_arguments(parser)
+
+
+PREFILL_CHUNK = 256   # see docs/performance.md, chunked prefill
 
 
 def served_name(model: str) -> str:
@@ -47,6 +54,8 @@ def served_name(model: str) -> str:
 def run(args) -> int:
     check_at_least_one(max_batch=args.max_batch, max_queue=args.max_queue,
                        context=args.context)
+    if args.prefill_chunk < 0:
+        raise GlassformerError(f"--prefill-chunk must be >= 0 (0: off), got {args.prefill_chunk}")
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
     budget = template_budget(args)
@@ -55,4 +64,4 @@ def run(args) -> int:
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
                  context=args.context, embed_max_length=embed_max_length,
-                 template_budget=budget)
+                 template_budget=budget, prefill_chunk=args.prefill_chunk)

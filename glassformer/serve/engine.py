@@ -5,7 +5,9 @@ reply in flight in the same forward. Its loop, once per step:
 
     1. drop the rows whose client left (`Sequence.cancelled`): freed within one step
     2. admit waiting sequences into free rows (a row holding the longest common prefix of the
-       prompt is preferred, and those keys are reused), and prefill their prompts together
+       prompt is preferred, and those keys are reused), and prefill their prompts together:
+       in one piece, or with `prefill_chunk` C, C columns per step (prefill.py) while the
+       running rows go on decoding; nobody new is admitted until those joiners are in
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
        generate() uses: all rows in one call), and stops on its own conditions;
@@ -32,6 +34,7 @@ from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
 from glassformer.serve.metrics import Metrics
+from glassformer.serve.prefill import Prefill
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
 
@@ -43,8 +46,12 @@ class QueueFull(GlassformerError):
 class Engine:
     """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
 
-    def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int):
+    def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
+                 prefill_chunk: int = 0):
         self.model = model
+        self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
+        self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk
+        self.joiners: list[Sequence] = []
         self.max_queue = max_queue
         self.rows = RowCache.allocate(model, max_batch, max_len)
         self.running: list[Sequence | None] = [None] * max_batch
@@ -106,6 +113,7 @@ class Engine:
             failed = [seq for seq in self.running if seq is not None] + list(self.waiting)
             self.waiting.clear()
         self.running = [None] * len(self.running)
+        self.joining = None
         for row in range(len(self.running)):
             self.rows.forget(row)
         for seq in failed:
@@ -113,9 +121,19 @@ class Engine:
 
     def step(self) -> None:
         self.drop_cancelled()
-        self.admit()
-        if self.busy():
+        if self.joining is None:
+            self.admit()
+        if self.joining is not None:
+            self.feed_joiners()
+        if self.decodable().any():
             self.decode()
+
+    def decodable(self) -> np.ndarray:
+        """(B,) bool: the rows running with their prompt in (not still being prefilled)."""
+        rows = np.array([seq is not None for seq in self.running])
+        if self.joining is not None:
+            rows[self.joining.rows] = False
+        return rows
 
     def drop_cancelled(self) -> None:
         for row, seq in enumerate(self.running):
@@ -146,9 +164,29 @@ class Engine:
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
             seq.cached_tokens = keep                        # a fault in it fails them too
             self.running[row] = seq                         # (fail_all) rather than losing them
+        if self.prefill_chunk:
+            self.joining = Prefill.start(self.rows, self.model, rows,
+                                         [seq.prompt for seq in joiners], reused)
+            self.joiners = joiners
+            return
         logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
                                    running)                              # (n, V)
         self.choose(logits, joiners, rows)
+
+    def feed_joiners(self) -> None:
+        """One chunk of the joiners' prefill; once all is fed, they join and pick a token (a
+        joiner whose client left meanwhile is only copied in, for prefix reuse)."""
+        joining = self.joining
+        joining.feed(self.model, self.prefill_chunk)
+        if not joining.done:
+            return
+        self.joining = None
+        logits = joining.finish(self.rows, self.decodable())                # (n, V)
+        staying = [i for i, (seq, row) in enumerate(zip(self.joiners, joining.rows))
+                   if self.running[row] is seq]
+        if staying:
+            self.choose(logits[staying], [self.joiners[i] for i in staying],
+                        [joining.rows[i] for i in staying])
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
         """The free row holding the longest prefix of prompt (else the lowest), and its length."""
@@ -158,8 +196,9 @@ class Engine:
 
     def decode(self) -> None:
         """One forward for rows [0, last running row]: each running row feeds its last token."""
-        rows = max(row for row, seq in enumerate(self.running) if seq is not None) + 1
-        active = np.array([seq is not None for seq in self.running[:rows]])      # (rows,)
+        decodable = self.decodable()
+        rows = int(np.flatnonzero(decodable).max()) + 1
+        active = decodable[:rows]                                                # (rows,)
         tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
         logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)
         picked = np.flatnonzero(active)

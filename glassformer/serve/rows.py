@@ -12,10 +12,10 @@ are a shared timeline, and each row keeps a `live` mask of the columns that hold
 The key mask of a forward is `live` (masked keys get exactly zero weight, ops/softmax.py) and
 each row's positions count its own live columns, so a row's tokens are the ones it would get
 alone. A joining prompt is prefilled in a small cache of its own (joiners together, left-padded,
-`prefill`) and copied into its row, ending at column `length`; so it joins the next decode step
-without making the other rows wait for or compute its prompt. When the timeline is full (or a
-prompt is longer than `length`), `realign` moves every running row's live columns to end at one
-column, as one gather per layer.
+`prefill`; prefill.py, whole or in chunks) and copied into its row, ending at column `length`;
+so it joins the next decode step without making the other rows compute its prompt. When the
+timeline is full (or a prompt is longer than `length`), `realign` moves every running row's live
+columns to end at one column, as one gather per layer.
 
 A free row keeps the ids of its last request: a new prompt that shares a prefix with them (the
 next turn of a chat) copies those keys instead of recomputing them (`reuse`).
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.serve.prefill import Prefill
 
 
 @dataclass
@@ -119,39 +120,14 @@ class RowCache:
 
     def prefill(self, model, rows: list[int], prompts: list[list[int]], reused: list[int],
                 running: np.ndarray) -> np.ndarray:
-        """Prefill prompts into free rows `rows`, the first reused[i] ids of prompt i already
-        held by its row; returns the logits (n, V) of each prompt's last id. The prompts end at
-        column `length`; the rows running (B_max,) bool are moved (realign) if one prompt is
-        longer than that. Equal prompts (a request's n choices) are computed once and copied
-        into each of their rows.
+        """Prefill prompts into free rows `rows` in one piece (prefill.py), the first reused[i]
+        ids of prompt i already held by its row; returns the logits (n, V) of each prompt's last
+        id. The prompts end at column `length`; the rows running (B_max,) bool are moved
+        (realign) if one prompt is longer than that. Equal prompts are computed once.
         """
-        first: dict = {}
-        source = np.array([first.setdefault(tuple(p), i) for i, p in enumerate(prompts)])
-        unique = sorted(first.values())                                 # joiners computed
-        source = np.searchsorted(unique, source)                        # (n,) their small row
-        lengths = np.array([len(prompts[i]) for i in unique])           # (u,) P_i
-        kept = np.array([reused[i] for i in unique])                    # (u,) k_i
-        fresh = lengths - kept                                          # (u,) ids to feed, >= 1
-        width = int(fresh.max())                                        # T_new: fed per row
-        total = width + int(kept.max())                                 # W: the small cache
-        small = model.new_cache(len(unique), total)
-        small_live = np.zeros((len(unique), total), dtype=bool)         # (u, W)
-        # the reused keys, right-aligned to end where the fed block starts (column W - T_new)
-        self.copy_prefix(small, small_live, [rows[i] for i in unique], kept, total - width)
-        cols = np.arange(width)
-        fed = cols[None, :] >= (width - fresh)[:, None]                 # (u, T_new) left padding
-        small_live[:, total - width:] = fed
-        tokens = np.zeros((len(unique), width), dtype=np.int64)
-        positions = np.zeros((len(unique), width), dtype=np.int64)
-        for j, i in enumerate(unique):                                  # ragged lists -> arrays
-            tokens[j, width - fresh[j]:] = prompts[i][kept[j]:]
-            positions[j, width - fresh[j]:] = np.arange(kept[j], lengths[j])
-        small.length = total - width
-        logits, _ = model.forward(tokens, attention_mask=small_live, positions=positions,
-                                  kv_cache=small, last_only=True)       # (u, 1, V)
-        self.place(small, small_live[source], source, rows, np.concatenate(prompts),
-                   lengths[source], running)
-        return logits[source, -1]
+        joining = Prefill.start(self, model, rows, prompts, reused)
+        joining.feed(model)
+        return joining.finish(self, running)
 
     def copy_prefix(self, small: KVCache, small_live: np.ndarray, rows: list[int],
                     kept: np.ndarray, end: int) -> None:

@@ -25,14 +25,16 @@ DRAIN_S = 30       # Ctrl-C waits this long for replies in flight before cutting
 BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
-def make_engine(model, *, max_batch: int, max_queue: int, context: int | None) -> Engine:
+def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
+                prefill_chunk: int = 0) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
     check_memory(RowCache.bytes_for(model, max_batch, context),
                  f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
                  "prefill of every row at once)", "lower --max-batch or --context",
                  budget=memory_budget())
-    return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context)
+    return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context,
+                  prefill_chunk=prefill_chunk)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -54,7 +56,7 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
-          template_budget=None) -> int:
+          template_budget=None, prefill_chunk: int = 0) -> int:
     try:
         import uvicorn
 
@@ -69,8 +71,8 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer, so it cannot read requests' text; "
                                "serve a folder or file that includes one")
-    engine = make_engine(model, max_batch=max_batch, max_queue=max_queue,
-                         context=context) if kind == CAUSAL else None
+    engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
+                         prefill_chunk=prefill_chunk) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget)
     sock = open_socket(host, port)
     where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
