@@ -43,7 +43,7 @@ def add_arguments(parser) -> None:
     add_template_budget_arguments(parser)
 
 
-PREFILL_CHUNK = 256   # see docs/performance.md, chunked prefill
+PREFILL_CHUNK = 64    # about one decode step of 8 rows on SmolLM2: docs/performance.md
 
 
 def served_name(model: str) -> str:
