@@ -29,7 +29,7 @@ MAX_N = 8               # choices per request
 MAX_STOP = 4            # stop strings per request (OpenAI's limit)
 MAX_TOP_LOGPROBS = 20   # alternatives per token (OpenAI's limit for chat)
 COMPLETION_MAX_TOKENS = 16   # /v1/completions' default max_tokens, as OpenAI's
-MAX_LOGIT_BIAS = 300         # logit_bias entries per request (OpenAI's limit)
+MAX_LOGIT_BIAS = 300         # logit_bias entries per request (as OpenAI bounds them)
 MAX_SEED = 2 ** 63 - 1       # seeds are np.random.default_rng's: integers >= 0
 
 
