@@ -24,6 +24,7 @@ from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
 from glassformer.gradcheck.cases import seq2seq
+from glassformer.gradcheck.cases import sink
 from glassformer.gradcheck.cases import softmax
 from glassformer.gradcheck.cases import swiglu
 from glassformer.gradcheck.core import GradcheckCase
@@ -38,6 +39,7 @@ _MODULES = [
     layer_norm,
     rms_norm,
     softmax,
+    sink,
     activation,
     swiglu,
     rope,
