@@ -120,17 +120,21 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
 
     Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
     (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
+    tables = {}   # (theta, scaling) -> the cos/sin tables every layer of that RoPE shares
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
-        # every layer rotates by the same angles: make the cos/sin tables once, pass them down
-        block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
-                                                     theta=bcfg.rope_theta,
-                                                     scaling=bcfg.rope_scaling, dtype=x.dtype)
+        # layers rotate by the same angles (or, Gemma 3, by one of two bases): make each set of
+        # cos/sin tables once, pass it down
+        for setting in {bcfg.rope_at(i) for i in range(n_layer)}:
+            tables[setting] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
+                                             theta=setting[0], scaling=setting[1],
+                                             dtype=x.dtype)
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
     ctxs = []
     for i in range(n_layer):
         x_in = x
+        block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(i))
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
         if on_layer is not None:
             on_layer(i, ctx, x_in, x)
