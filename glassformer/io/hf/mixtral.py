@@ -48,7 +48,8 @@ def to_hf(cfg: MixtralConfig) -> dict:
     hf = llama_keys(cfg)
     hf.pop("attention_bias")
     return {"architectures": [MIXTRAL.hf_class], "model_type": MIXTRAL.name, **hf,
-            "intermediate_size": cfg.moe_config().expert_d_ff, "sliding_window": None,
+            "intermediate_size": cfg.moe_config().expert_d_ff,
+            "sliding_window": cfg.sliding_window,
             "num_local_experts": cfg.n_experts, "num_experts_per_tok": cfg.experts_per_token,
             "router_jitter_noise": 0.0}
 
