@@ -10,7 +10,7 @@ Families differ by flags, not copies (STYLE.md §2):
     DeepSeek-V3  as LLaMA, with multi-head latent attention (`mla`, blocks/mla.py)
     Mixtral, Qwen3-MoE, OLMoE  as LLaMA, with a sparse mixture-of-experts MLP (`moe`: MoEConfig)
     Mistral  as LLaMA, every layer a sliding window (`window`)
-    Gemma 3  four norms a layer ("sandwich"), (1 + w) RMSNorm (`norm_offset`), GELU-gated MLP,
+    Gemma 3  four norms a layer ("pre_post"), (1 + w) RMSNorm (`norm_offset`), GELU-gated MLP,
              5 windowed layers to 1 full (`window`, `full_layers`), a second RoPE base for the
              windowed ones (`local_rope_theta`), its own score scale (`attn_scale`)
     gpt-oss  windows on alternate layers, attention sinks (`attn_sinks`), q/k/v/o biases
@@ -24,7 +24,7 @@ from glassformer.ops.moe_router import SCORINGS
 from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
-NORM_POSITIONS = ("pre", "post", "sandwich")
+NORM_POSITIONS = ("pre", "post", "pre_post")
 MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu_tanh")
 POSITIONS = ("none", "rope", "alibi")
 QK_NORMS = ("none", "head", "proj")

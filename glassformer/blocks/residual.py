@@ -6,7 +6,7 @@ when the config has `mla`.
         h   = x + Attn(Norm1(x))                 h   = Norm1(x + Attn(x))
         out = h + MLP(Norm2(h))                  out = Norm2(h + MLP(h))
 
-    sandwich (Gemma 3: four norms a layer, "norm1_post." and "norm2_post." the second two):
+    pre_post (Gemma 3: four norms a layer, "norm1_post." and "norm2_post." the second two):
         h   = x + Norm1_post(Attn(Norm1(x)))
         out = h + Norm2_post(MLP(Norm2(h)))
 
@@ -50,7 +50,7 @@ class SubCtx(NamedTuple):
     norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
     body: AttentionBlockCtx | MLACtx | MLPCtx | MoECtx
     drop: DropoutCtx
-    post: NormCtx | None = None   # a sandwich layer's norm of the body's output
+    post: NormCtx | None = None   # a pre_post layer's norm of the body's output
 
 
 class BlockCtx(NamedTuple):
@@ -75,16 +75,16 @@ def _residual_in(norm_params: dict, x: np.ndarray, cfg: BlockConfig
 def _residual_out(norm_params: dict, x: np.ndarray, body_out: np.ndarray, in_ctx: SubCtx,
                   cfg: BlockConfig, train: bool, rng, post_params: dict | None = None
                   ) -> tuple[np.ndarray, SubCtx]:
-    """Dropout on the body's output, then x + out (pre-norm), x + Norm_post(out) (sandwich) or
+    """Dropout on the body's output, then x + out (pre-norm), x + Norm_post(out) (pre_post) or
     Norm(x + out) (post-norm).
 
     in_ctx: the SubCtx so far, with the pre-norm's ctx (or None) and the body's ctx.
-    post_params: a sandwich layer's second norm of this sub-block.
+    post_params: a pre_post layer's second norm of this sub-block.
     """
     out, drop_ctx = dropout_forward(body_out, p=cfg.dropout, rng=rng, train=train)
     if cfg.norm_position == "pre":
         return x + out, in_ctx._replace(drop=drop_ctx)
-    if cfg.norm_position == "sandwich":
+    if cfg.norm_position == "pre_post":
         out, post_ctx = norm_forward(post_params, out, cfg)                  # (B, T, C)
         return x + out, in_ctx._replace(drop=drop_ctx, post=post_ctx)
     y, norm_ctx = norm_forward(norm_params, x + out, cfg)
@@ -94,11 +94,11 @@ def _residual_out(norm_params: dict, x: np.ndarray, body_out: np.ndarray, in_ctx
 def _residual_out_backward(dy: np.ndarray, ctx: SubCtx, norm_position: str
                            ) -> tuple[dict, np.ndarray, np.ndarray]:
     """Back through `_residual_out`: returns (post-norm grads or {}, d body output, d skip),
-    where d skip is the gradient of the residual sum, which reaches x directly too (a sandwich
+    where d skip is the gradient of the residual sum, which reaches x directly too (a pre_post
     layer: its post norm's grads in place of the post-norm's)."""
     if norm_position == "pre":
         return {}, dropout_backward(dy, ctx.drop), dy
-    if norm_position == "sandwich":
+    if norm_position == "pre_post":
         post_grads, dout = norm_backward(dy, ctx.post)
         return post_grads, dropout_backward(dout, ctx.drop), dy
     norm_grads, dsum = norm_backward(dy, ctx.norm)
@@ -225,8 +225,8 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
 
 def _norm_grads(out_norm: dict, in_norm: dict, name: str, norm_position: str) -> dict:
     """A sub-block's norm grads under the layer's names: one norm `name` (pre- or post-norm), or
-    a sandwich's two, `name` before the body and `name`_post after it."""
-    if norm_position == "sandwich":
+    a pre_post's two, `name` before the body and `name`_post after it."""
+    if norm_position == "pre_post":
         return {**prefixed(in_norm, f"{name}."), **prefixed(out_norm, f"{name}_post.")}
     return prefixed({**out_norm, **in_norm}, f"{name}.")
 
@@ -302,7 +302,7 @@ def block_shapes(cfg: BlockConfig, *, cross: bool = False, layer: int = 0
     shapes.update(prefixed(norm_shapes(cfg), "norm2."))
     mlp = moe_shapes(cfg) if sparse_layer(cfg, layer) else mlp_shapes(cfg)
     shapes.update(prefixed(mlp, "mlp."))
-    if cfg.norm_position == "sandwich":
+    if cfg.norm_position == "pre_post":
         shapes.update(prefixed(norm_shapes(cfg), "norm1_post."))
         shapes.update(prefixed(norm_shapes(cfg), "norm2_post."))
     return shapes
@@ -324,7 +324,7 @@ def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
     params.update(prefixed(init_norm(cfg, dtype), "norm2."))
     init = init_moe if sparse_layer(cfg, layer) else init_mlp
     params.update(prefixed(init(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
-    if cfg.norm_position == "sandwich":
+    if cfg.norm_position == "pre_post":
         params.update(prefixed(init_norm(cfg, dtype), "norm1_post."))
         params.update(prefixed(init_norm(cfg, dtype), "norm2_post."))
     return params
