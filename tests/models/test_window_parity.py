@@ -66,3 +66,34 @@ def test_window_zero_and_layer_types_of_the_wrong_length_are_one_line_each():
     with pytest.raises(GlassformerError, match="layer_types has 3 entries, but "
                                                "num_hidden_layers is 2"):
         config_from_hf(_hf(layer_types=["sliding_attention"] * 3))
+
+
+def gemma3(layer_types, *, softcaps=False):
+    torch.manual_seed(0)
+    caps = dict(final_logit_softcapping=4.0) if softcaps else {}
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=V, hidden_size=40, intermediate_size=56, num_hidden_layers=len(layer_types),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=10, max_position_embeddings=128,
+        sliding_window=WINDOW, layer_types=layer_types, query_pre_attn_scalar=12,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0,
+                                            "rope_theta": 5000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}},
+        initializer_range=0.2, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+        attn_implementation="eager", **caps)
+    return spread_out(torch, transformers.Gemma3ForCausalLM(cfg))
+
+
+LOCAL, GLOBAL = "sliding_attention", "full_attention"
+
+
+@pytest.mark.parametrize("pattern,softcaps", [
+    ([LOCAL, LOCAL, GLOBAL], False),
+    ([GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, LOCAL, GLOBAL], True),
+])
+def test_gemma3_local_global_logits_greedy_gradients_and_export(pattern, softcaps, tmp_path):
+    reference = gemma3(pattern, softcaps=softcaps)
+    model = check_loaded(reference, tmp_path / "hf", WINDOW, V)
+    assert model.arch == "gemma3"
+    assert model.cfg.full_layers == tuple(i for i, kind in enumerate(pattern) if kind == GLOBAL)
+    check_gradients(torch, reference, model, V, 3 * WINDOW)
+    check_export(torch, transformers, model, tmp_path / "ours", 3 * WINDOW)
