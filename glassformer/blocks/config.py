@@ -25,7 +25,7 @@ from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post", "pre_post")
-MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu_tanh")
+MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu_tanh", "swiglu_clamped")
 POSITIONS = ("none", "rope", "alibi")
 QK_NORMS = ("none", "head", "proj")
 
@@ -68,6 +68,9 @@ class MoEConfig:
     shared_d_ff: int = 0            # hidden width of the always-on shared expert (0: none)
     shared_gate: bool = False       # sigmoid gate on the shared expert (Qwen2-MoE)
     dense_layers: tuple[int, ...] = ()  # layers that keep a dense MLP (DeepSeek's first k)
+    router_logit_bias: bool = False # a bias added to the router logits, trained (gpt-oss)
+    expert_mlp: str = "swiglu"      # each expert's MLP: "swiglu" or "swiglu_clamped" (gpt-oss)
+    expert_bias: bool = False       # biases on the experts' gate, up and down (gpt-oss)
 
     def __post_init__(self):
         e, k = self.n_experts, self.experts_per_token
@@ -124,6 +127,8 @@ class BlockConfig:
     attn_scale: float | None = None  # score scale (None: 1/sqrt(D)); Gemma: query_pre_attn^-0.5
     attn_softcap: float | None = None  # cap * tanh(scores / cap) (Gemma's attn softcapping)
     attn_sinks: bool = False        # one learned sink logit per head, `attn.sinks` (H,)
+    glu_alpha: float = 1.702        # swiglu_clamped: out = (clip(up) + 1) g sigmoid(alpha g)
+    glu_limit: float = 7.0          # swiglu_clamped: g = min(gate, limit), up clipped to +-limit
 
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),

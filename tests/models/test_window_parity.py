@@ -97,3 +97,27 @@ def test_gemma3_local_global_logits_greedy_gradients_and_export(pattern, softcap
     assert model.cfg.full_layers == tuple(i for i, kind in enumerate(pattern) if kind == GLOBAL)
     check_gradients(torch, reference, model, V, 3 * WINDOW)
     check_export(torch, transformers, model, tmp_path / "ours", 3 * WINDOW)
+
+
+def gpt_oss(layer_types):
+    torch.manual_seed(0)
+    cfg = transformers.GptOssConfig(
+        vocab_size=V, hidden_size=36, intermediate_size=20, num_hidden_layers=len(layer_types),
+        num_attention_heads=6, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+        sliding_window=WINDOW, layer_types=layer_types, num_local_experts=5,
+        num_experts_per_tok=2, swiglu_limit=2.0,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "truncate": False, "original_max_position_embeddings": 64,
+                         "rope_theta": 1000.0},
+        initializer_range=0.2, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        attn_implementation="eager")
+    return spread_out(torch, transformers.GptOssForCausalLM(cfg), scale=0.5)
+
+
+@pytest.mark.parametrize("pattern", [[LOCAL, GLOBAL, LOCAL], [GLOBAL, LOCAL]])
+def test_gpt_oss_sinks_windows_moe_logits_greedy_gradients_and_export(pattern, tmp_path):
+    reference = gpt_oss(pattern)
+    model = check_loaded(reference, tmp_path / "hf", WINDOW, V)
+    assert model.arch == "gpt_oss" and model.cfg.rope_type == "yarn"
+    check_gradients(torch, reference, model, V, 3 * WINDOW)
+    check_export(torch, transformers, model, tmp_path / "ours", 3 * WINDOW)

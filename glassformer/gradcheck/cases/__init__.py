@@ -10,6 +10,7 @@ from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases import bert_mlm
+from glassformer.gradcheck.cases import clamped_swiglu
 from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
@@ -42,6 +43,7 @@ _MODULES = [
     sink,
     activation,
     swiglu,
+    clamped_swiglu,
     rope,
     attention_block,
     mla,
