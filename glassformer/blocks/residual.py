@@ -272,13 +272,18 @@ def sub_block_outputs(ctx: BlockCtx, params: dict) -> tuple[np.ndarray, np.ndarr
     """(a, m), each (B, T, C): what the attention and the MLP sub-blocks added to the residual
     stream in eval mode (no dropout), recomputed with linear_forward from the input and weight
     their output projections saved, plus the biases in params (block-local names "attn.bo",
-    "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers."""
+    "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers. A pre_post
+    (Gemma) layer adds its post norms' outputs, xhat * gain as their RMSNorm ctxs keep them."""
     out_proj = ctx.attn.body.out_proj
     a, _ = linear_forward(out_proj.x, out_proj.w, params.get("attn.bo"))   # (B, T, H*D) -> C
     if isinstance(ctx.mlp.body, MoECtx):
-        return a, moe_output(ctx.mlp.body)   # the weighted combine, from the saved expert outputs
-    down = ctx.mlp.body.down
-    m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))        # (B, T, F) -> C
+        m = moe_output(ctx.mlp.body)         # the weighted combine, from the saved expert outputs
+    else:
+        down = ctx.mlp.body.down
+        m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))    # (B, T, F) -> C
+    if ctx.attn.post is not None:            # pre_post: what joined the stream was normalised
+        a = ctx.attn.post.inner.xhat * ctx.attn.post.inner.w
+        m = ctx.mlp.post.inner.xhat * ctx.mlp.post.inner.w
     return a, m
 
 
