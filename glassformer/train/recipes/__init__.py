@@ -234,7 +234,7 @@ def with_shared_width(model: dict) -> dict:
     return {**model, "shared_d_ff": shared * model["expert_d_ff"]}
 
 
-ATTENTIONS = ("mha", "mla", "window")
+ATTENTIONS = ("mha", "mla")        # --arch moe's attentions; "window" is any RoPE decoder's
 WINDOWED_ARCHS = ("llama", "moe")   # the families whose config has sliding_window
 
 
@@ -246,7 +246,6 @@ def with_attention(model: dict) -> dict:
     keys (its sliding_window; a llama exports as MistralForCausalLM); mha (or a recipe without
     the setting) keeps the model as it is."""
     attention = model.get("attention", "mha")
-    check_choice("--attention", attention, ATTENTIONS)
     window = model.get("window")
     if attention == "window":
         if model["arch"] not in WINDOWED_ARCHS:
@@ -256,6 +255,7 @@ def with_attention(model: dict) -> dict:
             raise GlassformerError(f"--attention window needs --window W >= 1 (the keys each "
                                    f"query sees), got {window}")
         return {**model, "sliding_window": window}
+    check_choice("--attention", attention, ATTENTIONS)
     if window is not None:
         raise GlassformerError("--window applies to --attention window only")
     if attention == "mha":
