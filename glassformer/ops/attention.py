@@ -228,6 +228,7 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     t, s = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     allowed = combine_masks(mask, causal, t, s, window)
+    cap_ctx = None                                # the soft cap's ctx, when there is one
     if softcap is not None or sinks is not None:
         out, softmax_ctx, cap_ctx = _capped_or_sunk(q, k, v, scale, allowed, bias, softcap, sinks)
     elif causal and t > CAUSAL_BLOCK:
@@ -239,8 +240,6 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
             scores = scores + bias                 # (..., T, S) + broadcast bias -> (..., T, S)
         weights, softmax_ctx = softmax_forward(scores, mask=allowed)
         out = weights @ v                     # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
-    if softcap is None and sinks is None:
-        cap_ctx = None
     if not keep_weights:
         softmax_ctx = None
     ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx,
