@@ -232,7 +232,7 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     if softcap is not None or sinks is not None:
         out, softmax_ctx, cap_ctx = _capped_or_sunk(q, k, v, scale, allowed, bias, softcap, sinks)
     elif causal and t > CAUSAL_BLOCK:
-        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias, keep_weights)
+        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias, keep_weights, window)
         softmax_ctx = SoftmaxCtx(probs=weights)
     else:
         scores = attention_scores(q, k, scale)                # (..., T, S)
@@ -265,8 +265,8 @@ def _capped_or_sunk(q, k, v, scale, allowed, bias, softcap, sinks):
 
 
 def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
-                      allowed: np.ndarray, bias: np.ndarray | None, keep_weights: bool
-                      ) -> tuple[np.ndarray | None, np.ndarray]:
+                      allowed: np.ndarray, bias: np.ndarray | None, keep_weights: bool,
+                      window: int | None = None) -> tuple[np.ndarray | None, np.ndarray]:
     """Causal attention one block of CAUSAL_BLOCK queries at a time, each against only the keys
     it may see: (weights (..., T, S) or None unless kept, out (..., T, Dv)), the same numbers as
     the whole product.
@@ -278,7 +278,9 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         block 3     ################
 
     A causal row never sees later keys, so their scores are never formed: the products and the
-    softmax passes cover about half of the (T, S) square instead of all of it.
+    softmax passes cover about half of the (T, S) square instead of all of it. With a window W,
+    a block's first query sees no key before its own position - W + 1 either, so each block
+    covers a band of about CAUSAL_BLOCK + W keys: linear in T, not quadratic.
     note: a loop over query blocks (T / CAUSAL_BLOCK of them), not over tokens; each block is
     still one batched product over every head.
     """
@@ -293,22 +295,24 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         if keys <= 0:                              # S < T: these queries see no key at all
             out[..., start:stop, :] = 0.0
             continue
-        scores = q[..., start:stop, :] @ k_t[..., :keys]    # (..., bT, D) @ (..., D, bS)
+        first = 0 if window is None else max(0, start + (s - t) - window + 1)  # band's start
+        cols = slice(first, keys)
+        scores = q[..., start:stop, :] @ k_t[..., cols]     # (..., bT, D) @ (..., D, bS)
         scores *= scale
         if bias is not None:
-            scores += _block_of(bias, start, stop, keys)
-        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, keys))
+            scores += _block_of(bias, start, stop, cols)
+        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, cols))
         if weights is not None:
-            weights[..., start:stop, :keys] = block
-        out[..., start:stop, :] = block @ v[..., :keys, :]  # (..., bT, bS) @ (..., bS, Dv)
+            weights[..., start:stop, cols] = block
+        out[..., start:stop, :] = block @ v[..., cols, :]   # (..., bT, bS) @ (..., bS, Dv)
     return weights, out
 
 
-def _block_of(a: np.ndarray, start: int, stop: int, keys: int) -> np.ndarray:
-    """Rows start:stop and columns :keys of an array broadcastable to (..., T, S); an axis of
+def _block_of(a: np.ndarray, start: int, stop: int, cols: slice) -> np.ndarray:
+    """Rows start:stop and columns `cols` of an array broadcastable to (..., T, S); an axis of
     size 1 (broadcast) is kept whole."""
     rows = slice(None) if a.shape[-2] == 1 else slice(start, stop)
-    cols = slice(None) if a.shape[-1] == 1 else slice(0, keys)
+    cols = slice(None) if a.shape[-1] == 1 else cols
     return a[..., rows, cols]
 
 

@@ -94,3 +94,17 @@ def test_bad_input_is_one_line():
         attention_forward(q, q, q, causal=True, sinks=np.zeros((3, 1, 1), np.float32))
     with pytest.raises(GlassformerError, match="soft cap that is a number > 0"):
         softcap_forward(q, 0.0)
+
+
+@pytest.mark.parametrize("t,s", [(300, 300), (290, 310)])
+def test_a_long_windowed_prompt_by_blocks_equals_the_whole_product(t, s):
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 2, t, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, s, 8)).astype(np.float32) for _ in range(2))
+    out, ctx = attention_forward(q, k, v, causal=True, window=37)        # by blocks: a band
+    whole, whole_ctx = attention_forward(q, k, v, mask=causal_mask(t, s, 37))
+    np.testing.assert_allclose(out, whole, atol=1e-6)
+    np.testing.assert_allclose(ctx.softmax.probs, whole_ctx.softmax.probs, atol=1e-6)
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    for ours, theirs in zip(attention_backward(dout, ctx), attention_backward(dout, whole_ctx)):
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
