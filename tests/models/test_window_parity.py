@@ -121,3 +121,21 @@ def test_gpt_oss_sinks_windows_moe_logits_greedy_gradients_and_export(pattern, t
     assert model.arch == "gpt_oss" and model.cfg.rope_type == "yarn"
     check_gradients(torch, reference, model, V, 3 * WINDOW)
     check_export(torch, transformers, model, tmp_path / "ours", 3 * WINDOW)
+
+
+def test_gemma3_and_gpt_oss_configs_refuse_what_they_cannot_match_in_one_line():
+    gemma = {"model_type": "gemma3_text", "vocab_size": V, "hidden_size": 16,
+             "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,
+             "head_dim": 8, "max_position_embeddings": 64, "sliding_window": 4,
+             "layer_types": [LOCAL, GLOBAL]}
+    assert config_from_hf(gemma).full_layers == (1,)
+    with pytest.raises(GlassformerError, match="attn_logit_softcapping=50"):
+        config_from_hf({**gemma, "attn_logit_softcapping": 50.0})
+    with pytest.raises(GlassformerError, match="layer_types has 1 entries"):
+        config_from_hf({**gemma, "layer_types": [LOCAL]})
+    oss = {"model_type": "gpt_oss", "vocab_size": V, "hidden_size": 16, "intermediate_size": 8,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+           "head_dim": 8, "max_position_embeddings": 64, "num_local_experts": 3,
+           "num_experts_per_tok": 2, "sliding_window": 0, "layer_types": [LOCAL, GLOBAL]}
+    with pytest.raises(GlassformerError, match="sliding_window must be a whole number"):
+        config_from_hf(oss)
