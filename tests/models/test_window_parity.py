@@ -88,7 +88,8 @@ LOCAL, GLOBAL = "sliding_attention", "full_attention"
 
 @pytest.mark.parametrize("pattern,softcaps", [
     ([LOCAL, LOCAL, GLOBAL], False),
-    ([GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, LOCAL, GLOBAL], True),
+    pytest.param([GLOBAL, LOCAL, LOCAL, LOCAL, LOCAL, LOCAL, GLOBAL], True,
+                 marks=pytest.mark.slow),
 ])
 def test_gemma3_local_global_logits_greedy_gradients_and_export(pattern, softcaps, tmp_path):
     reference = gemma3(pattern, softcaps=softcaps)
@@ -114,7 +115,8 @@ def gpt_oss(layer_types):
     return spread_out(torch, transformers.GptOssForCausalLM(cfg), scale=0.5)
 
 
-@pytest.mark.parametrize("pattern", [[LOCAL, GLOBAL, LOCAL], [GLOBAL, LOCAL]])
+@pytest.mark.parametrize("pattern", [[LOCAL, GLOBAL, LOCAL],
+                                     pytest.param([GLOBAL, LOCAL], marks=pytest.mark.slow)])
 def test_gpt_oss_sinks_windows_moe_logits_greedy_gradients_and_export(pattern, tmp_path):
     reference = gpt_oss(pattern)
     model = check_loaded(reference, tmp_path / "hf", WINDOW, V)
