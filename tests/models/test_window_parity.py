@@ -1,7 +1,6 @@
 """Sliding windows at parity with transformers, on random configs built offline (odd sizes, GQA,
 windows shorter than the prompt, several layer_types patterns, left padding): Mistral,
 Qwen2 with use_sliding_window, Gemma 3 text and gpt-oss (tests/models/window_check.py)."""
-import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError

@@ -11,7 +11,6 @@ import numpy as np
 
 from glassformer.explain.core import Pair, Part, Setup, normal, shape_of, step, with_common
 from glassformer.ops.attention import attention_backward_steps, attention_forward
-from glassformer.ops.softmax import softmax_forward
 
 SIZES = {"batch": 1, "seq": 4, "d_k": 4, "heads": 2}
 # Sink logits: head 0 gets a strong sink, the others weaker ones, so the shares differ visibly.
