@@ -34,10 +34,11 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.models import llama
-from glassformer.models.common import (check_ids_and_positions, decoder_forward, head_backward,
-                                       layers_backward, token_embedding_grads)
+from glassformer.blocks.residual import BlockCtx
+from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
+                                       head_backward, layers_backward, token_embedding_grads)
 from glassformer.models.family import CAUSAL, Family
-from glassformer.ops.embedding import embedding_forward
+from glassformer.ops.embedding import EmbeddingCtx, embedding_forward
 from glassformer.ops.softcap import SoftcapCtx, softcap_backward, softcap_forward
 
 
@@ -59,10 +60,10 @@ class Gemma3Config(llama.LlamaConfig):
 
 
 class Gemma3Ctx(NamedTuple):
-    tok: object                      # the lookup's EmbeddingCtx
+    tok: EmbeddingCtx                # the lookup's
     embed_scale: float               # sqrt(C), multiplied into the looked-up rows
-    blocks: list | None              # None after a cached (generation) forward
-    head: object                     # HeadCtx
+    blocks: list[BlockCtx] | None    # None after a cached (generation) forward
+    head: HeadCtx                    # the final norm and the tied head
     final_cap: SoftcapCtx | None     # the final soft cap's, when the config has one
     frozen: bool = False
 
