@@ -33,8 +33,8 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.lora import adapter_grads, has_adapters
-from glassformer.models import llama
 from glassformer.blocks.residual import BlockCtx
+from glassformer.models import llama
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
                                        head_backward, layers_backward, token_embedding_grads)
 from glassformer.models.family import CAUSAL, Family
