@@ -14,7 +14,7 @@ HELP = ("walk through one part (attention, layer_norm, gelu, softmax, rope, mha,
 
 # Options handed to the part; None means "the part's default". A part rejects one it does not take.
 PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "bidirectional",
-                "approximate", "ckpt", "prompt")
+                "approximate", "ckpt", "prompt", "window")
 
 
 def add_arguments(parser) -> None:
@@ -51,6 +51,8 @@ def add_arguments(parser) -> None:
                         help="gpt2: the text to run (default: hello; the tiny random model knows "
                              "lowercase letters, space and .,;!?'); cross_attention --ckpt: the "
                              "source text to translate")
+    parser.add_argument("--window", type=int, default=None,
+                        help="window: the sliding window W, keys each query sees (< --seq)")
     parser.add_argument("--json", action="store_true",
                         help="print every array as JSON under stable keys instead of prose")
 

@@ -106,10 +106,11 @@ def _sampling(sampling: Sampling | None, temperature: float, top_k: int | None,
     return sampling
 
 
-def check_cache_memory(model, batch: int, positions: int, *, prompt: int) -> None:
+def check_cache_memory(model, batch: int, positions: int, *, prompt: int,
+                       ring: bool = False) -> None:
     """Refuse a KV cache of `batch` rows x `positions` past the memory budget, in one line.
-    prompt: the prompt's length, for that line."""
-    check_memory(model.cache_bytes(batch, positions),
+    prompt: the prompt's length, for that line. ring: windowed layers keep their window only."""
+    check_memory(model.cache_bytes(batch, positions, ring=ring),
                  f"the KV cache of {batch:,} row(s) x {positions:,} positions (a prompt of "
                  f"{prompt:,} tokens + {positions - prompt:,} new tokens)",
                  "ask for fewer new tokens (--max-new-tokens) or a shorter prompt")
@@ -117,10 +118,11 @@ def check_cache_memory(model, batch: int, positions: int, *, prompt: int) -> Non
 
 def new_cache_for(model, batch: int, positions: int, *, prompt: int) -> KVCache:
     """A KV cache of `batch` rows x `positions` (at most the model's context), its bytes checked
-    against the memory budget first."""
+    against the memory budget first. The loop only appends to it, so a layer with a sliding
+    window keeps a ring of its window (blocks/kv_cache.py): memory flat past the window."""
     positions = min(positions, model.context_len)
-    check_cache_memory(model, batch, positions, prompt=prompt)
-    return model.new_cache(batch, positions)
+    check_cache_memory(model, batch, positions, prompt=prompt, ring=True)
+    return model.new_cache(batch, positions, ring=True)
 
 
 def padding_start(model) -> int | None:

@@ -126,13 +126,17 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     A decoded step (one position, a KV cache, plain pre-norm layers) runs on the fused kernels of
     blocks/decode_step.py when kernels/choice.py selects the compiled path: same numbers to
     float32 rounding, a few calls per layer instead of ~40."""
+    tables = {}   # (theta, scaling) -> the cos/sin tables every layer of that RoPE shares
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
-        # every layer rotates by the same angles: make the cos/sin tables once, pass them down
-        block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
-                                                     theta=bcfg.rope_theta,
-                                                     scaling=bcfg.rope_scaling, dtype=x.dtype)
+        # layers rotate by the same angles (or, Gemma 3, by one of two bases): make each set of
+        # cos/sin tables once, pass it down
+        for setting in {bcfg.rope_at(i) for i in range(n_layer)}:
+            tables[setting] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
+                                             theta=setting[0], scaling=setting[1],
+                                             dtype=x.dtype)
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
+    block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(0))
     if causal and on_layer is None and decode_step_applies(bcfg, x, **block_kwargs):
         # one decoded position: the fused kernels when a compiled path is on (kernels/choice.py:
         # GLASSFORMER_KERNELS), else the blocks below, the reference; the only place that asks
@@ -143,6 +147,7 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     ctxs = []
     for i in range(n_layer):
         x_in = x
+        block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(i))
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
         if on_layer is not None:
             on_layer(i, ctx, x_in, x)

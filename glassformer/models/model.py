@@ -95,15 +95,29 @@ class Model:
                                    "once, keeps no KV cache and cannot generate")
         return self.family.kv_layout(self.cfg)
 
-    def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding attention window (None: full attention); () when no layer
+        slides."""
+        if self.family.windows is None:
+            return ()
+        windows = tuple(self.family.windows(self.cfg))
+        return windows if any(w is not None for w in windows) else ()
+
+    def new_cache(self, batch: int, max_len: int | None = None, *, ring: bool = False
+                  ) -> KVCache:
         """An empty KV cache for this model (default length: its whole context), in the
-        weights' dtype."""
+        weights' dtype. ring: a windowed layer keeps only its window (blocks/kv_cache.py), for a
+        decoding loop that only appends (generate); a cache that is cut back or copied column by
+        column (chat, serve) keeps every position."""
         return KVCache.allocate(self.kv_layout(), n_layer=self.cfg.n_layer, batch=batch,
                                 max_len=max_len or self.context_len,
-                                dtype=self.params["tok_emb"].dtype)
+                                dtype=self.params["tok_emb"].dtype,
+                                windows=self.layer_windows() if ring else ())
 
-    def cache_bytes(self, batch: int, max_len: int | None = None) -> int:
-        """Bytes `new_cache(batch, max_len)` would take, asked before allocating (a budget)."""
+    def cache_bytes(self, batch: int, max_len: int | None = None, *, ring: bool = False) -> int:
+        """Bytes `new_cache(batch, max_len, ring=ring)` would take, asked before allocating (a
+        budget)."""
         return KVCache.bytes_for(self.kv_layout(), layers=self.cfg.n_layer, rows=batch,
                                  context=max_len or self.context_len,
-                                 dtype=self.params["tok_emb"].dtype)
+                                 dtype=self.params["tok_emb"].dtype,
+                                 windows=self.layer_windows() if ring else ())

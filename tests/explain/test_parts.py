@@ -66,6 +66,8 @@ FORWARD_KEYS = {
     "grpo": ["rewards", "adv", "logits", "logp", "old", "ratio", "clipped", "out"],
     "moe": ["x", "router", "logits", "probs", "chosen", "weights", "slot_token", "bounds",
             "expert.0", "y", "load", "mean_prob", "aux_loss", "z_loss"],
+    "window": ["causal", "window_mask", "hidden", "scores", "weights", "out", "ring"],
+    "sink": ["sinks", "plain", "weights", "row_sums", "sink_share", "out", "out_plain"],
 }
 BACKWARD_KEYS = {
     "dpo": ["G", "dseq", "dlogits"],
@@ -90,6 +92,8 @@ BACKWARD_KEYS = {
     "gpt2": ["G", "dnorm_f.w", "dblocks.1.mlp.w_down", "dblocks.0.attn.wq", "dtok_emb",
              "dpos_emb"],
     "moe": ["G", "drouter", "dw_down", "dx", "daux_logits", "aux_check"],
+    "window": ["G", "dscores", "dq", "dk", "dv"],
+    "sink": ["G", "dsinks", "dq"],
 }
 
 
