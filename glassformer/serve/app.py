@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.constrain import RowConstraint
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve import protocol, replies
 from glassformer.serve.body import read_json
@@ -43,6 +44,7 @@ from glassformer.serve.page import chat_page
 from glassformer.serve.echo import echo_body, echoed
 from glassformer.serve.prompts import chat_prompt, text_prompts
 from glassformer.serve.sequence import Sequence, Settings
+from glassformer.serve.structured import Grammars, response_schema
 from glassformer.tasks.embed import embed
 
 RETRY_AFTER_S = 1                  # what a 429 asks the client to wait
@@ -56,6 +58,7 @@ class Served:
         self.model, self.name, self.engine, self.api_key = model, name, engine, api_key
         self.embed_max_length = embed_max_length
         self.template_budget = template_budget   # chat templates' render limits (None: default)
+        self.grammars = Grammars(model)          # response_format's tables (structured.py)
 
 
 def create_app(served: Served) -> Starlette:
@@ -168,6 +171,7 @@ async def generate(request, *, chat: bool):
     check_model(body, served)
     check_kind(served, CAUSAL, "completions")
     settings, n = protocol.settings(body, chat=chat)
+    schema = await run_in_threadpool(response_schema, body)     # checked: a 400 names a fault
     echo = not chat and protocol.flag(body, "echo")
     stream = protocol.flag(body, "stream")
     if echo and stream:
@@ -198,6 +202,10 @@ async def generate(request, *, chat: bool):
     sequences = [Sequence(p * n + i, prompt, seeded(replace(settings, max_tokens=budget), i),
                           frozenset(stop_ids), served.model.tokenizer, sink)
                  for p, (prompt, budget) in enumerate(zip(prompts, budgets)) for i in range(n)]
+    if schema is not None:                 # every row of the request writes that value
+        table = await run_in_threadpool(served.grammars.table, schema, stop_ids)
+        for seq in sequences:
+            seq.constraint = RowConstraint.start(table)
     prefix = "chatcmpl" if chat else "cmpl"
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
                             protocol.include_usage(body) if stream else False, per_prompt=n)

@@ -32,6 +32,7 @@ class MaskTable:
     """One grammar's automaton states, their byte transitions and their masks (all lazy)."""
 
     def __init__(self, grammar, trie: TokenTrie, vocab: int, eos_ids, encode):
+        eos_ids = [int(i) for i in eos_ids]
         self.grammar, self.trie, self.vocab = grammar, trie, vocab
         self.eos_ids = np.array(sorted(eos_ids), dtype=np.int64)
         self.encode = encode                   # text -> token ids (the forced-text rule)
