@@ -209,8 +209,9 @@ def step_str(grammar, frame, byte) -> list:
         return [DONE] if done else []
     if node.max_len is not None and chars >= node.max_len:
         return []
-    if byte == 0x5C:
-        return [took(("str", n, True, chars, None, "\\", states))]
+    if byte == 0x5C:                                          # no escapes under a pattern
+        escape = ("str", n, True, chars, None, "\\", states)
+        return [] if node.pattern is not None else [took(escape)]
     if byte < 0x20 or byte == 0x7F:
         return []
     if byte < 0x80:
@@ -219,6 +220,8 @@ def step_str(grammar, frame, byte) -> list:
     if lead is None:
         return []
     need, lo, hi, bits = lead
+    if states is not None and not rx.may_match(node.pattern, states, *lead_codes(lead)):
+        return []
     return [took(("str", n, True, chars, (need, lo, hi, bits), "", states))]
 
 
@@ -246,6 +249,16 @@ def utf8_lead(byte: int):
         lo, hi = {0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}.get(byte, (0x80, 0xBF))
         return 3, lo, hi, byte & 0x07
     return None
+
+
+def lead_codes(lead: tuple) -> tuple[int, int]:
+    """The code points a UTF-8 lead byte may start, (lowest, highest), from utf8_lead's
+    (continuation bytes due, first continuation's range, bits)."""
+    need, lo, hi, bits = lead
+    shift = 6 * need
+    rest = (1 << (shift - 6)) - 1                             # the later continuations' bits
+    return ((bits << shift) | ((lo & 0x3F) << (shift - 6)),
+            (bits << shift) | ((hi & 0x3F) << (shift - 6)) | rest)
 
 
 def step_arr(grammar, frame, byte) -> list:

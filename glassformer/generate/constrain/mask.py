@@ -11,8 +11,7 @@ KVCache: nothing is cached behind the functions' backs.
 
 Forced text: where the grammar allows exactly one byte at a time (`{"name":` in an object whose
 first key is required), the mask allows only the first token of that text as the tokenizer
-writes it, leaving out tokens over the text's end that a longer token could cross (then the
-grammar's own mask); so the reply is tokenized the way the model was
+writes it, up to where an allowed token could cross the text's end (`stable_tokens`); so the reply is tokenized the way the model was
 trained, and the masks equal llguidance's, which does the same.
 """
 from __future__ import annotations
@@ -21,6 +20,7 @@ import bisect
 
 import numpy as np
 
+from glassformer.errors import GlassformerError
 from glassformer.generate.constrain import automaton
 from glassformer.generate.constrain.token_trie import TokenTrie
 
@@ -40,7 +40,7 @@ class MaskTable:
         self.ids: dict = {}                    # automaton state -> id
         self.next_state = np.full((64, 256), UNKNOWN, dtype=np.int64)   # (S, 256)
         self.masks: dict[int, np.ndarray] = {}
-        self.sorted_bytes = sorted(b for b in trie.token_bytes if b)   # prefix look-ups
+        self.sorted_bytes = sorted(b for b in trie.token_bytes if b)   # tokens by prefix
         self.start = self.state_id(automaton.initial(grammar))
 
     def state_id(self, state: frozenset) -> int:
@@ -70,7 +70,10 @@ class MaskTable:
 
     def advance(self, sid: int, token_id: int) -> int:
         """The state after a token's bytes (DEAD if the grammar refuses them)."""
-        for byte in self.trie.token_bytes[token_id]:
+        return self.advance_bytes(sid, self.trie.token_bytes[token_id])
+
+    def advance_bytes(self, sid: int, text: bytes) -> int:
+        for byte in text:
             sid = int(self.walk(np.array([sid]), np.array([byte]))[0])
             if sid == DEAD:
                 return DEAD
@@ -88,21 +91,23 @@ class MaskTable:
         forced, after = self.forced_text(sid)
         if forced is None:
             return mask
-        stable = self.stable_tokens(forced, after)
+        stable = self.stable_tokens(sid, forced)
         if stable and mask[stable[0]]:
             mask = np.zeros_like(mask)
             mask[stable[0]] = True
         return mask
 
-    def stable_tokens(self, forced: str, after: int) -> list[int]:
-        """The tokens of the forced text as the tokenizer writes it, less those over its end
-        that a longer token could write together with what follows: the longest end of the
-        text that begins a token of the vocabulary, with a byte the grammar allows next."""
+    def stable_tokens(self, sid: int, forced: str) -> list[int]:
+        """The tokens of the forced text as the tokenizer writes it, up to the first place
+        where an allowed token begins that reaches past the text's end (llguidance's
+        "chop"): a token over that place might yet be written otherwise."""
         text = forced.encode("utf-8")
-        following = np.flatnonzero(self.walk(np.full(256, after), np.arange(256)) != DEAD)
+        states = [sid]
+        for byte in text:                                       # the state before each byte
+            states.append(self.advance_bytes(states[-1], bytes([byte])))
         cut = len(text)
-        for start in range(len(text)):                          # the longest end first
-            if any(self.begins_token(text[start:] + bytes([b])) for b in following.tolist()):
+        for start in range(len(text)):
+            if self.crosses_end(states[start], text[start:]):
                 cut = start
                 break
         stable, written = [], 0
@@ -113,10 +118,14 @@ class MaskTable:
             stable.append(token)
         return stable
 
-    def begins_token(self, prefix: bytes) -> bool:
-        ordered = self.sorted_bytes
-        at = bisect.bisect_left(ordered, prefix)
-        return at < len(ordered) and ordered[at].startswith(prefix)
+    def crosses_end(self, sid: int, rest: bytes) -> bool:
+        """Is a token that begins with `rest` and goes on allowed in state sid?"""
+        at = bisect.bisect_right(self.sorted_bytes, rest)       # past rest itself
+        while at < len(self.sorted_bytes) and self.sorted_bytes[at].startswith(rest):
+            if self.advance_bytes(sid, self.sorted_bytes[at]) != DEAD:
+                return True
+            at += 1
+        return False
 
     def byte_mask(self, sid: int) -> np.ndarray:
         """The tokens every byte of which the automaton accepts, walked level by level down

@@ -8,7 +8,8 @@ The phases follow JSON's number grammar (llguidance's: -?(0|[1-9][0-9]*)(\\.[0-9
 An unbounded number keeps only its phase (so "12" and "345" are one state). A bounded one
 keeps its text too, and a byte is allowed only when some completion of the new text lies within
 the bounds: the completions of a prefix are an interval per count of digits still to come
-(`reachable`). Bounded numbers are written without an exponent, and without "-0".
+(`reachable`). Bounded numbers are written without an exponent, with "-" only where a negative
+value fits, and "-0..." as llguidance's range expressions write it (`negative_zero_ends`).
 """
 from __future__ import annotations
 
@@ -65,7 +66,17 @@ def ends(node, phase: str, text: str) -> bool:
         return False
     if not bounded(node):
         return True
-    return text != "-0" and inside(node, Fraction(text))
+    if text.startswith("-0") and not negative_zero_ends(node, text):
+        return False
+    return inside(node, Fraction(text))
+
+
+def negative_zero_ends(node, text: str) -> bool:
+    """llguidance's range expressions: an integer's "-0" only within two bounds; a number
+    "-0.xxx" only with a last digit that is not 0 (so never "-0" or "-0.50")."""
+    if node.integer:
+        return node.low is not None and node.high is not None
+    return "." in text and not text.endswith("0")
 
 
 def inside(node, value: Fraction) -> bool:
@@ -81,17 +92,14 @@ def feasible(node, text: str) -> bool:
     """Can some completion of `text` (a prefix without exponent) end within the bounds?"""
     negative = text.startswith("-")
     body = text[1:] if negative else text
-    if negative and node.integer and body.startswith("0"):
-        return False                               # "-0": not written when bounded
+    if negative and not overlaps(node, Fraction(0), None, True, strict=True):
+        return False                               # "-" only where a negative value fits
     if body == "":
-        return any(overlaps(node, lo, hi, negative) for lo, hi in everything(node))
+        return True
+    if node.integer and body == "0":               # "-0" can only end here
+        return negative_zero_ends(node, text) and inside(node, Fraction(0))
     whole, dot, frac = body.partition(".")
     return any(overlaps(node, lo, hi, negative) for lo, hi in reachable(node, whole, dot, frac))
-
-
-def everything(node):
-    """Magnitudes of every number of a sign: [0, inf)."""
-    return [(Fraction(0), None)]
 
 
 def reachable(node, whole: str, dot: str, frac: str):
@@ -111,12 +119,12 @@ def reachable(node, whole: str, dot: str, frac: str):
     return found
 
 
-def overlaps(node, lo: Fraction, hi, negative: bool) -> bool:
+def overlaps(node, lo: Fraction, hi, negative: bool, strict: bool = False) -> bool:
     """Does [lo, hi) of magnitudes (signed by `negative`) meet the node's bounds? Integers:
-    the integer values of it only."""
+    the integer values of it only. strict: the magnitude lo itself left out."""
     if negative:                                   # magnitudes [lo, hi) are values (-hi, -lo]
         low, high = (None if hi is None else -hi), -lo
-        low_open, high_open = True, False
+        low_open, high_open = True, strict
     else:
         low, high, low_open, high_open = lo, hi, False, True
     if node.integer:

@@ -69,6 +69,17 @@ def advance(pattern: Pattern, at: frozenset, code: int) -> frozenset:
     return closure(pattern, nxt)
 
 
+def may_match(pattern: Pattern, at: frozenset, low: int, high: int) -> bool:
+    """Can some character in low..high be read from `at`?"""
+    for node in (pattern.states[s] for s in at):
+        if node[0] != "char":
+            continue
+        negated, ranges = node[1]
+        if negated or any(lo <= high and low <= hi for lo, hi in ranges):
+            return True
+    return False
+
+
 def matched(pattern: Pattern, at: frozenset) -> bool:
     return any(pattern.states[s][0] == "match" for s in at)
 
