@@ -40,6 +40,8 @@ KEYWORDS = {
     "boolean": {"type"}, "null": {"type"},
 }
 
+EVERY_KEYWORD = set().union(*KEYWORDS.values()) | {"anyOf", "$ref", "enum", "const"}
+
 
 class Lit(NamedTuple):
     """One of a few exact texts (enum, const, true, false, null), sorted."""
@@ -140,6 +142,7 @@ class _Builder:
                                    "give a type")
         if not isinstance(schema, dict):
             raise GlassformerError(f"{where}: a schema must be an object, got {schema!r:.40}")
+        check_keywords(schema, EVERY_KEYWORD, where)          # an unknown keyword is named first
         if "$ref" in schema:
             return self.ref(schema, where, refs)
         if "anyOf" in schema:
@@ -151,7 +154,9 @@ class _Builder:
             if not kind or not all(isinstance(k, str) for k in kind):
                 raise GlassformerError(f"{where}: 'type' must be a name or a list of names")
             slot = self.add(None)
-            options = tuple(self.node({**schema, "type": k}, where, refs) for k in kind)
+            options = tuple(self.node({key: value for key, value in schema.items()
+                                       if key in KEYWORDS.get(k, {"type"})} | {"type": k},
+                                      where, refs) for k in kind)
             self.nodes[slot] = AnyOf(options)
             return slot
         if kind not in KEYWORDS:
