@@ -45,6 +45,8 @@ from glassformer.serve.echo import echo_body, echoed
 from glassformer.serve.prompts import chat_prompt, text_prompts
 from glassformer.serve.sequence import Sequence, Settings
 from glassformer.serve.structured import Grammars, response_schema
+from glassformer.serve.tools import tool_messages, tool_plan
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.tasks.embed import embed
 
 RETRY_AFTER_S = 1                  # what a 429 asks the client to wait
@@ -177,10 +179,15 @@ async def generate(request, *, chat: bool):
     if echo and stream:
         raise protocol.ApiError(400, "'echo' is not streamed by this server: send it with "
                                 "'stream': false", param="echo")
+    plan = await run_in_threadpool(chat_tools, served, body) if chat else None
+    if plan is not None:                   # tools: their messages, and (generic) the reply's
+        body = {**body, "messages": tool_messages(body.get("messages"), plan)}   # schema
+        schema = plan.schema if plan.schema is not None else schema
     try:
         if chat:
             prompt, stop_ids = await run_in_threadpool(
-                chat_prompt, served.model, body, budget=served.template_budget)
+                chat_prompt, served.model, body, budget=served.template_budget,
+                tools=plan.tools if plan is not None and plan.native else None)
             prompts = [prompt]
         else:
             prompts, stop_ids = await run_in_threadpool(text_prompts, served.model, body)
@@ -208,7 +215,8 @@ async def generate(request, *, chat: bool):
             seq.constraint = RowConstraint.start(table)
     prefix = "chatcmpl" if chat else "cmpl"
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
-                            protocol.include_usage(body) if stream else False, per_prompt=n)
+                            protocol.include_usage(body) if stream else False, per_prompt=n,
+                            tools=plan)
     try:
         served.engine.submit(sequences)
     except QueueFull as err:
@@ -237,6 +245,17 @@ async def echo_only(request, served: Served, prompts: list[list[int]], logprobs:
                                           logprobs, n, served.engine.max_len)
     note(request, usage=usage, id=body["id"])
     return JSONResponse(body)
+
+
+def chat_tools(served: Served, body: dict):
+    """The request's ToolPlan (None without tools); a model without a chat template has none."""
+    if body.get("tools") is None and body.get("tool_choice") is None:
+        return None
+    try:
+        source = chat_template_of(served.model.tokenizer, served.template_budget).source
+    except GlassformerError as err:
+        raise protocol.ApiError(400, str(err), code="invalid_prompt") from None
+    return tool_plan(body, source)
 
 
 def seeded(settings: Settings, index: int) -> Settings:
