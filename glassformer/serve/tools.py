@@ -11,10 +11,10 @@ they are. A template without (SmolLM2's) gets the generic format of llama.cpp's 
     earlier turns an assistant's tool_calls are written back as that JSON, a role "tool"
                   message as a user turn {"tool_response": {"tool": name, "content": ...}}
 
-tool_choice: "none" (no tools offered, a plain reply; earlier calls still written back), "auto" (a call or an answer),
-"required" (a call), {"type": "function", "function": {"name": N}} (a call of N). A call comes
-back as message.tool_calls [{id, type "function", function {name, arguments: a JSON string}}]
-with finish_reason "tool_calls".
+tool_choice: "none" (no tools offered, a plain reply; earlier calls still written back), "auto"
+(a call or an answer), "required" (a call), {"type": "function", "function": {"name": N}}
+(a call of N). A call comes back as message.tool_calls [{id, type "function", function {name,
+arguments: a JSON string}}] with finish_reason "tool_calls".
 """
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ KVCache: nothing is cached behind the functions' backs.
 
 Forced text: where the grammar allows exactly one byte at a time (`{"name":` in an object whose
 first key is required), the mask allows only the first token of that text as the tokenizer
-writes it, up to where an allowed token could cross the text's end (`stable_tokens`); so the reply is tokenized the way the model was
-trained, and the masks equal llguidance's, which does the same.
+writes it, up to where an allowed token could cross the text's end (`stable_tokens`); so the
+reply is tokenized the way the model was trained, and the masks equal llguidance's, which does
+the same.
 """
 from __future__ import annotations
 
@@ -91,7 +92,10 @@ class MaskTable:
         forced, after = self.forced_text(sid)
         if forced is None:
             return mask
-        stable = self.stable_tokens(sid, forced)
+        try:
+            stable = self.stable_tokens(sid, forced)
+        except GlassformerError:             # text the tokenizer cannot write: bytes decide
+            return mask
         if stable and mask[stable[0]]:
             mask = np.zeros_like(mask)
             mask[stable[0]] = True

@@ -1,6 +1,7 @@
 """A JSON number written byte by byte, kept within its bounds.
 
-The phases follow JSON's number grammar (llguidance's: -?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?):
+The phases follow JSON's number grammar, as llguidance writes it:
+-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?
 
     start -'-'-> sign -'0'-> zero -'.'-> dot -digit-> frac -e-> e -'+-'-> esign -digit-> exp
     start/sign -1..9-> int (digits)      an integer stops at zero or int
