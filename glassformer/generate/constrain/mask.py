@@ -81,11 +81,12 @@ class MaskTable:
         return sid
 
     def allowed(self, sid: int) -> np.ndarray:
-        """(V,) bool: the tokens the grammar allows in state sid."""
-        mask = self.masks.get(sid)
-        if mask is None:
-            mask = self.masks[sid] = self.compute(sid)
-        return mask
+        """(V,) bool: the tokens the grammar allows in state sid (kept as bits: 1/8 the
+        memory; a string with maxLength 1000 has a state per character written)."""
+        bits = self.masks.get(sid)
+        if bits is None:
+            bits = self.masks[sid] = np.packbits(self.compute(sid))
+        return np.unpackbits(bits, count=self.vocab).astype(bool)
 
     def compute(self, sid: int) -> np.ndarray:
         mask = self.byte_mask(sid)
@@ -145,7 +146,7 @@ class MaskTable:
             states[live] = self.walk(above[parent[live]], byts[live])
             mask[tokens] = states[nodes] != DEAD
             above = states
-        if self.accepting(sid):
+        if self.accepting(sid) or not mask.any():      # never a row with nothing to choose
             mask[self.eos_ids] = True
         return mask
 

@@ -206,6 +206,8 @@ class _Builder:
     def kind_string(self, schema, where, refs) -> int:
         low = count(schema, "minLength", where, 0)
         high = count(schema, "maxLength", where, None)
+        if high is not None and high < low:
+            raise GlassformerError(f"{where}: maxLength {high} is below minLength {low}")
         pattern = schema.get("pattern")
         if pattern is not None and not isinstance(pattern, str):
             raise GlassformerError(f"{where}: 'pattern' must be a string")
