@@ -33,3 +33,16 @@ def test_smollm2_writes_a_valid_value(tmp_path, capsys):
     assert main(["generate", "--model", "smollm2", "A point:", "--json-schema", str(path),
                  "--temperature", "1", "--max-new-tokens", "40"]) == 0
     jsonschema.validate(json.loads(capsys.readouterr().out), SCHEMA)
+
+
+@pytest.mark.slow
+def test_smollm2_chat_replies_with_a_valid_value(tmp_path, capsys):
+    try:
+        packaged_path("smollm2", MODEL)
+    except GlassformerError as err:
+        pytest.skip(str(err))
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(SCHEMA), encoding="utf-8")
+    assert main(["chat", "--model", "smollm2", "--message", "Give me a point.",
+                 "--json-schema", str(path), "--max-new-tokens", "40"]) == 0
+    jsonschema.validate(json.loads(capsys.readouterr().out), SCHEMA)
