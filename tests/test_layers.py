@@ -45,6 +45,7 @@ LAYER = {
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
     "serve": 5, "lm_eval": 5,
     "notebooks": 5,
+    "interpret": 5,
     "cli": 6, "__main__": 6,
 }
 
