@@ -41,6 +41,8 @@ EXPORTS = {
     "trace": "glassformer.viewer.trace",
     "walkthrough": "glassformer.viewer.seed_page",
     "tokenize": "glassformer.viewer.token_view",
+    "run_with_cache": "glassformer.interpret.cache",
+    "run_with_hooks": "glassformer.interpret.cache",
 }
 
 __all__ = list(EXPORTS)
