@@ -186,14 +186,7 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
     drouter_logits (N, E): in a sparse layer, a loss's gradient on its router logits (the
     balance losses), passed to moe_backward."""
     pos = ctx.norm_position
-    # MLP sub-block
-    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
-    if isinstance(ctx.mlp.body, MoECtx):
-        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
-    else:
-        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
-    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
-    grads = {**prefixed(mlp_grads, "mlp."), **prefixed({**out_norm, **in_norm}, "norm2.")}
+    grads, dh = mlp_sub_block_backward(dout, ctx, drouter_logits=drouter_logits)  # (B, T, C)
     # cross-attention sub-block
     dmemory = None
     if ctx.cross is not None:
@@ -212,6 +205,21 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
     grads.update(prefixed(attn_grads, "attn."))
     grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
     return grads, dx, dmemory
+
+
+def mlp_sub_block_backward(dout: np.ndarray, ctx: BlockCtx, *,
+                           drouter_logits: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Back through the layer's MLP sub-block only: (its grads with block-local names, dh), dh
+    (B, T, C) the gradient of the stream between attention and MLP (interpretability reads it:
+    glassformer/interpret/attribution.py)."""
+    pos = ctx.norm_position
+    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
+    if isinstance(ctx.mlp.body, MoECtx):
+        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
+    else:
+        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
+    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
+    return {**prefixed(mlp_grads, "mlp."), **prefixed({**out_norm, **in_norm}, "norm2.")}, dh
 
 
 # ---------------------------------------------------------------- reading a layer's ctx

@@ -40,6 +40,9 @@ class ActivationCache(Mapping):
             check_names([name], self._values)
         return self._values[name]
 
+    def __contains__(self, name) -> bool:
+        return name in self._values
+
     def __iter__(self):
         return iter(self._values)
 
