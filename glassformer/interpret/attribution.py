@@ -97,7 +97,7 @@ def residual_terms(model, cache, position: int, row: int = 0) -> tuple[list[str]
 
 
 def logit_attribution(model, ids, target: int, other: int | None = None, *,
-                      position: int = -1) -> Attribution:
+                      position: int = -1, max_cache_mb: float | None = None) -> Attribution:
     """Each head's, each MLP's and the embeddings' share of the logit of `target` (minus the
     logit of `other`) at `position` (default the last), through the final norm's scale; the
     shares sum to the forward's logit (difference)."""
@@ -107,7 +107,7 @@ def logit_attribution(model, ids, target: int, other: int | None = None, *,
         ["hook_pos_embed"] if "pos_emb" in model.params else [])
     for layer in range(model.cfg.n_layer):
         names += [f"blocks.{layer}.attn.hook_z", f"blocks.{layer}.hook_mlp_out"]
-    logits, cache = run_with_cache(model, ids, names)
+    logits, cache = run_with_cache(model, ids, names, max_cache_mb=max_cache_mb)
     labels, terms = residual_terms(model, cache, position)
     direction = unembed_direction(model, target, other)
     scale = float(cache["ln_final.hook_scale"][0, position, 0])                # 1 / rstd

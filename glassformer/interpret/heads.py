@@ -41,9 +41,10 @@ def stripe_scores(patterns: list[np.ndarray], offset: int) -> np.ndarray:
 
 
 def head_scores(model, kind: str, *, seq_len: int = 50, batch: int = 4, seed: int = 0,
-                bos: int | None = None) -> np.ndarray:
+                bos: int | None = None, max_cache_mb: float | None = None) -> np.ndarray:
     """(L, H) scores of kind "induction", "previous_token" or "duplicate_token" on repeated
-    random tokens (module docstring)."""
+    random tokens (module docstring). bos: the id before the two copies (default 0).
+    max_cache_mb: refuse before running when the patterns would take more."""
     if kind not in OFFSETS:
         raise GlassformerError(f"unknown head score {kind!r}; choose from {', '.join(OFFSETS)}")
     if seq_len < 2 or batch < 1:
@@ -51,7 +52,7 @@ def head_scores(model, kind: str, *, seq_len: int = 50, batch: int = 4, seed: in
                                f"{seq_len} and {batch}")
     ids = repeated_tokens(model, seq_len, batch, seed, bos)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layer)]
-    _, cache = run_with_cache(model, ids, names)
+    _, cache = run_with_cache(model, ids, names, max_cache_mb=max_cache_mb)
     return stripe_scores([cache[n] for n in names], OFFSETS[kind](seq_len))
 
 

@@ -76,7 +76,8 @@ def _patch_layer(model, corrupt_ids, name: str, clean_value: np.ndarray, metric,
     return np.array([float(metric(logits[row:row + 1])) for row in range(columns)])
 
 
-def patch(model, clean_ids, corrupt_ids, metric, hook_names=("resid_pre",)) -> Patching:
+def patch(model, clean_ids, corrupt_ids, metric, hook_names=("resid_pre",), *,
+          max_cache_mb: float | None = None) -> Patching:
     """Activation patching of each kind in hook_names ("resid_pre", "attn_out", "mlp_out",
     "resid_mid", "resid_post": layers x positions; "z": layers x heads over all positions).
     metric(logits (1, T, V)) -> float. Prompts: (T,) or (1, T) ids of the same length."""
@@ -87,7 +88,7 @@ def patch(model, clean_ids, corrupt_ids, metric, hook_names=("resid_pre",)) -> P
     kinds = [hook_names] if isinstance(hook_names, str) else list(hook_names)
     kinds = [k[len("hook_"):] if k.startswith("hook_") else k for k in kinds]
     names = [_hook_name(kind, layer) for kind in kinds for layer in range(model.cfg.n_layer)]
-    clean_logits, cache = run_with_cache(model, clean_ids, names)
+    clean_logits, cache = run_with_cache(model, clean_ids, names, max_cache_mb=max_cache_mb)
     corrupt_logits = model(corrupt_ids)
     tables = {}
     for kind in kinds:
