@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
@@ -118,6 +119,9 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     stream entering and leaving it; the ctx is then not kept either (None): the viewer reads a
     long text layer by layer and keeps only the layers it shows.
 
+    block_kwargs may hold `hooks` (blocks/hooks.py): functions at blocks.{i}.hook_resid_pre
+    and hook_resid_post, here, and at the points inside each block, which may replace them.
+
     Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
     (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
@@ -128,10 +132,15 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
+    hooks = block_kwargs.get("hooks")
     ctxs = []
     for i in range(n_layer):
+        if hooks is not None:
+            x = run_hook(hooks, f"blocks.{i}.hook_resid_pre", x)
         x_in = x
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
+        if hooks is not None:
+            x = run_hook(hooks, f"blocks.{i}.hook_resid_post", x)
         if on_layer is not None:
             on_layer(i, ctx, x_in, x)
         if keep:
