@@ -8,6 +8,7 @@ import sys
 
 from glassformer.cli.common import add_model_argument, add_seed_argument, load_model_shown
 from glassformer.errors import GlassformerError
+from glassformer.interpret.sae.activations import hook_width
 from glassformer.interpret.sae.model import SAEConfig
 from glassformer.interpret.sae.run import StreamConfig, evaluate_folder, train_and_save
 from glassformer.interpret.sae.train import SAETrainConfig
@@ -47,7 +48,8 @@ def add_arguments(parser) -> None:
                                description="train an SAE on one hook's activations over a text")
     _add_common(train, tokens=True)
     train.add_argument("--hook", required=True, metavar="NAME",
-                       help="where it reads: blocks.L.hook_resid_post or blocks.L.hook_resid_pre")
+                       help="where it reads: a hook point with one vector per position, e.g. "
+                            "blocks.L.hook_resid_post, blocks.L.hook_mlp_out")
     train.add_argument("--out", required=True, metavar="DIR",
                        help="folder for cfg.json + sae_weights.safetensors (SAELens's format)")
     train.add_argument("--arch", choices=("relu", "topk"), default="relu",
@@ -55,7 +57,8 @@ def add_arguments(parser) -> None:
                             "default); topk: keep each position's K largest features")
     train.add_argument("--k", type=int, default=32, help="TopK: features per position (32)")
     train.add_argument("--expansion", type=int, default=8,
-                       help="features per model dimension: d_sae = expansion * d_model (8)")
+                       help="features per input dimension: d_sae = expansion * the hook's width "
+                            "(8)")
     train.add_argument("--l1", type=float, default=5.0,
                        help="ReLU: the L1 coefficient, on inputs scaled to norm sqrt(d_model) (5)")
     defaults = SAETrainConfig()
@@ -118,7 +121,8 @@ def run_train(args) -> int:
                           dead_window=args.dead_window, log_every=args.log_every)
     text = read_text(args.data)
     model = load_model_shown(args.model)
-    cfg = SAEConfig(d_in=model.cfg.d_model, d_sae=args.expansion * model.cfg.d_model,
+    width = hook_width(model, args.hook)
+    cfg = SAEConfig(d_in=width, d_sae=args.expansion * width,
                     arch=args.arch, k=args.k if args.arch == "topk" else None,
                     l1=args.l1 if args.arch == "relu" else 0.0)
     report = train_and_save(model, args.model, text, args.hook, cfg, tcfg, stream, args.out,

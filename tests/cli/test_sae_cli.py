@@ -49,8 +49,9 @@ def test_train_then_eval(model_dir, tmp_path, capsys, arch):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--hook", "blocks.0.hook_z"], "unknown hook"),
-    (["--hook", "blocks.5.hook_resid_post"], "layers 0..1"),
+    (["--hook", "blocks.0.hook_z"], "unknown hook name"),
+    (["--hook", "blocks.5.hook_resid_post"], "unknown hook name"),
+    (["--hook", "blocks.0.attn.hook_pattern"], "one vector per position"),
     (["--hook", "blocks.0.hook_resid_post", "--arch", "topk", "--k", "99"], "1 <= k <= d_sae"),
     (["--hook", "blocks.0.hook_resid_post", "--tokens", "99999999"], "lower --tokens"),
     (["--hook", "blocks.0.hook_resid_post", "--steps", "0"], "--steps must be >= 1"),

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.interpret.sae.activations import hook_layer
+from glassformer.interpret.sae.activations import hook_width
 from glassformer.interpret.sae.evaluate import evaluate_sae
 from glassformer.interpret.sae.model import SAEConfig
 from glassformer.interpret.sae.saelens_folder import CFG_FILE, load_sae, save_sae
@@ -63,10 +63,10 @@ def train_and_save(model: Model, model_name: str, text: str, hook: str, cfg: SAE
                    log: Callable[[str, dict], None]) -> dict:
     """Gather, train, fold the input scale, evaluate, save. log(kind, info): "gather",
     "train" and "eval" events for the command's progress lines. Returns the report."""
-    hook_layer(model, hook)                               # a bad hook fails before any work
+    width = hook_width(model, hook)                       # a bad hook fails before any work
     out = check_out_folder(out)
-    if cfg.d_in != model.cfg.d_model:
-        raise GlassformerError(f"d_in {cfg.d_in} is not the model's width {model.cfg.d_model}")
+    if cfg.d_in != width:
+        raise GlassformerError(f"d_in {cfg.d_in} is not the width of {hook}, {width}")
     ids = text_ids(model, text, scfg.tokens + scfg.eval_tokens)
     train_windows = windows(ids, scfg.context, scfg.tokens)
     eval_windows = windows(ids, scfg.context, scfg.eval_tokens, offset=train_windows.size)
@@ -99,10 +99,9 @@ def evaluate_folder(model: Model, folder: str | Path, text: str, hook: str | Non
     hook = hook or metadata.get("hook_name")
     if not hook:
         raise GlassformerError(f"{folder} names no hook_name; pass --hook")
-    hook_layer(model, hook)
-    if cfg.d_in != model.cfg.d_model:
-        raise GlassformerError(f"{folder} reads width {cfg.d_in}; the model's is "
-                               f"{model.cfg.d_model}")
+    width = hook_width(model, hook)
+    if cfg.d_in != width:
+        raise GlassformerError(f"{folder} reads width {cfg.d_in}; {hook} has width {width}")
     ids = text_ids(model, text, scfg.eval_tokens)
     eval_windows = windows(ids, scfg.context, scfg.eval_tokens)
     metrics = evaluate_sae(model, params, cfg, hook, eval_windows,

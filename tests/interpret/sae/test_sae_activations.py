@@ -1,12 +1,13 @@
-"""The residual stream an SAE reads (activations) and writes back (logits_with): reading a hook
-and putting the same value back gives the model's own logits exactly, on LLaMA and GPT-2;
-hook_resid_pre of layer L is hook_resid_post of L - 1 (the embeddings for L = 0); attention sinks
-are found by norm; bad hooks are one line."""
+"""What an SAE reads (activations) and writes back (logits_with): putting a hook's value back
+gives the model's own logits exactly, on LLaMA and GPT-2; running only the layers up to the hook
+gives run_with_cache's value on the whole model; hook_resid_pre of layer L is hook_resid_post of
+L - 1 (the embeddings for L = 0); attention sinks are found by norm; bad hooks are one line."""
 import numpy as np
 import pytest
 
 from glassformer.errors import GlassformerError
-from glassformer.interpret.sae.activations import activations, hook_layer, logits_with
+from glassformer.interpret.cache import run_with_cache
+from glassformer.interpret.sae.activations import activations, hook_width, logits_with
 from glassformer.interpret.sae.stream import sink_mask, windows
 from sae_fixtures import tiny_gpt2, tiny_llama
 
@@ -47,20 +48,32 @@ def test_zeroing_a_hook_changes_the_logits():
     assert np.abs(zeroed - model(ids)).max() > 1e-3
 
 
+@pytest.mark.parametrize("make", [tiny_llama, tiny_gpt2])
+def test_activations_equal_run_with_cache_on_the_whole_model(make):
+    """Running only the layers up to the hook's gives the value the whole forward reads."""
+    model = make()
+    ids = np.random.default_rng(5).integers(0, 256, (2, 10))
+    hooks = ["blocks.0.hook_resid_post", "blocks.1.hook_mlp_out", "blocks.1.hook_resid_mid",
+             "blocks.2.hook_attn_out", "ln_final.hook_normalized"]
+    _, cache = run_with_cache(model, ids, names=hooks)
+    for hook in hooks:
+        np.testing.assert_array_equal(activations(model, ids, hook), cache[hook])
+
+
 @pytest.mark.parametrize("hook, message", [
-    ("blocks.1.attn.hook_z", "unknown hook"),
-    ("blocks.7.hook_resid_post", "layers 0..2"),
-    ("resid", "unknown hook"),
+    ("blocks.1.attn.hook_z", "one vector per position"),
+    ("blocks.7.hook_resid_post", "unknown hook name"),
+    ("resid", "unknown hook name"),
 ])
 def test_bad_hooks_are_one_line(hook, message):
     with pytest.raises(GlassformerError, match=message):
-        hook_layer(tiny_llama(), hook)
+        hook_width(tiny_llama(), hook)
 
 
 def test_a_replacement_of_the_wrong_shape_is_refused():
     model = tiny_llama()
     ids = np.zeros((1, 5), dtype=np.int64)
-    with pytest.raises(GlassformerError, match=r"must be \(1, 5, 16\)"):
+    with pytest.raises(GlassformerError, match="blocks.0.hook_resid_post"):
         logits_with(model, ids, "blocks.0.hook_resid_post", np.zeros((1, 4, 16), np.float32))
 
 
