@@ -108,3 +108,21 @@ def test_a_folder_without_weights_is_one_line(tmp_path):
     (tmp_path / "cfg.json").write_text("{}")
     with pytest.raises(GlassformerError, match="has no sae_weights.safetensors"):
         load_sae(tmp_path)
+
+
+def test_sae_eval_reads_a_folder_saelens_saved(tmp_path, capsys):
+    """`glassformer sae eval` on SAELens's own folder, its hook given on the command line."""
+    from glassformer.cli import main
+    from sae_fixtures import D_MODEL, saved_llama
+    ref = sae_lens()
+    model_dir = saved_llama(tmp_path / "llama")
+    sae = ref.TopKTrainingSAE(ref.TopKTrainingSAEConfig(d_in=D_MODEL, d_sae=32, k=4))
+    sae.save_inference_model(tmp_path / "theirs")
+    assert main(["sae", "eval", "--model", model_dir, "--sae", str(tmp_path / "theirs"),
+                 "--hook", "blocks.1.hook_resid_post", "--data", "tinyshakespeare",
+                 "--eval-tokens", "64", "--context", "32", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["arch"] == "topk" and report["l0"] <= 4.0
+    assert main(["sae", "eval", "--model", model_dir, "--sae", str(tmp_path / "theirs"),
+                 "--data", "tinyshakespeare", "--eval-tokens", "64"]) == 2
+    assert "names no hook_name; pass --hook" in capsys.readouterr().err
