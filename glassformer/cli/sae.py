@@ -56,6 +56,9 @@ def add_arguments(parser) -> None:
                        help="relu: ReLU + decoder-norm-weighted L1 (SAELens 'standard', the "
                             "default); topk: keep each position's K largest features")
     train.add_argument("--k", type=int, default=32, help="TopK: features per position (32)")
+    train.add_argument("--aux-k", type=float, default=1.0,
+                       help="TopK: the coefficient of the auxiliary loss that gives dead features "
+                            "a gradient (SAELens's aux_loss_coefficient; 0 turns it off; 1)")
     train.add_argument("--expansion", type=int, default=8,
                        help="features per input dimension: d_sae = expansion * the hook's width "
                             "(8)")
@@ -124,7 +127,8 @@ def run_train(args) -> int:
     width = hook_width(model, args.hook)
     cfg = SAEConfig(d_in=width, d_sae=args.expansion * width,
                     arch=args.arch, k=args.k if args.arch == "topk" else None,
-                    l1=args.l1 if args.arch == "relu" else 0.0)
+                    l1=args.l1 if args.arch == "relu" else 0.0,
+                    aux_k=args.aux_k if args.arch == "topk" else 0.0)
     report = train_and_save(model, args.model, text, args.hook, cfg, tcfg, stream, args.out,
                             seed=args.seed, log=_progress)
     if args.json:

@@ -44,9 +44,11 @@ from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 
 
 class SAEEncodeCtx(NamedTuple):
-    """Saved for backward: the linear layer's ctx (sae_in and W_enc) and where acts = pre."""
+    """Saved for backward: the linear layer's ctx (sae_in and W_enc) and where acts = pre; pre
+    itself for TopK's auxiliary loss (ops/sae_aux.py), which reads the dead features' values."""
     linear: LinearCtx
     mask: np.ndarray        # (N, F) bool: the features whose activation is their pre-activation
+    pre: np.ndarray         # (N, F) the pre-activations
 
 
 class SAELossCtx(NamedTuple):
@@ -89,13 +91,17 @@ def sae_encode_forward(x: np.ndarray, w_enc: np.ndarray, b_enc: np.ndarray, b_de
     if k is not None:
         mask &= top_k_mask(pre, k)
     acts = np.where(mask, pre, 0).astype(pre.dtype)         # (N, F)
-    return acts, SAEEncodeCtx(lin, mask)
+    return acts, SAEEncodeCtx(lin, mask, pre)
 
 
-def sae_encode_backward(dacts: np.ndarray, ctx: SAEEncodeCtx
+def sae_encode_backward(dacts: np.ndarray, ctx: SAEEncodeCtx, *,
+                        dpre_direct: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Returns (dx, dw_enc, db_enc, db_dec) for dacts (N, F)."""
+    """Returns (dx, dw_enc, db_enc, db_dec) for dacts (N, F). dpre_direct (N, F): a gradient
+    that reaches the pre-activations without passing the activation (TopK's auxiliary loss)."""
     dpre = np.where(ctx.mask, dacts, 0).astype(dacts.dtype)            # (N, F)
+    if dpre_direct is not None:
+        dpre = dpre + dpre_direct           # pre feeds the activation and the auxiliary loss
     dsae_in, dw_enc, db_enc = linear_backward(dpre, ctx.linear)        # (N, F) -> (N, C)
     db_dec = -dsae_in.sum(axis=0)                # sae_in = x - b_dec: b_dec meets every row
     return dsae_in, dw_enc, db_enc, db_dec

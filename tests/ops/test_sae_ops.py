@@ -9,7 +9,8 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases import ALL_CASES
 from glassformer.ops.sae import sae_encode_forward, sae_loss_forward, top_k_mask
 
-SAE_CASES = [case for case in ALL_CASES if case.name in ("sae_encode", "sae_loss", "sae")]
+SAE_CASES = [case for case in ALL_CASES if case.name in ("sae_encode", "sae_loss", "sae",
+                                                         "sae_aux")]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -22,7 +23,7 @@ def test_gradcheck(case, seed):
 def test_every_sae_mode_is_registered():
     assert {(c.name, c.mode) for c in SAE_CASES} >= {("sae_encode", "relu"),
                                                      ("sae_encode", "topk"), ("sae", "relu-l1"),
-                                                     ("sae", "topk")}
+                                                     ("sae", "topk"), ("sae_aux", "3-dead")}
 
 
 def test_topk_keeps_k_largest_per_row():

@@ -1,6 +1,7 @@
 """Gradcheck cases for the sparse autoencoder: the encoder alone (ReLU and TopK, ops/sae.py), the
 loss alone (mse + decoder-norm-weighted L1), and a whole training step (interpret/sae/model.py),
-whose gradients reach W_enc, b_enc, W_dec, b_dec and x.
+whose gradients reach W_enc, b_enc, W_dec, b_dec and x; and TopK's auxiliary loss on dead
+features (ops/sae_aux.py) alone.
 
 The biases are drawn so that no pre-activation sits within a nudge of ReLU's kink or of the k-th
 largest one (a central difference across a kink measures neither side)."""
@@ -12,6 +13,7 @@ from glassformer.gradcheck.core import GradcheckCase
 from glassformer.interpret.sae.model import SAEConfig, sae_backward, sae_forward
 from glassformer.ops.sae import (sae_encode_backward, sae_encode_forward, sae_loss_backward,
                                  sae_loss_forward)
+from glassformer.ops.sae_aux import topk_aux_backward, topk_aux_forward
 
 N, C, F = 5, 4, 7        # rows, d_in, d_sae
 
@@ -55,6 +57,28 @@ def _loss_case(mode, l1):
     return GradcheckCase("sae_loss", mode, make, forward, backward)
 
 
+def _aux_case(mode, n_dead):
+    """AuxK alone: x and out (its residual) are held constant, as SAELens detaches them, so the
+    gradients checked are pre's and W_dec's."""
+    def make(rng):
+        inp = _params(rng)
+        inp["out"] = rng.standard_normal((N, C))
+        inp["pre"] = rng.standard_normal((N, F))
+        return inp
+
+    def forward(inp):
+        dead = np.arange(F) >= F - n_dead
+        loss, ctx = topk_aux_forward(inp["x"], inp["out"], inp["pre"], inp["w_dec"], dead,
+                                     coefficient=1.0)
+        return np.array(loss), ctx
+
+    def backward(dout, ctx):
+        dpre, dw_dec = topk_aux_backward(float(dout), ctx)
+        return {"pre": dpre, "w_dec": dw_dec}
+
+    return GradcheckCase("sae_aux", mode, make, forward, backward)
+
+
 def _step_case(mode, cfg):
     def forward(inp):
         params = {name: inp[name] for name in ("w_enc", "b_enc", "w_dec", "b_dec")}
@@ -75,4 +99,6 @@ CASES = [
     _loss_case("mse-l1", 1.5),
     _step_case("relu-l1", SAEConfig(d_in=C, d_sae=F, arch="relu", l1=1.5)),
     _step_case("topk", SAEConfig(d_in=C, d_sae=F, arch="topk", k=3)),
+    _aux_case("3-dead", 3),        # k_aux = min(C // 2, 3) = 2, scale 1
+    _aux_case("1-dead", 1),        # k_aux = 1, scale 1 / (C // 2)
 ]

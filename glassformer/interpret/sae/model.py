@@ -3,6 +3,7 @@
     acts = Encode(x)                 ops/sae.py: (x - b_dec) @ W_enc + b_enc, then ReLU or TopK
     out  = acts @ W_dec + b_dec      ops/linear.py
     loss = mse(out, x) + l1 * sum_f acts_f ||W_dec[f]||     (l1 only for the ReLU SAE)
+         + AuxK (TopK only, when features are dead: ops/sae_aux.py)
 
 Params (SAELens's tensors, in glassformer's lower-case names; io is saelens_folder.py):
 
@@ -23,6 +24,7 @@ from glassformer.errors import GlassformerError
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.sae import (SAEEncodeCtx, SAELossCtx, sae_encode_backward,
                                  sae_encode_forward, sae_loss_backward, sae_loss_forward)
+from glassformer.ops.sae_aux import AuxKCtx, topk_aux_backward, topk_aux_forward
 
 ARCHITECTURES = ("relu", "topk")
 # SAELens's name of each architecture in cfg.json
@@ -38,6 +40,7 @@ class SAEConfig:
     arch: str = "relu"        # "relu" (SAELens "standard", L1 penalty) or "topk"
     k: int | None = None      # TopK: features kept per row
     l1: float = 0.0           # ReLU: the L1 coefficient
+    aux_k: float = 0.0        # TopK: the auxiliary loss's coefficient (SAELens's default: 1.0)
 
     def __post_init__(self):
         if self.arch not in ARCHITECTURES:
@@ -49,8 +52,9 @@ class SAEConfig:
         if self.arch == "topk" and (self.k is None or not 1 <= self.k <= self.d_sae):
             raise GlassformerError(f"a TopK SAE needs 1 <= k <= d_sae ({self.d_sae}), got "
                                    f"k={self.k}")
-        if self.l1 < 0:
-            raise GlassformerError(f"the L1 coefficient must be >= 0, got {self.l1}")
+        if self.l1 < 0 or self.aux_k < 0:
+            raise GlassformerError(f"the L1 and AuxK coefficients must be >= 0, got {self.l1}, "
+                                   f"{self.aux_k}")
 
     @property
     def top_k(self) -> int | None:
@@ -62,6 +66,7 @@ class SAECtx(NamedTuple):
     encode: SAEEncodeCtx
     decode: LinearCtx
     loss: SAELossCtx
+    aux: AuxKCtx
 
 
 def sae_shapes(cfg: SAEConfig) -> dict[str, tuple[int, ...]]:
@@ -93,15 +98,19 @@ def decode(params: dict, acts: np.ndarray) -> np.ndarray:
     return out
 
 
-def sae_forward(params: dict, x: np.ndarray, cfg: SAEConfig
+def sae_forward(params: dict, x: np.ndarray, cfg: SAEConfig, *, dead: np.ndarray | None = None
                 ) -> tuple[float, np.ndarray, np.ndarray, SAECtx]:
-    """One batch x (N, C) -> (loss, acts (N, F), out (N, C), ctx)."""
+    """One batch x (N, C) -> (loss, acts (N, F), out (N, C), ctx). dead (F,) bool: the features
+    counted dead so far, which a TopK SAE's auxiliary loss reads (None: none)."""
     acts, enc_ctx = sae_encode_forward(x, params["w_enc"], params["b_enc"], params["b_dec"],
                                        k=cfg.top_k)                          # (N, C) -> (N, F)
     out, dec_ctx = linear_forward(acts, params["w_dec"], params["b_dec"])    # (N, F) -> (N, C)
     l1 = cfg.l1 if cfg.arch == "relu" else 0.0
     loss, loss_ctx = sae_loss_forward(x, out, acts, params["w_dec"], l1=l1)
-    return loss, acts, out, SAECtx(enc_ctx, dec_ctx, loss_ctx)
+    dead = np.zeros(cfg.d_sae, dtype=bool) if dead is None or cfg.arch != "topk" else dead
+    aux, aux_ctx = topk_aux_forward(x, out, enc_ctx.pre, params["w_dec"], dead,
+                                    coefficient=cfg.aux_k)
+    return loss + aux, acts, out, SAECtx(enc_ctx, dec_ctx, loss_ctx, aux_ctx)
 
 
 def sae_backward(ctx: SAECtx, dloss: float = 1.0) -> tuple[dict, np.ndarray]:
@@ -109,8 +118,12 @@ def sae_backward(ctx: SAECtx, dloss: float = 1.0) -> tuple[dict, np.ndarray]:
     dx_target, dout, dacts_penalty, dw_dec_penalty = sae_loss_backward(dloss, ctx.loss)
     dacts_recon, dw_dec_recon, db_dec_out = linear_backward(dout, ctx.decode)
     dacts = dacts_recon + dacts_penalty           # acts feed the reconstruction and the penalty
-    dx_enc, dw_enc, db_enc, db_dec_in = sae_encode_backward(dacts, ctx.encode)
-    grads = {"w_enc": dw_enc, "b_enc": db_enc,
-             "w_dec": dw_dec_recon + dw_dec_penalty,    # W_dec: the decoder and the penalty
+    dpre_aux, dw_dec_aux = topk_aux_backward(dloss, ctx.aux)
+    dx_enc, dw_enc, db_enc, db_dec_in = sae_encode_backward(dacts, ctx.encode,
+                                                            dpre_direct=dpre_aux)
+    dw_dec = dw_dec_recon + dw_dec_penalty        # W_dec: the decoder and the penalty
+    if dw_dec_aux is not None:
+        dw_dec = dw_dec + dw_dec_aux              # ... and the auxiliary reconstruction
+    grads = {"w_enc": dw_enc, "b_enc": db_enc, "w_dec": dw_dec,
              "b_dec": db_dec_out + db_dec_in}           # b_dec: added at the output, taken at input
     return grads, dx_enc + dx_target                    # x: the encoder's input and the target

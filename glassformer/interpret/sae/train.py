@@ -17,7 +17,8 @@ models and layers; `fold_scale` puts the scale into the weights before saving, s
 reads and writes the model's own activations.
 
 A feature is dead when it has not fired for more than `dead_window` steps (SAELens's
-dead_feature_window).
+dead_feature_window); a TopK SAE's auxiliary loss (ops/sae_aux.py) then asks the dead ones to
+reconstruct what the live ones missed.
 """
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ def train_sae(rows: np.ndarray, cfg: SAEConfig, tcfg: SAETrainConfig, rng: np.ra
             order, cursor = rng.permutation(len(x_all)), 0
         x = x_all[order[cursor:cursor + tcfg.batch]]                     # (batch, C)
         cursor += tcfg.batch
-        loss, acts, out, ctx = sae_forward(params, x, cfg)
+        dead = since_fired > tcfg.dead_window                            # (F,) SAELens's mask
+        loss, acts, out, ctx = sae_forward(params, x, cfg, dead=dead)
         grads, _ = sae_backward(ctx)
         grads["w_dec"] = without_parallel(grads["w_dec"], params["w_dec"])
         grads, _ = clip_grad_norm(grads, GRAD_CLIP)

@@ -1,5 +1,6 @@
 """The SAE's loss and every gradient equal SAELens 6.51's on the same batch (torch autograd through
-sae_lens's own StandardTrainingSAE and TopKTrainingSAE), in float64, to 1e-5 relative."""
+sae_lens's own StandardTrainingSAE and TopKTrainingSAE, TopK's auxiliary loss on dead features
+included), in float64, to 1e-5 relative."""
 import numpy as np
 import pytest
 
@@ -19,7 +20,7 @@ def _batch(seed: int, *, unit_rows: bool):
     return params, rng.standard_normal((N, C))
 
 
-def _reference(ref, sae, params, x):
+def _reference(ref, sae, params, x, dead=None):
     """(loss, grads) of sae_lens's training_forward_pass on x, with params loaded into sae."""
     import torch
     names = {"w_enc": "W_enc", "b_enc": "b_enc", "w_dec": "W_dec", "b_dec": "b_dec"}
@@ -28,7 +29,8 @@ def _reference(ref, sae, params, x):
             getattr(sae, theirs).copy_(torch.from_numpy(params[ours]))
     coefficients = {"l1": sae.cfg.l1_coefficient} if hasattr(sae.cfg, "l1_coefficient") else {}
     step = ref.TrainStepInput(sae_in=torch.from_numpy(x), coefficients=coefficients,
-                              dead_neuron_mask=None, n_training_steps=0, is_logging_step=False)
+                              dead_neuron_mask=None if dead is None else torch.from_numpy(dead),
+                              n_training_steps=0, is_logging_step=False)
     out = sae.training_forward_pass(step)
     out.loss.backward()
     grads = {ours: getattr(sae, theirs).grad.numpy() for ours, theirs in names.items()}
@@ -70,3 +72,21 @@ def test_topk_matches_saelens_topk(rescale, unit_rows):
     sae = ref.TopKTrainingSAE(ref.TopKTrainingSAEConfig(d_in=C, d_sae=F, k=5, dtype="float64",
                                                         rescale_acts_by_decoder_norm=rescale))
     _assert_matches((loss, acts, grads), _reference(ref, sae, params, x))
+
+
+@pytest.mark.parametrize("n_dead", [2, 7])
+@pytest.mark.parametrize("rescale, unit_rows", [(False, False), (True, True)])
+def test_topk_aux_loss_on_dead_features_matches_saelens(n_dead, rescale, unit_rows):
+    """AuxK: 2 dead features (k_aux = 2, scale 2 / (C // 2) = 0.5) and 7 (k_aux = C // 2, scale 1)."""
+    ref = sae_lens()
+    params, x = _batch(4, unit_rows=unit_rows)
+    dead = np.zeros(F, dtype=bool)
+    dead[np.random.default_rng(5).choice(F, n_dead, replace=False)] = True
+    cfg = SAEConfig(d_in=C, d_sae=F, arch="topk", k=5, aux_k=1.0)
+    loss, acts, _, ctx = sae_forward(params, x, cfg, dead=dead)
+    assert ctx.aux.error is not None
+    grads, _ = sae_backward(ctx)
+    sae = ref.TopKTrainingSAE(ref.TopKTrainingSAEConfig(d_in=C, d_sae=F, k=5, dtype="float64",
+                                                        aux_loss_coefficient=1.0,
+                                                        rescale_acts_by_decoder_norm=rescale))
+    _assert_matches((loss, acts, grads), _reference(ref, sae, params, x, dead))
