@@ -16,7 +16,7 @@ and the ones below it, never one above:
 
 Inside layer 5 the packages that run a model stack too (issue 42), lowest first:
 
-    generate  <  train  <  tasks  <  serve, viewer, lm_eval
+    generate  <  train  <  tasks, interpret  <  serve, viewer, lm_eval
 
 decoding knows nothing of training; training uses decoding (GRPO samples its completions with
 generate) but none of the tasks; a task may use both, never the server or the viewer, which sit

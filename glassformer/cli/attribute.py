@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from glassformer.cli.common import add_model_argument, load_model_shown
-from glassformer.cli.interpret_args import add_cache_argument, one_token, tokens_of
+from glassformer.cli.common import (add_cache_argument, add_model_argument, load_model_shown,
+                                     one_token, tokens_of)
 from glassformer.interpret.attribution import logit_attribution
 from glassformer.interpret.render import attribution_json, attribution_text
 

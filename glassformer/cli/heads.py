@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from glassformer.cli.common import add_model_argument, load_model_shown
-from glassformer.cli.interpret_args import add_cache_argument
+from glassformer.cli.common import (add_cache_argument, add_model_argument, load_model_shown)
 from glassformer.interpret.heads import OFFSETS, THRESHOLD, head_scores, strong_heads
 from glassformer.interpret.render import heads_text
 from glassformer.tokenizers.end_of_text import end_of_text_ids

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from glassformer.cli.common import add_model_argument, load_model_shown
-from glassformer.cli.interpret_args import add_cache_argument, one_token, tokens_of
+from glassformer.cli.common import (add_cache_argument, add_model_argument, load_model_shown,
+                                     one_token, tokens_of)
 from glassformer.interpret.attribution import attribution_patch
 from glassformer.interpret.patching import KINDS, check_same_length, logit_diff_metric, patch
 from glassformer.interpret.render import patching_json, patching_text
@@ -45,15 +45,11 @@ def run(args) -> int:
     target, other = one_token(model, args.target, "--target"), one_token(model, args.other,
                                                                          "--other")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    metric = logit_diff_metric(target, other)
     if args.attribution:
-        from glassformer.interpret.patching import Patching
-        tables = attribution_patch(model, clean, corrupt, target, other, kinds=kinds)
-        result = Patching({k: t._replace(values=t.values + metric(model(corrupt[None])))
-                           for k, t in tables.items()},
-                          float(metric(model(clean[None]))), float(metric(model(corrupt[None]))))
+        result = attribution_patch(model, clean, corrupt, target, other, kinds=kinds)
     else:
-        result = patch(model, clean, corrupt, metric, kinds, max_cache_mb=args.max_cache_mb)
+        result = patch(model, clean, corrupt, logit_diff_metric(target, other), kinds,
+                       max_cache_mb=args.max_cache_mb)
     pieces = [model.tokenizer.decode([int(i)]) for i in clean]
     if args.json:
         print(json.dumps(patching_json(result, pieces)))

@@ -32,7 +32,8 @@ import numpy as np
 from glassformer.blocks.residual import block_backward, mlp_sub_block_backward
 from glassformer.errors import GlassformerError
 from glassformer.interpret.cache import _ids, run_with_cache
-from glassformer.interpret.patching import PatchTable, check_same_length
+from glassformer.interpret.patching import (Patching, PatchTable, check_same_length,
+                                            hook_name, logit_diff_metric)
 from glassformer.models.common import head_backward
 from glassformer.models.family import CAUSAL
 
@@ -148,26 +149,28 @@ def stream_gradients(model, ids: np.ndarray, target: int, other: int | None,
 
 
 def attribution_patch(model, clean_ids, corrupt_ids, target: int, other: int | None = None,
-                      kinds=("resid_pre", "attn_out", "mlp_out", "z")) -> dict[str, PatchTable]:
-    """The first-order estimate of `patch`'s tables for the metric logit[target] - logit[other]
-    at the last position: {kind: PatchTable} with layers x positions (z: layers x heads)."""
+                      kinds=("resid_pre", "attn_out", "mlp_out", "z")) -> Patching:
+    """The first-order estimate of `patch`'s result for the metric logit[target] -
+    logit[other] at the last position: each table holds the corrupted run's metric plus the
+    estimated change, layers x positions (z: layers x heads), as patch's tables do."""
     _check_decoder(model)
     clean_ids, corrupt_ids = _ids(model, clean_ids), _ids(model, corrupt_ids)
     check_same_length(clean_ids, corrupt_ids)
-    names = []
-    for layer in range(model.cfg.n_layer):
-        names += [f"blocks.{layer}.hook_{kind}" if kind != "z" else f"blocks.{layer}.attn.hook_z"
-                  for kind in kinds]
-    _, clean = run_with_cache(model, clean_ids, names)
-    _, corrupt = run_with_cache(model, corrupt_ids, names)
+    kinds = [k[len("hook_"):] if k.startswith("hook_") else k for k in kinds]
+    names = [hook_name(kind, layer) for layer in range(model.cfg.n_layer) for kind in kinds]
+    clean_logits, clean = run_with_cache(model, clean_ids, names)
+    corrupt_logits, corrupt = run_with_cache(model, corrupt_ids, names)
+    metric = logit_diff_metric(target, other)
+    base = float(metric(corrupt_logits))
     grads, _ = stream_gradients(model, corrupt_ids, target, other)
     # what each hook writes joins the stream: its gradient is the stream's just after it
-    stream_of = {"resid_pre": "resid_pre", "attn_out": "resid_mid", "mlp_out": "resid_post"}
+    stream_of = {"resid_pre": "resid_pre", "attn_out": "resid_mid", "mlp_out": "resid_post",
+                 "resid_mid": "resid_mid", "resid_post": "resid_post"}
     tables = {}
     for kind in kinds:
         rows = []
         for layer in range(model.cfg.n_layer):
-            name = f"blocks.{layer}.hook_{kind}" if kind != "z" else f"blocks.{layer}.attn.hook_z"
+            name = hook_name(kind, layer)
             delta = (clean[name] - corrupt[name]).astype(np.float64)
             if kind == "z":
                 wo = model.params[f"blocks.{layer}.attn.wo"].astype(np.float64)
@@ -176,5 +179,6 @@ def attribution_patch(model, clean_ids, corrupt_ids, target: int, other: int | N
                 rows.append((delta * dz).sum(axis=(0, 1, 3)))                  # (H,)
             else:
                 rows.append((delta * grads[stream_of[kind]][layer]).sum(axis=(0, 2)))  # (T,)
-        tables[kind] = PatchTable(kind, np.array(rows), "head" if kind == "z" else "position")
-    return tables
+        tables[kind] = PatchTable(kind, base + np.array(rows),
+                                  "head" if kind == "z" else "position")
+    return Patching(tables, float(metric(clean_logits)), base)

@@ -26,7 +26,7 @@ from glassformer.interpret.hooks import (REPLACEABLE, check_names, hook_shapes, 
                                          split_name)
 from glassformer.memory import check_memory, human_bytes
 from glassformer.models.common import split_layers
-from glassformer.models.family import CAUSAL
+from glassformer.models.family import CAUSAL, ENCODER
 
 
 class ActivationCache(Mapping):
@@ -64,6 +64,13 @@ def _ids(model, ids) -> np.ndarray:
         raise GlassformerError(f"expected token ids (T,) or (B, T) of integers, got shape "
                                f"{ids.shape} dtype {ids.dtype}")
     return ids
+
+
+def check_family(model) -> None:
+    """Hook points cover causal LMs and encoders (BERT); one line for an encoder-decoder."""
+    if model.family.kind not in (CAUSAL, ENCODER):
+        raise GlassformerError(f"hook points cover causal LMs and BERT-style encoders; "
+                               f"{model.arch} is an encoder-decoder")
 
 
 def cache_bytes(model, ids, names=None) -> int:
@@ -148,6 +155,7 @@ def run_with_cache(model, ids, names=None, *, max_cache_mb: float | None = None)
 
     max_cache_mb: refuse, before running, a cache estimated larger (default: the memory budget,
     half this machine's memory)."""
+    check_family(model)
     ids = _ids(model, ids)
     shapes = hook_shapes(model, *ids.shape)
     names = list(shapes) if names is None else check_names(names, shapes)
@@ -169,6 +177,7 @@ def run_with_hooks(model, ids, fwd_hooks=()):
     """The logits of a forward with fwd_hooks [(name, fn(value, name)), ...] run at their
     points; fn may return a replacement at the REPLACEABLE points (and hook_embed,
     hook_pos_embed), else it must return None."""
+    check_family(model)
     ids = _ids(model, ids)
     shapes = hook_shapes(model, *ids.shape)
     replace, read = {}, {}

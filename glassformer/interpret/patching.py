@@ -52,7 +52,7 @@ def check_same_length(clean_ids: np.ndarray, corrupt_ids: np.ndarray) -> None:
                                f"{corrupt_ids.shape[-1]}")
 
 
-def _hook_name(kind: str, layer: int) -> str:
+def hook_name(kind: str, layer: int) -> str:
     if kind not in KINDS:
         raise GlassformerError(f"unknown patching kind {kind!r}; choose from {', '.join(KINDS)}")
     return f"blocks.{layer}.attn.hook_z" if kind == "z" else f"blocks.{layer}.hook_{kind}"
@@ -87,21 +87,22 @@ def patch(model, clean_ids, corrupt_ids, metric, hook_names=("resid_pre",), *,
         raise GlassformerError(f"patching runs one prompt pair at a time, got {clean_ids.shape[0]}")
     kinds = [hook_names] if isinstance(hook_names, str) else list(hook_names)
     kinds = [k[len("hook_"):] if k.startswith("hook_") else k for k in kinds]
-    names = [_hook_name(kind, layer) for kind in kinds for layer in range(model.cfg.n_layer)]
+    names = [hook_name(kind, layer) for kind in kinds for layer in range(model.cfg.n_layer)]
     clean_logits, cache = run_with_cache(model, clean_ids, names, max_cache_mb=max_cache_mb)
     corrupt_logits = model(corrupt_ids)
     tables = {}
     for kind in kinds:
-        rows = [_patch_layer(model, corrupt_ids, _hook_name(kind, layer),
-                             cache[_hook_name(kind, layer)], metric, kind)
+        rows = [_patch_layer(model, corrupt_ids, hook_name(kind, layer),
+                             cache[hook_name(kind, layer)], metric, kind)
                 for layer in range(model.cfg.n_layer)]
         tables[kind] = PatchTable(kind, np.array(rows), "head" if kind == "z" else "position")
     return Patching(tables, float(metric(clean_logits)), float(metric(corrupt_logits)))
 
 
-def logit_diff_metric(target: int, other: int, position: int = -1):
-    """metric(logits) = logits[0, position, target] - logits[0, position, other]."""
+def logit_diff_metric(target: int, other: int | None, position: int = -1):
+    """metric(logits) = logits[0, position, target] - logits[0, position, other] (or the
+    target's logit alone when other is None)."""
     def metric(logits):
         row = logits[0, position].astype(np.float64)
-        return row[int(target)] - row[int(other)]
+        return row[int(target)] - (0.0 if other is None else row[int(other)])
     return metric

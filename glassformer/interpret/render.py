@@ -37,8 +37,8 @@ def patching_text(result, tokens: list[str]) -> str:
             f"H{h}" for h in range(norm.shape[1])]
         layer, column = np.unravel_index(np.argmax(norm), norm.shape)
         out += ["", f"{kind}: layers x {table.columns}s, peak {norm[layer, column]:.2f} at "
-                f"layer {layer}, {table.columns} {columns[column]!r}",
-                grid_text(norm, "layer", [repr(c) for c in columns])]
+                f"layer {layer}, {table.columns} {column} {columns[column]!r}",
+                grid_text(norm, "layer", [c.replace(" ", "_") for c in columns])]
     return "\n".join(out)
 
 

@@ -82,9 +82,9 @@ def test_stream_gradients_match_finite_differences():
 
 
 def test_attribution_patching_follows_real_patching_for_a_small_change(model):
-    tables = attribution_patch(model, CLEAN, CORRUPT, 5, 6, kinds=("resid_pre", "z"))
+    tables = attribution_patch(model, CLEAN, CORRUPT, 5, 6, kinds=("resid_pre", "z")).tables
     real = patch(model, CLEAN, CORRUPT, logit_diff_metric(5, 6), ["resid_pre"])
-    estimate = tables["resid_pre"].values
+    estimate = tables["resid_pre"].values - real.corrupt
     change = real.tables["resid_pre"].values - real.corrupt
     # positions the prompts share: both exactly 0 at layer 0
     np.testing.assert_allclose(np.delete(estimate[0], 1), 0.0, atol=1e-6)
