@@ -86,6 +86,9 @@ def add_arguments(parser) -> None:
                           help="an SAE folder: cfg.json + sae_weights.safetensors")
     evaluate.add_argument("--hook", default=None, metavar="NAME",
                           help="where it reads (default: the folder's hook_name)")
+    evaluate.add_argument("--skip-tokens", type=int, default=0, metavar="N",
+                          help="start N tokens into the text (0); a train run's --tokens gives "
+                               "its held-out positions, the ones its report measured")
     evaluate.set_defaults(run_action=run_eval)
 
 
@@ -144,7 +147,8 @@ def run_eval(args) -> int:
     stream = _stream(args, 1)
     text = read_text(args.data)
     model = load_model_shown(args.model)
-    report = evaluate_folder(model, args.sae, text, args.hook, stream)
+    report = evaluate_folder(model, args.sae, text, args.hook, stream,
+                             skip_tokens=args.skip_tokens)
     if args.json:
         print(json.dumps(report))
         return 0

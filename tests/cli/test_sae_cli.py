@@ -43,6 +43,13 @@ def test_train_then_eval(model_dir, tmp_path, capsys, arch):
                  "tinyshakespeare", "--eval-tokens", "128", "--context", "32", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["hook"] == "blocks.0.hook_resid_post" and again["positions"] > 0
+    # --skip-tokens at train's --tokens: the very positions train's report measured
+    assert main(["sae", "eval", "--model", model_dir, "--sae", str(out), "--data",
+                 "tinyshakespeare", "--eval-tokens", "128", "--context", "32",
+                 "--skip-tokens", "1024", "--json"]) == 0
+    held_out = json.loads(capsys.readouterr().out)
+    for name in ("explained_variance", "l0", "ce_clean", "ce_sae", "ce_zero"):
+        assert held_out[name] == pytest.approx(metrics[name], rel=1e-5), name
     assert main(["sae", "eval", "--model", model_dir, "--sae", str(out), "--data",
                  "tinyshakespeare", "--eval-tokens", "128", "--context", "32"]) == 0
     assert "CE loss recovered" in capsys.readouterr().out

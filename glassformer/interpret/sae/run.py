@@ -92,9 +92,12 @@ def train_and_save(model: Model, model_name: str, text: str, hook: str, cfg: SAE
 
 
 def evaluate_folder(model: Model, folder: str | Path, text: str, hook: str | None,
-                    scfg: StreamConfig) -> dict:
-    """The metrics of a saved SAE (ours or SAELens's) on the text's first eval_tokens tokens;
-    the hook defaults to the folder's metadata hook_name."""
+                    scfg: StreamConfig, *, skip_tokens: int = 0) -> dict:
+    """The metrics of a saved SAE (ours or SAELens's) on eval_tokens tokens of the text from
+    token skip_tokens (a `train` run's held-out ones: skip its --tokens); the hook defaults to
+    the folder's metadata hook_name."""
+    if skip_tokens < 0:
+        raise GlassformerError(f"--skip-tokens must be >= 0, got {skip_tokens}")
     params, cfg, metadata = load_sae(folder)
     hook = hook or metadata.get("hook_name")
     if not hook:
@@ -102,8 +105,8 @@ def evaluate_folder(model: Model, folder: str | Path, text: str, hook: str | Non
     width = hook_width(model, hook)
     if cfg.d_in != width:
         raise GlassformerError(f"{folder} reads width {cfg.d_in}; {hook} has width {width}")
-    ids = text_ids(model, text, scfg.eval_tokens)
-    eval_windows = windows(ids, scfg.context, scfg.eval_tokens)
+    ids = text_ids(model, text, skip_tokens + scfg.eval_tokens)
+    eval_windows = windows(ids, scfg.context, scfg.eval_tokens, offset=skip_tokens)
     metrics = evaluate_sae(model, params, cfg, hook, eval_windows,
                            rows_per_forward=scfg.rows_per_forward)
     return {"sae": str(folder), "hook": hook, "arch": cfg.arch, "d_sae": cfg.d_sae, **metrics}
