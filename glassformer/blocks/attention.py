@@ -26,6 +26,7 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.heads import merge_heads, split_heads
+from glassformer.blocks.hooks import heads_view, run_hook
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.projection import (init_projections, projection_backward,
                                            projection_forward)
@@ -154,7 +155,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             kv_cache: KVCache | None = None, layer: int = 0,
                             memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
                             frozen: bool = False, train: bool = False,
-                            rng: np.random.Generator | None = None
+                            rng: np.random.Generator | None = None, hooks: dict | None = None
                             ) -> tuple[np.ndarray, AttentionBlockCtx]:
     """y = Attention(x W_q, src W_k, src W_v) W_o, with src = memory or x.
 
@@ -168,11 +169,17 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     output by blocks/qkv.py's `cross_kv` (decoding: inference only, like kv_cache); then memory
     is not needed.
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only.
+    hooks: functions at blocks.{layer}.attn.hook_q / hook_k / hook_v (before RoPE) and hook_z
+    (the heads' outputs), which may replace them (blocks/hooks.py); None: none called.
     """
     _check_inputs(x, memory, cfg)
     b, t = x.shape[:2]
     q, k, v, projections, qkv_adapters, qk_norm = _heads(params, x, memory, memory_kv, cfg,
                                                          frozen=frozen, train=train, rng=rng)
+    if hooks is not None:  # (B, H, T, D) inside, (B, T, H, D) to the hook
+        prefix = f"blocks.{layer}.attn."
+        q, k, v = (run_hook(hooks, prefix + f"hook_{name}", value, to_hook=heads_view,
+                            from_hook=heads_view) for name, value in (("q", q), ("k", k), ("v", v)))
     q_rope = k_rope = None
     if cfg.position == "rope":
         if positions is None:
@@ -192,7 +199,11 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                                   scale=cfg.attn_scale, window=window, softcap=cfg.attn_softcap,
                                   sinks=_sinks(params, cfg), keep_weights=not cached)
                                                                     # (B, K, G, T, D)
-    out = merge_heads(out.reshape(b, cfg.n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
+    out = out.reshape(b, cfg.n_head, t, -1)               # (B, K, G, T, D) -> (B, H, T, D)
+    if hooks is not None:
+        out = run_hook(hooks, f"blocks.{layer}.attn.hook_z", out, to_hook=heads_view,
+                       from_hook=heads_view)
+    out = merge_heads(out)                                # (B, H, T, D) -> (B, T, H*D)
     y, out_proj = projection_forward(params, "wo", "bo", out, frozen=frozen, train=train,
                                      rng=rng)                               # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, cfg.n_head,

@@ -31,6 +31,7 @@ from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_bac
                                           attention_block_forward, attention_shapes,
                                           head_weights, init_attention)
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.mla import (MLACtx, init_mla, mla_block_backward, mla_block_forward,
                                     mla_shapes)
@@ -139,13 +140,16 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                   kv_cache: KVCache | None = None, layer: int = 0, train: bool = False,
                   rng: np.random.Generator | None = None,
                   memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
-                  frozen: bool = False) -> tuple[np.ndarray, BlockCtx]:
+                  frozen: bool = False, hooks: dict | None = None
+                  ) -> tuple[np.ndarray, BlockCtx]:
     """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...).
 
     memory_kv: this layer's cross-attention k, v from blocks/qkv.py's `cross_kv`, in place
     of memory when decoding (inference only).
     frozen: the attention and MLP weights take no gradient (a LoRA model: blocks/lora.py); their
-    adapters, if any, do. rng also draws the adapters' dropout."""
+    adapters, if any, do. rng also draws the adapters' dropout.
+    hooks: functions at blocks.{layer}.hook_attn_out, hook_resid_mid, hook_mlp_out and inside
+    attention (blocks/hooks.py), which may replace those values; None (the default): none."""
     # note: checked here too, since a pre-norm layer would otherwise first meet x in the norm,
     # whose error blames the norm's weight for a wrong C
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
@@ -161,7 +165,8 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                                               causal=causal, key_mask=key_mask,
                                               positions=positions, rope_tables=rope_tables,
                                               kv_cache=kv_cache, layer=layer, frozen=frozen,
-                                              train=train, rng=rng)
+                                              train=train, rng=rng, hooks=hooks)
+    a = run_hook(hooks, f"blocks.{layer}.hook_attn_out", a) if hooks is not None else a
     h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng,
                                 sub_params(params, "norm1_post."))
     # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
@@ -175,6 +180,8 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                                               rng=rng)
         h, cross_ctx = _residual_out(norm_cross, h, c, SubCtx(norm_ctx, body_ctx, None), cfg,
                                      train, rng)
+    if hooks is not None:
+        h = run_hook(hooks, f"blocks.{layer}.hook_resid_mid", h)
     # MLP sub-block
     norm2 = sub_params(params, "norm2.")
     m, norm_ctx = _residual_in(norm2, h, cfg)
@@ -182,6 +189,7 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     m, body_ctx = _mlp_forward(sub_params(params, "mlp."), m, cfg, layer,
                                inference=kv_cache is not None, frozen=frozen, train=train,
                                rng=rng)
+    m = run_hook(hooks, f"blocks.{layer}.hook_mlp_out", m) if hooks is not None else m
     out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng,
                                  sub_params(params, "norm2_post."))
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
@@ -195,14 +203,7 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
     drouter_logits (N, E): in a sparse layer, a loss's gradient on its router logits (the
     balance losses), passed to moe_backward."""
     pos = ctx.norm_position
-    # MLP sub-block
-    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
-    if isinstance(ctx.mlp.body, MoECtx):
-        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
-    else:
-        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
-    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
-    grads = {**prefixed(mlp_grads, "mlp."), **_norm_grads(out_norm, in_norm, "norm2", pos)}
+    grads, dh = mlp_sub_block_backward(dout, ctx, drouter_logits=drouter_logits)  # (B, T, C)
     # cross-attention sub-block
     dmemory = None
     if ctx.cross is not None:
@@ -229,6 +230,21 @@ def _norm_grads(out_norm: dict, in_norm: dict, name: str, norm_position: str) ->
     if norm_position == "pre_post":
         return {**prefixed(in_norm, f"{name}."), **prefixed(out_norm, f"{name}_post.")}
     return prefixed({**out_norm, **in_norm}, f"{name}.")
+
+
+def mlp_sub_block_backward(dout: np.ndarray, ctx: BlockCtx, *,
+                           drouter_logits: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Back through the layer's MLP sub-block only: (its grads with block-local names, dh), dh
+    (B, T, C) the gradient of the stream between attention and MLP (interpretability reads it:
+    glassformer/interpret/attribution.py)."""
+    pos = ctx.norm_position
+    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
+    if isinstance(ctx.mlp.body, MoECtx):
+        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
+    else:
+        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
+    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
+    return {**prefixed(mlp_grads, "mlp."), **_norm_grads(out_norm, in_norm, "norm2", pos)}, dh
 
 
 # ---------------------------------------------------------------- reading a layer's ctx

@@ -29,6 +29,8 @@ import sys
 import time
 from contextlib import AbstractContextManager, contextmanager
 
+import numpy as np
+
 from glassformer.blas import blas_threads, free_cores
 from glassformer.display import detect_lang  # noqa: F401  (shared with the notebook views)
 from glassformer.errors import GlassformerError
@@ -232,3 +234,32 @@ def run_ended(command: str, out: str, run_state, stop, *, saved_in: str) -> int:
     print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; {saved_in} "
           f"{out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
     return 0
+
+
+# ---------------------------------------------------------------- patch, attribute, heads
+
+def add_cache_argument(parser) -> None:
+    parser.add_argument("--max-cache-mb", type=float, default=None,
+                        help="refuse, before running, when the cached activations would take "
+                             "more than this many MiB (default: half this machine's memory)")
+
+
+def tokens_of(model, text: str) -> np.ndarray:
+    """text -> (T,) int64 ids by the model's tokenizer; one line when it has none or T is 0."""
+    if model.tokenizer is None:
+        raise GlassformerError("this model came without a tokenizer; give a model folder or "
+                               "file that has one")
+    ids = np.asarray(model.tokenizer.encode(text), dtype=np.int64)
+    if ids.size == 0:
+        raise GlassformerError(f"the prompt {text!r} encodes to no tokens")
+    return ids
+
+
+def one_token(model, text: str, flag: str) -> int:
+    """The single token id `text` encodes to; more than one token is one line naming them."""
+    ids = tokens_of(model, text)
+    if ids.size != 1:
+        pieces = [model.tokenizer.decode([int(i)]) for i in ids]
+        raise GlassformerError(f"{flag} {text!r} is {ids.size} tokens {pieces}; give one token "
+                               "(often with its leading space, ' Paris')")
+    return int(ids[0])

@@ -36,6 +36,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
@@ -168,7 +169,7 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
             last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
-            on_layer=None) -> tuple[np.ndarray, LlamaCtx]:
+            on_layer=None, hooks: dict | None = None) -> tuple[np.ndarray, LlamaCtx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
@@ -176,16 +177,20 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     absolute positions fed to RoPE (default: kv_cache.length + arange(T)).
     head_rows: the N positions (np.nonzero's (rows, columns)) a loss reads; the logits are then
     (N, V), those rows of the full logits (models/common.py: decoder_forward).
+    hooks: functions at hook_embed and every layer's points, which may replace those values
+    (blocks/hooks.py; glassformer/interpret/ uses them); None: none.
     """
     offset = 0 if kv_cache is None else kv_cache.length
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
     bcfg = cfg.block_config()
     frozen = has_adapters(params)
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
+    if hooks is not None:
+        x = run_hook(hooks, "hook_embed", x)
     logits, block_ctxs, head_ctx = decoder_forward(
         params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, head_rows=head_rows,
         key_mask=key_mask, positions=positions, kv_cache=kv_cache, train=train, rng=rng,
-        on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
+        on_layer=on_layer, hooks=hooks)                                 # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 

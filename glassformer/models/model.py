@@ -61,11 +61,14 @@ class Model:
     def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,
                 positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
                 token_type_ids: np.ndarray | None = None, last_only: bool = False,
-                on_layer=None):
+                on_layer=None, hooks: dict | None = None):
         """(out, ctx) from the family's forward, in eval mode (last_only: a causal LM's logits
         of the last position only, (B, 1, V); on_layer: a causal LM's per-layer reader,
-        models/common.py's layers_forward)."""
+        models/common.py's layers_forward; hooks: {hook name: [fn]} that may replace values
+        mid-forward, blocks/hooks.py)."""
         kwargs = {}
+        if hooks is not None:
+            kwargs["hooks"] = hooks
         if on_layer is not None:
             kwargs["on_layer"] = on_layer
         if last_only:

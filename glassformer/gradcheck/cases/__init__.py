@@ -24,6 +24,7 @@ from glassformer.gradcheck.cases import moe_balance
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
+from glassformer.gradcheck.cases import sae
 from glassformer.gradcheck.cases import seq2seq
 from glassformer.gradcheck.cases import sink
 from glassformer.gradcheck.cases import softmax
@@ -53,6 +54,7 @@ _MODULES = [
     seq2seq,
     bert_mlm,
     moe_balance,
+    sae,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
