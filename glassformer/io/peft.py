@@ -57,6 +57,7 @@ from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 from glassformer.ops.lora import init_lora, lora_merge, lora_scale
+from glassformer.ops.quant import is_quantized
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -149,6 +150,8 @@ def merge_adapters(model: Model, adapters: dict, lora_cfg: LoraConfig | None = N
         weight = adapted_weight(key)
         adapter = adapter_of(adapters, weight)
         parts = _parts_of(weight)
+        # a quantized base weight (ops/quant/) is merged in float32: W + s A B is off its grid
+        params.update({p: params[p].dequantize() for p in parts if is_quantized(params[p])})
         joined = np.concatenate([params[p] for p in parts], axis=1) if len(parts) > 1 \
             else params[parts[0]]                                           # (C_in, C_out)
         merged = lora_merge(joined, adapter.a, adapter.b, adapter.scale)

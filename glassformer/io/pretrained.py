@@ -58,28 +58,31 @@ CONVERT_HINT = ("convert it once, in an environment you trust, with transformers
                 "safetensors.torch.save_file)")
 
 
-def load_pretrained(path, *, tokenizer: bool = True, adapter=None) -> Model:
+def load_pretrained(path, *, tokenizer: bool = True, adapter=None,
+                    dequantize: bool = False) -> Model:
     """A Model from a Hugging Face folder, a glassformer run/checkpoint folder, a .gguf file, or
     a name the CLI takes (smollm2, minilm: glassformer/packaged.py).
 
     tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
     adapter: a LoRA adapter folder in PEFT's format (io/peft.py), checked against the model and
     merged into its weights (W + s A B), so the Model runs at the base model's speed.
+    dequantize: widen a GGUF file's quantized matrices to float32; by default they stay in their
+    blocks (io/gguf.py, ops/quant/), about the file's size in memory.
     """
-    model = _load_model(path, tokenizer)
+    model = _load_model(path, tokenizer, dequantize)
     if adapter is None:
         return model
     adapters, _ = load_adapter(adapter, model)
     return merge_adapters(model, adapters)
 
 
-def _load_model(path, tokenizer: bool) -> Model:
+def _load_model(path, tokenizer: bool, dequantize: bool = False) -> Model:
     """load_pretrained without an adapter."""
     folder = Path(path)
     if not folder.exists() and str(path) in packaged_names(MODEL):
         folder = packaged_path(str(path), MODEL)
     if folder.is_file() and folder.suffix == ".gguf":  # llama.cpp's format: io/gguf.py
-        return load_gguf(folder, with_tokenizer=tokenizer)
+        return load_gguf(folder, with_tokenizer=tokenizer, dequantize=dequantize)
     if folder.is_file():
         if folder.suffix in PICKLE_SUFFIXES:
             raise CheckpointError(f"{folder} is a pickle file, which glassformer never loads "

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.ops._check import check_float, check_shape, check_weight
+from glassformer.ops._check import check_shape, check_weight
 from glassformer.ops._ids import check_ids
 
 

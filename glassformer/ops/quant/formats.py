@@ -6,14 +6,17 @@
     q4_1         3              32               20            5.0       q4_1.py
     q4_k        12             256              144            4.5       q4_k.py
 
-Each format's module has BLOCK, BYTES, `dequantize(blocks (n, BYTES) uint8, out=None) ->
-(n, BLOCK) float32` and `quantize((n, BLOCK) float32) -> (n, BYTES) uint8`. The type ids are
-ggml's (`GGMLQuantizationType` in the gguf package), written here so that layer 1 needs no import
-of the file reader.
+Each format's module has BLOCK, BYTES, HALVES (where its float16 fields lie),
+`dequantize(blocks (n, BYTES) uint8, out=None) -> (n, BLOCK) float32` and
+`quantize((n, BLOCK) float32) -> (n, BYTES) uint8`. The type ids are ggml's
+(`GGMLQuantizationType` in the gguf package), written here so that layer 1 needs no import of the
+file reader.
 """
 from __future__ import annotations
 
 from types import ModuleType
+
+import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.ops.quant import q4_0, q4_1, q4_k, q8_0
@@ -29,3 +32,11 @@ def format_of(name: str) -> ModuleType:
         raise GlassformerError(f"quantized type {name} is not supported; supported: "
                                f"{', '.join(n.upper() for n in FORMATS)}")
     return module
+
+
+def scales_finite(kind: str, blocks: np.ndarray) -> bool:
+    """Whether every float16 field of the blocks (R, row bytes) is finite: then so is every weight
+    (a finite scale times a code of 0..255 plus a finite minimum), checked without widening W."""
+    fmt = format_of(kind)
+    per_block = blocks.reshape(-1, fmt.BYTES)                           # (R * blocks a row, BYTES)
+    return all(np.isfinite(per_block[:, at:at + 2].view(np.float16)).all() for at in fmt.HALVES)

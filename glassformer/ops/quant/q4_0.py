@@ -20,6 +20,7 @@ import numpy as np
 
 BLOCK = 32        # weights a block
 BYTES = 18        # bytes a block: 2 (d) + 16 (qs)
+HALVES = (0,)      # byte offsets of the float16 fields (scales, minimums)
 
 
 def nibbles(packed: np.ndarray) -> np.ndarray:

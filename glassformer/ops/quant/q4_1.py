@@ -21,6 +21,7 @@ from glassformer.ops.quant.q4_0 import nibbles, pack_nibbles
 
 BLOCK = 32        # weights a block
 BYTES = 20        # bytes a block: 2 (d) + 2 (m) + 16 (qs)
+HALVES = (0, 2)    # byte offsets of the float16 fields (scales, minimums)
 
 
 def dequantize(blocks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 
 BLOCK = 256       # weights a super-block
 BYTES = 144       # 2 (d) + 2 (dmin) + 12 (scales) + 128 (qs)
+HALVES = (0, 2)    # byte offsets of the float16 fields (scales, minimums)
 SUB = 32          # weights a sub-block
 STEPS = 20        # make_qkx2_quants' nstep: candidates s = 0..20
 

@@ -21,6 +21,7 @@ import numpy as np
 
 BLOCK = 32        # weights a block
 BYTES = 34        # bytes a block: 2 (d) + 32 (qs)
+HALVES = (0,)      # byte offsets of the float16 fields (scales, minimums)
 
 
 def dequantize(blocks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
