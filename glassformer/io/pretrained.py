@@ -39,6 +39,7 @@ from glassformer.io.safetensors import load_safetensors, read_safetensors_header
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
+from glassformer.ops.quant import is_quantized
 from glassformer.ops.position import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
@@ -130,6 +131,9 @@ def save_pretrained(model: Model, directory) -> Path:
     cfg = replace(model.cfg, **hf.hf_always)
     params = {name: model.params.get(name, np.zeros(shape, np.float32))
               for name, shape in family(model.arch).param_shapes(cfg).items()}
+    # an HF folder holds float tensors: a quantized weight (ops/quant/) is widened as it is written
+    params = {name: value.dequantize() if is_quantized(value) else value
+              for name, value in params.items()}
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)
