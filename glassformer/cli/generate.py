@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+from glassformer.cli.common import (add_adapter_argument, add_dequantize_argument,
+                                    add_model_argument,
                                     add_sampling_arguments, load_model_shown, print_stream,
                                     report_speed, sampling_kwargs)
 from glassformer.generate.stream import stream_generate
@@ -18,6 +19,7 @@ HELP = ("continue a prompt with a model (a glassformer training run, an HF folde
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to load")
     add_adapter_argument(parser)
+    add_dequantize_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "
                              "for a char-level model every character must be in its corpus")
@@ -27,7 +29,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    model = load_model_shown(args.model, args.adapter)
+    model = load_model_shown(args.model, args.adapter, args.dequantize)
     steps = stream_generate(model, args.prompt, **sampling_kwargs(args))
     if args.echo:
         sys.stdout.write(args.prompt)
