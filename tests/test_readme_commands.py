@@ -191,6 +191,18 @@ STEPS = {
     "../shared/data/tang_prefs_heldout.jsonl":
         slow("", TINY, head("tang_prefs_heldout.jsonl")),
     "glassformer explain dpo --backward": fast(),
+    # quantized weights (ops/quant/)
+    "glassformer explain quant": fast(),
+    "glassformer quantize --model smollm2 --type q4_k --out smollm2.q4_k.gguf":
+        skip("requantizes the 135M SmolLM2 (tens of seconds): tests/io/test_gguf_quantize.py "
+             "runs quantize on a tiny file, tests/real/test_smollm2_quantized.py on SmolLM2"),
+    "glassformer eval --model smollm2.q4_k.gguf --data held_out.txt --split all":
+        skip("reads the file the command above writes and a text of the reader's own; the "
+             "figures and their commands are in docs/performance.md"),
+    "glassformer generate --model smollm2 --dequantize Hello":
+        slow("--max-new-tokens 2", TINY),
+    "glassformer generate --model smollm2 --dequantize '你好'":
+        slow("--max-new-tokens 2", TINY),
 }
 
 
