@@ -220,8 +220,16 @@ def _probe(params: dict, adapters: dict) -> dict:
     """A few values of the first adapted base weight: {"weight": name, "values": [...]}."""
     first = next(adapted_weight(k) for k in adapters if is_adapter_key(k))
     part = _parts_of(first)[0]
-    values = np.asarray(params[part][0, :PROBE_VALUES], dtype=np.float64)
+    values = _probe_values(params[part], PROBE_VALUES)
     return {"weight": part, "values": [float(v) for v in values]}
+
+
+def _probe_values(weight, n: int) -> np.ndarray:
+    """weight[0, :n] as float64; of a quantized (in, out) weight, W^T, only the first n stored
+    rows of W are widened (ops/quant/matrix.py)."""
+    if is_quantized(weight):
+        weight = weight.first_rows(n).dequantize()
+    return np.asarray(weight[0, :n], np.float64)
 
 
 def load_adapter(directory, model: Model) -> tuple[dict, LoraConfig]:
@@ -379,7 +387,7 @@ def _check_probe(folder: Path, model: Model, metadata: dict, config: dict) -> No
         return  # written by peft: the shapes were the check
     try:
         probe = json.loads(metadata[PROBE_KEY])
-        ours = np.asarray(model.params[probe["weight"]][0, :len(probe["values"])], np.float64)
+        ours = _probe_values(model.params[probe["weight"]], len(probe["values"]))
     except (ValueError, KeyError, TypeError, IndexError):
         raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: unreadable {PROBE_KEY} metadata") \
             from None

@@ -9,7 +9,7 @@ gguf = pytest.importorskip("gguf", reason="the gguf package writes GGUF files: p
 
 from glassformer.io.gguf_write import quantize_gguf  # noqa: E402
 from glassformer.io.peft import (ALL_LINEAR, LoraConfig, adapter_constants,  # noqa: E402
-                                 init_adapters)
+                                 init_adapters, load_adapter, save_adapter)
 from glassformer.io.pretrained import load_pretrained  # noqa: E402
 from glassformer.models.llama import LlamaConfig, init_params  # noqa: E402
 from glassformer.ops.quant import FORMATS, QuantizedMatrix  # noqa: E402
@@ -67,3 +67,8 @@ def test_adapter_grads_on_a_quantized_base_equal_the_float32_base(tmp_path, kind
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=0,
                                    atol=RTOL * np.abs(want[key]).max(), err_msg=key)
+    save_adapter(tmp_path / "adapter", quantized, adapters, lora_cfg)   # its probe reads blocks
+    for model in (quantized, widened):                                    # the same base values
+        loaded, _ = load_adapter(tmp_path / "adapter", model)
+        np.testing.assert_array_equal(loaded["blocks.0.attn.wq.lora_A"],
+                                      adapters["blocks.0.attn.wq.lora_A"])

@@ -81,6 +81,10 @@ class QuantizedMatrix:
         picked = self.blocks[ids.reshape(-1)]                           # (N, row bytes)
         return dequantize_rows(self.kind, picked, self.cols).reshape(ids.shape + (self.cols,))
 
+    def first_rows(self, n: int) -> "QuantizedMatrix":
+        """The first n stored rows (R -> n), no copy: for a look at a few values of a large W."""
+        return QuantizedMatrix(self.kind, self.blocks[:n], self.cols, self.transposed)
+
     def dequantize(self) -> np.ndarray:
         """The whole matrix as float32, in the shape this record stands for."""
         w = dequantize_rows(self.kind, self.blocks, self.cols)          # (R, C)
