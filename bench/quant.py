@@ -13,7 +13,7 @@ ratios to float32. Also the product alone: one (1, 576) @ (576, 1536) matrix-vec
 Q4_1 blocks vs the float32 weight, and vs widening the whole weight first (what a product without
 slabs would cost).
 
-    python bench/quant.py [--new-tokens 32] [--repeats 2] [--skip-requantize]
+    python bench/quant.py [--new-tokens 32] [--repeats 2] [--skip-requantize] [--keep DIR]
 
 Last line: one JSON object.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 from glassformer.blas import blas_threads
 from glassformer.generate.generate import generate
@@ -47,7 +47,9 @@ for _ in range(repeats):
     start = time.perf_counter()
     n = sum(1 for _ in steps)
     best = max(best, n / (time.perf_counter() - start))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child would report its parent's
+status = open("/proc/self/status").read()
+peak = int(status.split("VmHWM:")[1].split()[0]) * 1024
 print(json.dumps({"tok_s": best, "held_bytes": held, "peak_rss": peak}))
 """
 
@@ -88,6 +90,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-requantize", action="store_true",
                         help="only float32 and the shipped Q4_1")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="write the requantized files to DIR, and reuse them when there")
     args = parser.parse_args()
     from glassformer.io.gguf_write import quantize_gguf
     from glassformer.packaged import MODEL, packaged_path
@@ -95,10 +99,13 @@ def main() -> None:
     shipped = str(packaged_path("smollm2", MODEL))
     rows = {"float32": (shipped, True), "q4_1": (shipped, False)}
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         if not args.skip_requantize:
             for kind in ("q8_0", "q4_k"):
-                out = Path(tmp) / f"smollm2.{kind}.gguf"
-                quantize_gguf(shipped, kind, out)
+                out = folder / f"smollm2.{kind}.gguf"
+                if not out.is_file():
+                    quantize_gguf(shipped, kind, out)
                 rows[kind] = (str(out), False)
         results = {name: run_child(path, deq, args.new_tokens, args.repeats)
                    for name, (path, deq) in rows.items()}
