@@ -35,7 +35,8 @@ import numpy as np
 from glassformer.blas import blas_threads
 from glassformer.generate.generate import generate
 from glassformer.io.pretrained import load_pretrained
-path, dequantize, new_tokens, repeats = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
+path, dequantize = sys.argv[1], sys.argv[2] == "1"
+new_tokens, repeats = int(sys.argv[3]), int(sys.argv[4])
 model = load_pretrained(path, dequantize=dequantize)
 held = sum(v.nbytes for v in model.params.values())
 prompt = np.array([model.tokenizer.encode("Once upon a time, in a quiet village by the sea, "

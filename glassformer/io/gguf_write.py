@@ -33,7 +33,7 @@ SKIPPED_KEYS = ("GGUF.", "general.architecture", "general.file_type")   # the wr
 
 def quantize_gguf(source: str | Path, kind: str, out: str | Path) -> dict[str, int]:
     """Write `out`, the GGUF file `source` with its matrices in format `kind` (q8_0, q4_0, q4_1,
-    q4_k). Returns how many tensors went to each type (e.g. {"Q4_K": 30, "Q4_1": 180, "F32": 61})."""
+    q4_k). Returns how many tensors went to each type ({"Q4_K": 30, "Q4_1": 181, "F32": 61})."""
     from gguf import GGMLQuantizationType, GGUFWriter  # imported here: only GGUF files need it
 
     format_of(kind)                                     # an unknown format: one line

@@ -225,8 +225,7 @@ def _probe(params: dict, adapters: dict) -> dict:
 
 
 def _probe_values(weight, n: int) -> np.ndarray:
-    """weight[0, :n] as float64; of a quantized (in, out) weight, W^T, only the first n stored
-    rows of W are widened (ops/quant/matrix.py)."""
+    """weight[0, :n] as float64 (of a quantized weight only the first n stored rows widened)."""
     if is_quantized(weight):
         weight = weight.first_rows(n).dequantize()
     return np.asarray(weight[0, :n], np.float64)
