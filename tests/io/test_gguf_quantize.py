@@ -111,3 +111,17 @@ def test_quantize_refuses_what_it_cannot_write(tmp_path):
     with pytest.raises(GlassformerError, match="FILE.gguf"):
         quantize_gguf(tmp_path / "f32.gguf", "q8_0", tmp_path / "out.bin")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f32.gguf"]
+
+
+def test_quantize_command_writes_the_file(tmp_path, capsys):
+    from glassformer.cli import main
+
+    write_source(tmp_path / "f32.gguf", init_params(CFG, np.random.default_rng(3)))
+    out = tmp_path / "q.gguf"
+    assert main(["quantize", "--model", str(tmp_path / "f32.gguf"), "--type", "q4_0",
+                 "--out", str(out)]) == 0
+    assert "5 F32, 16 Q4_0 tensors" in capsys.readouterr().err
+    assert load_pretrained(out, tokenizer=False).params["lm_head"].kind == "q4_0"
+    assert main(["quantize", "--model", str(tmp_path), "--type", "q4_0",
+                 "--out", str(tmp_path / "x.gguf")]) == 2         # a folder: one line
+    assert "reads a .gguf file for now" in capsys.readouterr().err
