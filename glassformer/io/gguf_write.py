@@ -8,8 +8,8 @@ The rows are quantized as the file stores them (nn.Linear's (out, in), q and k r
 pair order), so nothing is permuted or transposed: the new file reads as the old one does, in
 llama.cpp and in glassformer (io/gguf.py). As `llama-quantize` does, 1-D tensors (the norms) stay
 float32, and a matrix whose rows are not a multiple of the format's block falls back to another
-format: for Q4_K (blocks of 256) that is Q4_1 here (llama.cpp falls back to Q5_0, which
-glassformer does not implement). `general.file_type` is set to the format's llama.cpp file type.
+format: for Q4_K (blocks of 256) that is Q5_0, as in llama.cpp. `general.file_type` is set to the
+format's llama.cpp file type (Q4_K_S for q4_k).
 
 Only a GGUF source is read for now: an HF folder or a glassformer run would need the metadata and
 tokenizer llama.cpp's convert_hf_to_gguf.py writes, which is not written here (one line refuses).
@@ -26,8 +26,8 @@ from glassformer.io.gguf import FLOAT_TYPES, open_gguf
 from glassformer.io.safetensors import write_file_atomically
 from glassformer.ops.quant import TYPE_IDS, format_of
 
-FALLBACK = {"q4_k": "q4_1"}            # a format whose block does not divide a row -> this one
-FILE_TYPES = {"q8_0": 7, "q4_0": 2, "q4_1": 3, "q4_k": 14}   # llama.cpp's LlamaFileType (Q4_K_S)
+FALLBACK = {"q4_k": "q5_0"}            # a format whose block does not divide a row -> this one
+FILE_TYPES = {"q8_0": 7, "q4_0": 2, "q4_1": 3, "q4_k": 14, "q5_0": 8}   # llama.cpp's LlamaFileType
 SKIPPED_KEYS = ("GGUF.", "general.architecture", "general.file_type")   # the writer's own
 
 

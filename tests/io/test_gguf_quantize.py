@@ -93,9 +93,9 @@ def test_quantized_file_round_trips(tmp_path, kind):
 
 def test_a_type_not_kept_quantized_is_named(tmp_path):
     params = init_params(CFG, np.random.default_rng(1))
-    write_source(tmp_path / "q5.gguf", params, qtype=gguf.GGMLQuantizationType.Q5_0)
-    with pytest.raises(CheckpointError, match=r"uses Q5_0, which glassformer does not keep "
-                       r"quantized \(supported: Q8_0, Q4_0, Q4_1, Q4_K\); load it with "
+    write_source(tmp_path / "q5.gguf", params, qtype=gguf.GGMLQuantizationType.Q5_1)
+    with pytest.raises(CheckpointError, match=r"uses Q5_1, which glassformer does not keep "
+                       r"quantized \(supported: Q8_0, Q4_0, Q4_1, Q4_K, Q5_0\); load it with "
                        r"--dequantize"):
         load_pretrained(tmp_path / "q5.gguf", tokenizer=False)
     assert load_pretrained(tmp_path / "q5.gguf", tokenizer=False, dequantize=True)(IDS).shape \

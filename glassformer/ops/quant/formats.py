@@ -1,10 +1,12 @@
-"""The GGUF block formats glassformer reads and writes, by name: Q8_0, Q4_0, Q4_1, Q4_K.
+"""The GGUF block formats glassformer reads and writes, by name: Q8_0, Q4_0, Q4_1, Q4_K (and Q5_0,
+llama.cpp's fallback for a Q4_K row that is not a multiple of 256).
 
     name    GGML type id  weights a block  bytes a block  bits a weight  file
     q8_0         8              32               34            8.5       q8_0.py
     q4_0         2              32               18            4.5       q4_0.py
     q4_1         3              32               20            5.0       q4_1.py
     q4_k        12             256              144            4.5       q4_k.py
+    q5_0         6              32               22            5.5       q5_0.py
 
 Each format's module has BLOCK, BYTES, HALVES (where its float16 fields lie),
 `dequantize(blocks (n, BYTES) uint8, out=None) -> (n, BLOCK) float32` and
@@ -19,10 +21,11 @@ from types import ModuleType
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.ops.quant import q4_0, q4_1, q4_k, q8_0
+from glassformer.ops.quant import q4_0, q4_1, q4_k, q5_0, q8_0
 
-FORMATS: dict[str, ModuleType] = {"q8_0": q8_0, "q4_0": q4_0, "q4_1": q4_1, "q4_k": q4_k}
-TYPE_IDS = {"q8_0": 8, "q4_0": 2, "q4_1": 3, "q4_k": 12}   # ggml's GGMLQuantizationType values
+FORMATS: dict[str, ModuleType] = {"q8_0": q8_0, "q4_0": q4_0, "q4_1": q4_1, "q4_k": q4_k,
+                                  "q5_0": q5_0}
+TYPE_IDS = {"q8_0": 8, "q4_0": 2, "q4_1": 3, "q4_k": 12, "q5_0": 6}   # ggml's type values
 
 
 def format_of(name: str) -> ModuleType:

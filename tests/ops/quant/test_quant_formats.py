@@ -12,7 +12,7 @@ from glassformer.errors import GlassformerError
 from glassformer.ops.quant import FORMATS, TYPE_IDS, format_of
 
 # byte offsets of each format's float16 fields: their exponent is capped to keep them finite
-HALF_FIELDS = {"q8_0": (0,), "q4_0": (0,), "q4_1": (0, 2), "q4_k": (0, 2)}
+HALF_FIELDS = {"q8_0": (0,), "q4_0": (0,), "q4_1": (0, 2), "q4_k": (0, 2), "q5_0": (0,)}
 
 
 def random_blocks(kind: str, n: int, rng) -> np.ndarray:
@@ -43,7 +43,7 @@ def test_dequantize_into_out(kind):
     np.testing.assert_array_equal(out, fmt.dequantize(blocks))
 
 
-@pytest.mark.parametrize("kind", ["q8_0", "q4_0", "q4_1"])
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0", "q4_1", "q5_0"])
 def test_quantize_equals_gguf_bit_for_bit(kind):
     rng = np.random.default_rng(2)
     fmt = format_of(kind)
