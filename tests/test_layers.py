@@ -16,7 +16,7 @@ and the ones below it, never one above:
 
 Inside layer 5 the packages that run a model stack too (issue 42), lowest first:
 
-    generate  <  train  <  tasks  <  serve, viewer, lm_eval
+    generate  <  train  <  tasks, interpret  <  serve, viewer, lm_eval
 
 decoding knows nothing of training; training uses decoding (GRPO samples its completions with
 generate) but none of the tasks; a task may use both, never the server or the viewer, which sit
@@ -44,14 +44,14 @@ LAYER = {
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
     "serve": 5, "lm_eval": 5,
-    "notebooks": 5,
+    "notebooks": 5, "interpret": 5,
     "cli": 6, "__main__": 6,
 }
 
 
 # the sub-order inside layer 5 (module docstring)
-UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "serve": 3, "viewer": 3,
-              "lm_eval": 3}
+UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "interpret": 2, "serve": 3,
+              "viewer": 3, "lm_eval": 3}
 
 
 def module_name(path: Path) -> str:

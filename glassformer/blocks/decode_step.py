@@ -39,12 +39,15 @@ def decode_step_applies(cfg: BlockConfig, x: np.ndarray, *, kv_cache: KVCache | 
                         train: bool = False, **_) -> bool:
     """Whether the fused step computes these layers: one float32 position per row with a KV
     cache, inference, a plain pre-norm layer (RMSNorm or LayerNorm; RoPE or no position inside
-    attention; SwiGLU or GELU), no adapters, no cross-attention."""
+    attention; SwiGLU or GELU), no adapters, no cross-attention, every key seen (no sliding
+    window, sink, soft cap or scale other than 1/sqrt(D)), one RoPE base for every layer."""
     return (kv_cache is not None and x.shape[1] == 1 and x.dtype == np.float32
             and not frozen and not train and memory is None and memory_kv is None
             and cfg.norm_position == "pre" and cfg.norm in ("rms", "layer")
             and cfg.mla is None and cfg.moe is None and cfg.qk_norm == "none"
-            and cfg.mlp in MLPS
+            and cfg.mlp in MLPS and cfg.norm_offset == 0.0
+            and cfg.window is None and not cfg.attn_sinks and cfg.attn_softcap is None
+            and cfg.attn_scale is None and cfg.local_rope_theta is None
             and (cfg.position == "none" or (cfg.position == "rope" and rope_tables is not None)))
 
 
