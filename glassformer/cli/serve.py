@@ -45,7 +45,7 @@ def add_arguments(parser) -> None:
     add_template_budget_arguments(parser)
 
 
-PREFILL_CHUNK = 64    # about one decode step of 8 rows on SmolLM2: docs/performance.md
+PREFILL_CHUNK = 64    # a few decode steps of 8 rows on SmolLM2: docs/performance.md
 
 
 def served_name(model: str) -> str:
