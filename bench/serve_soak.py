@@ -15,7 +15,8 @@ time limit, and the number of requests is bounded by --max-requests):
 Every few seconds a sampler reads /metrics (rows in use, queue depth) and the server's RSS
 (/proc/PID/status). At the end: requests per second, completion tokens per second, p50/p99
 time to first token and inter-token latency (client side), answers by status, whether any
-answer was a 500, whether every row is free (/metrics rows_in_use 0), and RSS over time.
+answer was a 500, whether every row is free (/metrics rows_in_use 0), RSS over time, and whether
+the greedy whole replies that completed under load equal the same requests sent alone after.
 
     python bench/serve_soak.py [--model smollm2] [--clients 8] [--seconds 60]
 
@@ -89,6 +90,7 @@ class Soak:
         self.gaps: list[float] = []
         self.tokens = 0
         self.started = 0
+        self.greedy: dict[str, str] = {}       # a whole greedy reply that completed, by prompt
 
     def prompt(self) -> str:
         return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(3, 40)))
@@ -143,11 +145,13 @@ class Soak:
         await self.streamed(http, pause=self.args.slow_pause)
 
     async def whole(self, http):
-        answer = await http.post(self.url + "/v1/completions", json={
-            "prompt": self.prompt(), "max_tokens": self.args.max_tokens, "temperature": 0.0})
+        body = {"prompt": self.prompt(), "max_tokens": self.args.max_tokens, "temperature": 0.0}
+        answer = await http.post(self.url + "/v1/completions", json=body)
         self.status[answer.status_code] += 1
         if answer.status_code == 200:
-            self.tokens += answer.json()["usage"]["completion_tokens"]
+            reply = answer.json()
+            self.tokens += reply["usage"]["completion_tokens"]
+            self.greedy[body["prompt"]] = reply["choices"][0]["text"]
 
     async def malformed(self, http):
         body = self.rng.choice([b"{not json", b"[1, 2]", json.dumps(
@@ -194,6 +198,12 @@ async def soak(url: str, pid: int, args) -> dict:
             if final["rows_in_use"] == 0 and final["queue_depth"] == 0:
                 break
             await asyncio.sleep(1.0)
+        # every greedy reply that completed under load equals the same request alone
+        mismatches, checked = 0, list(run.greedy.items())[:args.check]
+        for prompt, text in checked:
+            answer = await http.post(url + "/v1/completions", timeout=REQUEST_LIMIT_S, json={
+                "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0.0})
+            mismatches += answer.json()["choices"][0]["text"] != text
     seen.append({"t_s": round(time.monotonic() - start, 1), "rss_mib": round(rss_mib(pid), 1),
                  **final})
 
@@ -207,6 +217,7 @@ async def soak(url: str, pid: int, args) -> dict:
             "itl_p50_s": pct(run.gaps, 50), "itl_p99_s": pct(run.gaps, 99),
             "status": {str(k): v for k, v in sorted(run.status.items(), key=str)},
             "status_500": run.status.get(500, 0), "rows_in_use_at_end": final["rows_in_use"],
+            "greedy_checked": len(checked), "greedy_mismatches": mismatches,
             "rss_mib": [s["rss_mib"] for s in seen], "samples": seen}
 
 
@@ -220,6 +231,8 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=1024)
     parser.add_argument("--slow-pause", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check", type=int, default=8,
+                        help="greedy replies re-asked alone at the end and compared")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "server.log"
@@ -240,6 +253,8 @@ def main() -> None:
           f"{result['itl_p50_s']}/{result['itl_p99_s']} s")
     print(f"answers by status: {result['status']}; 500s: {result['status_500']}; rows in use at "
           f"the end: {result['rows_in_use_at_end']}; tracebacks in the log: {tracebacks}")
+    print(f"greedy replies equal alone: {result['greedy_checked'] - result['greedy_mismatches']}"
+          f" of {result['greedy_checked']}")
     print("RSS MiB over time: " + " ".join(f"{s['t_s']}s:{s['rss_mib']}"
                                            for s in result["samples"]))
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}))
