@@ -17,7 +17,8 @@ from __future__ import annotations
 from glassformer.errors import GlassformerError
 
 try:
-    from lm_eval.api.registry import register_model
+    import lm_eval.models  # noqa: F401  lm-eval's own names (hf, local-completions, ...) first:
+    from lm_eval.api.registry import register_model   # its registry loads them only while empty
 except ImportError as error:     # one line, not a traceback, when the extra is missing
     raise GlassformerError('lm-eval is not installed: pip install -e ".[eval]" '
                            f"(or pip install lm-eval) [{error}]") from None
