@@ -28,7 +28,7 @@ from tests.serve.serve_process import start_server  # noqa: E402
 
 from eval_data import DATA  # noqa: E402
 
-ITEMS = 3
+ITEMS = 100
 RELATIVE = 1e-4
 TASKS = sorted(LOCAL_TASKS)
 pytestmark = pytest.mark.slow
