@@ -36,8 +36,9 @@ pytestmark = pytest.mark.slow
 
 def evaluate(model: str, model_args: str, include: str) -> dict:
     """simple_evaluate on the local tasks, every sample logged."""
+    manager = TaskManager(include_path=include, include_defaults=False)   # only these tasks
     return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=TASKS, limit=ITEMS,
-                                   log_samples=True, task_manager=TaskManager(include_path=include),
+                                   log_samples=True, task_manager=manager,
                                    random_seed=0, numpy_random_seed=0, torch_random_seed=0,
                                    fewshot_random_seed=0)
 
