@@ -1,8 +1,8 @@
 """glassformer through lm-evaluation-harness equals lm-eval's own `hf` backend, item by item.
 
 The reference: lm-eval 0.4's `hf` model (transformers loading the same SmolLM2 GGUF, float32) on
-the local tasks arc_easy_local, piqa_local, winogrande_local (glassformer/lm_eval/tasks.py: lm-eval's
-prompts over the shared JSONL), ITEMS items each, samples logged. Then both doors:
+the local tasks arc_easy_local, piqa_local, winogrande_local (glassformer/lm_eval/tasks.py:
+lm-eval's prompts over the shared JSONL), ITEMS items each, samples logged. Then both doors:
 
     (a) model="glassformer" in process             (glassformer/lm_eval/model.py)
     (b) model="local-completions" against a real `glassformer serve --model smollm2` on a free

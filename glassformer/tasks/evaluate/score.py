@@ -81,7 +81,7 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
         rest[row, :len(request.inputs) - start] = request.inputs[start:]
     ragged = {}
     if min(prefixes) < longest_prefix:
-        keys = np.ones((len(flat), longest_prefix + width), bool)                        # (N, P + R)
+        keys = np.ones((len(flat), longest_prefix + width), bool)                    # (N, P + R)
         for row, start in enumerate(starts):
             keys[row, start:longest_prefix] = False
         positions = np.asarray(starts, np.int64)[:, None] + np.arange(width)           # (N, R)
