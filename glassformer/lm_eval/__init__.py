@@ -11,6 +11,8 @@ glassformer`: only this package reads it.
     requests.py   the three request types as tokens (pure; reuses tasks/evaluate's encoding)
     model.py      GlassformerLM, the LM subclass (loglikelihood, _rolling, generate_until)
     __main__.py   lm-eval's own command line with the name registered
+    tasks.py      arc_easy_local, piqa_local, winogrande_local: lm-eval task YAMLs over the
+                  shared JSONL (python -m glassformer.lm_eval.tasks --data-dir D --out DIR)
 """
 from __future__ import annotations
 
