@@ -57,7 +57,8 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
         3. every request's rest, right-padded, in one forward                         (N, R)
            row n at positions p_n, p_n + 1, ... (p_n its item's prefix) with the keys
            [p_n, P) masked: they hold another item's longer prefix's padding
-        4. log_softmax at each request's scored positions
+        4. the LM head and log_softmax at each request's scored positions only
+           (family.forward's head_rows: no logits for padding or unscored rest tokens)
 
     With one item (or prefixes of one length) there is nothing to mask: positions and mask
     are left to the model's defaults. Equal to scoring each item alone (tests: within 1e-5).
@@ -86,17 +87,24 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
             keys[row, start:longest_prefix] = False
         positions = np.asarray(starts, np.int64)[:, None] + np.arange(width)           # (N, R)
         positions = np.minimum(positions, model.context_len - 1)   # padding: any valid place
-        ragged = {"attention_mask": keys, "positions": positions}
-    logits, _ = model.forward(rest, kv_cache=cache, **ragged)                          # (N, R, V)
-    scored, row = [], 0
+        ragged = {"key_mask": keys, "positions": positions}
+    rows, cols = [], []                  # the scored positions: the head runs on those alone
+    for row, (request, start) in enumerate(zip(flat, starts)):
+        n, end = len(request.targets), len(request.inputs) - start
+        rows += [row] * n
+        cols += range(end - n, end)
+    logits, _ = model.family.forward(model.params, rest, model.cfg, kv_cache=cache,
+                                     head_rows=(np.asarray(rows), np.asarray(cols)),
+                                     **ragged)                                   # (sum n, V)
+    scored, at = [], 0
     for group, prefix in zip(groups, prefixes):
         logps, greedy = [], []
         for request in group:
-            n, end = len(request.targets), len(request.inputs) - prefix
-            scores, _ = log_softmax_forward(logits[row, end - n:end].astype(np.float64))  # (n, V)
+            n = len(request.targets)
+            scores, _ = log_softmax_forward(logits[at:at + n].astype(np.float64))     # (n, V)
             logps.append(scores[np.arange(n), request.targets].tolist())
             greedy.append(bool(np.all(scores.argmax(-1) == request.targets)))
-            row += 1
+            at += n
         scored.append(Scored(logps, greedy, prefix + sum(len(r.inputs) - prefix for r in group)))
     return scored
 
