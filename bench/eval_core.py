@@ -11,6 +11,9 @@ sides: transformers dequantizes it as glassformer does).
 
     python -m bench.eval_core [--limit 200] [--tasks arc_easy,piqa,winogrande] [--hf-batch 16]
 
+On a shared machine give both sides one thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1):
+oversubscribed BLAS threads spin and make either side several times slower, unevenly.
+
 Per task and in total: seconds on each side and the ratio glassformer / lm-eval (goal <= 0.5),
 and how many items picked the same answer. Last line: one JSON object.
 """
