@@ -29,23 +29,31 @@ from pathlib import Path
 
 from glassformer.errors import GlassformerError
 
+
+
+def metrics(*names: str) -> list[str]:
+    """A metric_list as lm-eval's own tasks write it (mean, higher is better)."""
+    return ["metric_list:"] + [line for name in names for line in (
+        f"  - metric: {name}", "    aggregation: mean", "    higher_is_better: true")]
+
+
 # name -> (file in the data folder, the YAML lines after the dataset's)
 LOCAL_TASKS = {
     "arc_easy_local": ("arc_easy.jsonl", [
         'doc_to_text: "{{query}}\\nAnswer:"',
         "doc_to_target: gold",
         "doc_to_choice: choices",
-        "metric_list:", "  - metric: acc", "  - metric: acc_norm"]),
+        *metrics("acc", "acc_norm")]),
     "piqa_local": ("piqa.jsonl", [
         'doc_to_text: "{{query}}Answer:"',      # query is "Question: {goal}\n"
         "doc_to_target: gold",
         "doc_to_choice: choices",
-        "metric_list:", "  - metric: acc", "  - metric: acc_norm"]),
+        *metrics("acc", "acc_norm")]),
     "winogrande_local": ("winogrande.jsonl", [
         "doc_to_text: gold",                    # an int: one context per option
         "doc_to_target: continuation",
         "doc_to_choice: context_options",
-        "metric_list:", "  - metric: acc"]),
+        *metrics("acc")]),
 }
 
 
