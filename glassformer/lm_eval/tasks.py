@@ -30,7 +30,6 @@ from pathlib import Path
 from glassformer.errors import GlassformerError
 
 
-
 def metrics(*names: str) -> list[str]:
     """A metric_list as lm-eval's own tasks write it (mean, higher is better)."""
     return ["metric_list:"] + [line for name in names for line in (
