@@ -11,6 +11,7 @@ from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases import bert_mlm
 from glassformer.gradcheck.cases import cross_entropy
+from glassformer.gradcheck.cases import delta_rule
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
 from glassformer.gradcheck.cases import layer_norm
@@ -49,6 +50,7 @@ _MODULES = [
     seq2seq,
     bert_mlm,
     moe_balance,
+    delta_rule,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
