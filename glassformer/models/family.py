@@ -46,6 +46,10 @@ class Family:
                                       # (blocks/kv_cache.py; MLA: (1, R, Dr)); None: no cache
     sliding_context: bool             # past the context, generation slides a window (learned
                                       # positions) instead of stopping
+    new_cache: Callable | None = None   # (cfg, batch, max_len, dtype) -> its own cache, for a
+                                        # family whose cache is not one KVCache of L layers
+                                        # (a hybrid's: blocks/delta_state.py); None: KVCache
+    cache_bytes: Callable | None = None  # (cfg, batch, max_len, dtype) -> that cache's bytes
 
 
 def _value_problem(value, hint) -> str | None:

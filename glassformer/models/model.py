@@ -98,12 +98,18 @@ class Model:
     def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
         """An empty KV cache for this model (default length: its whole context), in the
         weights' dtype."""
+        if self.family.new_cache is not None:   # a hybrid's: KV cache and recurrent states
+            return self.family.new_cache(self.cfg, batch, max_len or self.context_len,
+                                         self.params["tok_emb"].dtype)
         return KVCache.allocate(self.kv_layout(), n_layer=self.cfg.n_layer, batch=batch,
                                 max_len=max_len or self.context_len,
                                 dtype=self.params["tok_emb"].dtype)
 
     def cache_bytes(self, batch: int, max_len: int | None = None) -> int:
         """Bytes `new_cache(batch, max_len)` would take, asked before allocating (a budget)."""
+        if self.family.cache_bytes is not None:
+            return self.family.cache_bytes(self.cfg, batch, max_len or self.context_len,
+                                           self.params["tok_emb"].dtype)
         return KVCache.bytes_for(self.kv_layout(), layers=self.cfg.n_layer, rows=batch,
                                  context=max_len or self.context_len,
                                  dtype=self.params["tok_emb"].dtype)
