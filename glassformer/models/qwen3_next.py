@@ -9,7 +9,8 @@
                -> norm_f (RMSNorm) -> x @ lm_head                                 (B, T, V)
 
 `full_layers` lists the full-attention layers (transformers' `layer_types`, as indices); every
-other layer is linear. Matches transformers' `Qwen3NextForCausalLM` and `Qwen3_5ForCausalLM`
+other layer is linear. A layer's mixer params sit under "blocks.{i}.attn." (full) or
+"blocks.{i}.linear." (Gated DeltaNet). Matches transformers' `Qwen3NextForCausalLM` and `Qwen3_5ForCausalLM`
 (io/hf/qwen3_next.py). Their RMSNorms scale by (1 + w) with w stored zero-centred; here the norms
 hold 1 + w (converted on load and back on save), so every norm is ops/rms_norm.py's; the gated
 norm inside Gated DeltaNet scales by w as stored.
@@ -150,6 +151,12 @@ def cache_bytes(cfg: Qwen3NextConfig, batch: int, max_len: int, dtype) -> int:
                                     rows=batch, context=max_len, dtype=dtype)
 
 
+def _mixer(cfg: Qwen3NextConfig, layer: int) -> str:
+    """The prefix of a layer's token mixer: "attn." (full attention) or "linear." (Gated
+    DeltaNet), so that no name means two things."""
+    return "attn." if layer in cfg.full_layers else "linear."
+
+
 def _mixer_shapes(cfg: Qwen3NextConfig, layer: int) -> dict:
     if layer in cfg.full_layers:
         return gated_attention_shapes(cfg.d_model, cfg.n_head, cfg.n_kv_head, cfg.head_dim)
@@ -160,7 +167,7 @@ def param_shapes(cfg: Qwen3NextConfig) -> dict[str, tuple[int, ...]]:
     bcfg = cfg.block_config()
     shapes = {"tok_emb": (cfg.vocab_size, cfg.d_model)}
     for i in range(cfg.n_layer):
-        layer = {"norm1.w": (cfg.d_model,), **prefixed(_mixer_shapes(cfg, i), "attn."),
+        layer = {"norm1.w": (cfg.d_model,), **prefixed(_mixer_shapes(cfg, i), _mixer(cfg, i)),
                  "norm2.w": (cfg.d_model,)}
         layer.update(prefixed(moe_shapes(bcfg) if cfg.sparse(i) else mlp_shapes(bcfg), "mlp."))
         shapes.update(prefixed(layer, f"blocks.{i}."))
@@ -180,7 +187,7 @@ def init_params(cfg: Qwen3NextConfig, rng: np.random.Generator) -> dict:
             mixer = init_gated_attention(_mixer_shapes(cfg, i), rng, std=std, out_std=out_std)
         else:
             mixer = init_gated_delta(cfg.delta_config(), rng, std=std, out_std=out_std)
-        layer.update(prefixed(mixer, "attn."))
+        layer.update(prefixed(mixer, _mixer(cfg, i)))
         layer["norm2.w"] = np.ones(cfg.d_model, np.float32)
         init = init_moe if cfg.sparse(i) else init_mlp
         layer.update(prefixed(init(bcfg, rng, std=std, out_std=out_std), "mlp."))
@@ -230,8 +237,8 @@ def forward(params: dict, ids: np.ndarray, cfg: Qwen3NextConfig, *, train: bool 
     for i, layer in enumerate(split_layers(params, cfg.n_layer)):
         x_in = x
         h, n1 = norm_forward(_local(layer, "norm1."), x, bcfg)
-        mixer_params = _local(layer, "attn.")
         full = i in cfg.full_layers
+        mixer_params = _local(layer, _mixer(cfg, i))
         if full:
             a, mctx = gated_attention_forward(mixer_params, h, n_head=cfg.n_head,
                                               n_kv=cfg.n_kv_head, eps=cfg.norm_eps,
@@ -281,7 +288,8 @@ def backward(dlogits: np.ndarray, ctx: Qwen3NextCtx, **_unused) -> dict:
             ag, da = gated_delta_backward(dx, lc.mixer)
         n1g, da = norm_backward(da, lc.norm1)
         dx = dx + da                                                       # fan-out: residual
-        layer = {**prefixed(n1g, "norm1."), **prefixed(ag, "attn."), **prefixed(n2g, "norm2."),
+        layer = {**prefixed(n1g, "norm1."), **prefixed(ag, "attn." if lc.full else "linear."),
+                 **prefixed(n2g, "norm2."),
                  **prefixed(mg, "mlp.")}
         grads.update(prefixed(layer, f"blocks.{i}."))
     grads.update(token_embedding_grads(dx, ctx.tok, head_grads))
