@@ -10,9 +10,10 @@ so its bytes per row are fixed: `DeltaStateLayout.bytes_per_row`. A full-attenti
 keys and values as every other family (blocks/kv_cache.py), which grow with the context.
 `HybridCache` is a `KVCache` whose `k`/`v` lists hold the full-attention layers only (`slots`
 maps a layer to its place there) and whose `states` hold the linear ones. The generate loop
-uses it as any KVCache (`length`, `advance`, `with_room`, `select_rows`); `keep` refuses to cut
-it back, since a recurrent state cannot forget its last tokens (a state saved at that point
-would be needed).
+uses it as any KVCache (`length`, `advance`, `with_room`, `select_rows`). `keep` cannot cut it
+back, since a recurrent state cannot forget its last tokens: a chat that continues (the new
+prompt extends everything cached) keeps it whole and prefills only the new turn; one that must
+cut back (a regenerated reply) starts over from position 0.
 
     layer:        0 linear   1 linear   2 linear   3 full     ...
     kept:         state      state      state      k, v (B, K, T_max, D)
@@ -113,12 +114,19 @@ class HybridCache(KVCache):
         return self.k[0].dtype if self.k else any_state.recurrent.dtype
 
     def keep(self, length: int) -> None:
-        """Only the whole cache can be kept: a recurrent state cannot be cut back."""
-        if length != self.length:
-            raise GlassformerError(
-                f"cannot cut a hybrid model's cache back from {self.length} to {length} "
-                "positions: its linear-attention layers keep a recurrent state, not one entry "
-                "per token; prefill again from the shared prefix")
+        """Keep every position (a continued chat: nothing to undo), or start over: a recurrent
+        state cannot forget its last tokens, so a cache cut back to fewer positions is emptied
+        (length 0, zero states) and the next forward prefills from the first token. A caller
+        reads `length` afterwards to know which it got."""
+        if not 0 <= length <= self.length:
+            raise GlassformerError(f"cannot keep {length} positions of a cache holding "
+                                   f"{self.length}")
+        if length == self.length:
+            return
+        for state in self.states.values():
+            state.conv[...] = 0.0
+            state.recurrent[...] = 0.0
+        self.length = 0
 
     def with_room(self, max_len: int) -> "HybridCache":
         if max_len <= self.capacity:

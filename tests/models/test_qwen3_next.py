@@ -113,15 +113,26 @@ def test_state_bytes_per_row_do_not_grow_with_context():
         s.conv.nbytes + s.recurrent.nbytes for s in small.states.values())
 
 
-def test_cache_cannot_be_cut_back():
+def test_a_continued_prompt_reuses_the_state_and_a_cut_back_starts_over():
+    """Turn 2 extends turn 1 (prompt + reply): only its new tokens are prefilled, and its tokens
+    equal a fresh run's. A cut back cannot forget a recurrent state: it empties the cache."""
     cfg = tiny()
     model = Model(cfg, qwen3_next.init_params(cfg, np.random.default_rng(0)))
-    cache = model.new_cache(1, 8)
-    model.forward(np.zeros((1, 3), np.int64), kv_cache=cache)
-    cache.advance(3)
-    cache.keep(3)
-    with pytest.raises(GlassformerError, match="cannot cut a hybrid model's cache back"):
-        cache.keep(2)
+    rng = np.random.default_rng(4)
+    first = rng.integers(0, 31, (1, 5))
+    cache = model.new_cache(1, 32)
+    reply = np.stack(list(generate(model, first, max_new_tokens=4, temperature=0.0,
+                                   kv_cache=cache)), axis=1)
+    assert cache.length == 5 + 3            # the last reply token is sampled, not yet fed
+    second = np.concatenate([first, reply, rng.integers(0, 31, (1, 3))], axis=1)
+    cache.keep(cache.length)               # a continued chat keeps everything
+    reused = list(generate(model, second, max_new_tokens=5, temperature=0.0, kv_cache=cache))
+    fresh = list(generate(model, second, max_new_tokens=5, temperature=0.0))
+    np.testing.assert_array_equal(np.stack(reused), np.stack(fresh))
+    cache.keep(4)
+    assert cache.length == 0 and not any(s.recurrent.any() for s in cache.states.values())
+    with pytest.raises(GlassformerError, match="cannot keep 99 positions"):
+        cache.keep(99)
 
 
 @pytest.mark.parametrize("overrides,message", [
