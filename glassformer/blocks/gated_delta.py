@@ -1,11 +1,11 @@
-"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5 (three layers in four).
+"""Gated DeltaNet, the linear-attention token mixer of Qwen3-Next and Qwen3.5 (3 layers in 4).
 
     x (B, T, C) -> [q | k | v] = x W_qkv              (B, T, 2 Hk Dk + Hv Dv)
-                -> causal depthwise conv1d, then SiLU  (ops/causal_conv1d.py; tail kept when decoding)
+                -> causal depthwise conv1d, then SiLU  (ops/causal_conv1d.py; a tail when decoding)
                 -> q, k l2-normalised per head         (ops/l2_norm.py), k heads repeated to Hv
                    beta = sigmoid(x W_b)               (B, T, Hv): how much of the error to write
                    g = -exp(a_log) softplus(x W_a + dt_bias)   (B, T, Hv): the decay, in log space
-                -> the gated delta rule                 (ops/delta_rule*.py), a (Dk, Dv) state per head
+                -> the gated delta rule                 (ops/delta_rule*.py): a (Dk, Dv) state/head
                 -> gated RMS norm by z = x W_z          (ops/gated_rms_norm.py), per head
                 -> W_o                                  (B, T, C)
 
@@ -196,7 +196,7 @@ def gated_delta_backward(dy: np.ndarray, ctx: GatedDeltaCtx | None) -> tuple[dic
     dx = None
     for name in ("wq", "wk", "wv", "wz", "wb", "wa"):
         dx_part, grads[name], _ = linear_backward(outs[name], ctx.proj[name])
-        dx = dx_part if dx is None else dx + dx_part                        # fan-out: six projections
+        dx = dx_part if dx is None else dx + dx_part        # fan-out: x feeds six projections
     if ctx.mask is not None:
         dx = dx * ctx.mask
     return grads, dx

@@ -10,7 +10,8 @@
 
 `full_layers` lists the full-attention layers (transformers' `layer_types`, as indices); every
 other layer is linear. A layer's mixer params sit under "blocks.{i}.attn." (full) or
-"blocks.{i}.linear." (Gated DeltaNet). Matches transformers' `Qwen3NextForCausalLM` and `Qwen3_5ForCausalLM`
+"blocks.{i}.linear." (Gated DeltaNet). Matches transformers' `Qwen3NextForCausalLM` and
+`Qwen3_5ForCausalLM`
 (io/hf/qwen3_next.py). Their RMSNorms scale by (1 + w) with w stored zero-centred; here the norms
 hold 1 + w (converted on load and back on save), so every norm is ops/rms_norm.py's; the gated
 norm inside Gated DeltaNet scales by w as stored.

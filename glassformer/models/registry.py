@@ -6,7 +6,8 @@ family without naming it; a reader follows `family("llama").forward` straight to
 from __future__ import annotations
 
 from glassformer.errors import GlassformerError
-from glassformer.models import bert, deepseek_v3, gpt2, llama, mixtral, moe, qwen3_5, qwen3_next, seq2seq
+from glassformer.models import (bert, deepseek_v3, gpt2, llama, mixtral, moe, qwen3_5, qwen3_next,
+                                seq2seq)
 from glassformer.models.family import Family
 
 # arch name -> its Family record

@@ -6,11 +6,11 @@ The sequence is padded with zeros to a multiple of the chunk size Cs (64, as tra
 cut into N chunks. Inside one chunk, with gamma = cumsum(g) and S the state before the chunk:
 
     Gam[i, j] = exp(gamma_i - gamma_j) for j <= i, else 0     the decay from token j to token i
-    A   = strict_lower((beta k) k^T * Gam)                    how token j's write changes token i's error
+    A   = strict_lower((beta k) k^T * Gam)          how token j's write changes token i's error
     Tm  = I + A                                               unit lower triangular
-    U   = Tm^-1 (beta v) ;  W = Tm^-1 (beta k exp(gamma))     Tm^-1 by forward substitution, written out
+    U   = Tm^-1 (beta v) ;  W = Tm^-1 (beta k exp(gamma))     (Tm^-1: forward substitution)
     Vn  = U - W S                                             each token's write d_i, all at once
-    O   = (q exp(gamma)) S + (q k^T * Gam) Vn                 read the old state + this chunk's writes
+    O   = (q exp(gamma)) S + (q k^T * Gam) Vn       the old state read, plus this chunk's writes
     S'  = exp(gamma_last) S + (k exp(gamma_last - gamma))^T Vn
 
 Why it equals the recurrence: unrolled, d_i = beta_i (v_i - exp(gamma_i) S^T k_i

@@ -34,10 +34,12 @@ TEXT = with_common({
         "decayed": "Decayed: exp(g_{t}) S. Old associations fade.",
         "predicted": "What the decayed state already says for k_{t}: S^T k.",
         "error": "The error v_{t} - S^T k_{t}: only this is written (the delta rule).",
-        "S_after": "S after token {t}: S + k_{t} (beta_{t} error)^T, a rank-1 correction. From ctx.",
+        "S_after": "S after token {t}: S + k_{t} (beta_{t} error)^T, a rank-1 correction. "
+                   "From ctx.",
         "predicted_after": "What S now says for k_{t}: the old prediction moved beta_{t} of the "
                            "way to v_{t} (exactly, since k_{t} has unit length).",
-        "out": "Outputs o_t = S_t^T q_t / sqrt(Dk): each token reads the state after its own write.",
+        "out": "Outputs o_t = S_t^T q_t / sqrt(Dk): each token reads the state after its own "
+               "write.",
         "system": "Chunked form, first chunk: the unit lower-triangular I + A, with A[i, j] = "
                   "beta_i (k_i . k_j) exp(gamma_i - gamma_j): how token j's write changes token "
                   "i's error inside the chunk. Inverting it by forward substitution gives all "

@@ -14,6 +14,7 @@ from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import delta_rule
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
+from glassformer.gradcheck.cases import gated_delta_block
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import lora
@@ -51,6 +52,7 @@ _MODULES = [
     bert_mlm,
     moe_balance,
     delta_rule,
+    gated_delta_block,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]
