@@ -36,6 +36,7 @@ from glassformer.blocks.gated_delta import (GatedDeltaConfig, gated_delta_backwa
                                             gated_delta_forward, gated_delta_shapes,
                                             init_gated_delta)
 from glassformer.blocks.kv_cache import KVLayout
+from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.mlp import init_mlp, mlp_backward, mlp_forward, mlp_shapes
 from glassformer.blocks.moe import MoECtx, init_moe, moe_backward, moe_forward, moe_shapes
 from glassformer.blocks.names import prefixed
@@ -218,10 +219,16 @@ def _local(layer: dict, prefix: str) -> dict:
 def forward(params: dict, ids: np.ndarray, cfg: Qwen3NextConfig, *, train: bool = False,
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: HybridCache | None = None,
-            last_only: bool = False, on_layer=None) -> tuple[np.ndarray, Qwen3NextCtx]:
+            last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
+            on_layer=None) -> tuple[np.ndarray, Qwen3NextCtx]:
     """ids (B, T) -> logits (B, T, V) (or (B, 1, V) with last_only). key_mask (B, S) True for
-    real tokens; positions (T,) or (B, T) for RoPE; kv_cache: a HybridCache (`new_cache`)."""
+    real tokens; positions (T,) or (B, T) for RoPE; kv_cache: a HybridCache (`new_cache`).
+    head_rows: the N (row, column) positions a loss reads; logits are then (N, V)
+    (models/common.py: decoder_forward)."""
     del train, rng  # no dropout in this family
+    if has_adapters(params):
+        raise GlassformerError("LoRA adapters on a Qwen3-Next / Qwen3.5 model are not "
+                               "supported; fine-tune it with --full")
     if kv_cache is not None and not isinstance(kv_cache, HybridCache):
         raise GlassformerError("a Qwen3-Next model decodes with its own cache (model.new_cache):"
                                " a KV cache plus a state per linear-attention layer")
@@ -261,14 +268,24 @@ def forward(params: dict, ids: np.ndarray, cfg: Qwen3NextConfig, *, train: bool 
             on_layer(i, ctx, x_in, x)
         if keep:
             ctxs.append(ctx)
+    ids_shape = x.shape[:2]
     if last_only:
         x = x[:, -1:]                                                      # (B, 1, C)
+    if head_rows is not None:
+        x = x[head_rows]                                                   # (N, C)
     logits, head_ctx = head_forward(params, x, bcfg)
+    if head_rows is not None:
+        head_ctx = head_ctx._replace(rows=head_rows, ids_shape=ids_shape)
     return logits, Qwen3NextCtx(tok_ctx, ctxs if keep else None, head_ctx)
 
 
-def backward(dlogits: np.ndarray, ctx: Qwen3NextCtx, **_unused) -> dict:
-    """dlogits (B, T, V) -> grads for every param, same keys as `params`."""
+def backward(dlogits: np.ndarray, ctx: Qwen3NextCtx, *,
+             drouter_logits: dict | None = None) -> dict:
+    """dlogits (B, T, V) -> grads for every param, same keys as `params`. The MoE balance
+    losses' router gradients (drouter_logits) are not wired in for this family: refused."""
+    if drouter_logits:
+        raise GlassformerError("the MoE balance losses are not implemented for Qwen3-Next; "
+                               "train it without them")
     if ctx.layers is None:
         raise GlassformerError("a forward run with a cache is inference only; "
                                "run the forward without kv_cache to train")

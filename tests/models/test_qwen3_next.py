@@ -69,6 +69,24 @@ def test_backward_matches_finite_differences(name):
         assert abs(numeric - grad[idx]) <= FD_TOL * max(1.0, abs(numeric)), (name, idx)
 
 
+def test_head_rows_give_those_rows_and_their_gradients():
+    cfg = tiny()
+    params = noisy_params(cfg)
+    ids = np.random.default_rng(5).integers(0, 31, (2, 6))
+    rows = (np.array([0, 1, 1]), np.array([2, 0, 5]))
+    full, full_ctx = qwen3_next.forward(params, ids, cfg)
+    some, ctx = qwen3_next.forward(params, ids, cfg, head_rows=rows)
+    np.testing.assert_allclose(some, full[rows], atol=1e-12)
+    dfull = np.zeros_like(full)
+    dfull[rows] = 1.0
+    want = qwen3_next.backward(dfull, full_ctx)
+    got = qwen3_next.backward(np.ones_like(some), ctx)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], atol=1e-10)
+    with pytest.raises(GlassformerError, match="LoRA adapters"):
+        qwen3_next.forward({**params, "blocks.0.linear.wq.lora_A": np.zeros((64, 2))}, ids, cfg)
+
+
 def test_cached_decoding_equals_one_forward():
     cfg = tiny(n_experts=4, shared_d_ff=6)
     model = Model(cfg, qwen3_next.init_params(cfg, np.random.default_rng(0)))
