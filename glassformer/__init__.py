@@ -41,6 +41,12 @@ EXPORTS = {
     "trace": "glassformer.viewer.trace",
     "walkthrough": "glassformer.viewer.seed_page",
     "tokenize": "glassformer.viewer.token_view",
+    "run_with_cache": "glassformer.interpret.cache",
+    "run_with_hooks": "glassformer.interpret.cache",
+    "patch": "glassformer.interpret.patching",
+    "logit_attribution": "glassformer.interpret.attribution",
+    "attribution_patch": "glassformer.interpret.attribution",
+    "head_scores": "glassformer.interpret.heads",
 }
 
 __all__ = list(EXPORTS)

@@ -16,7 +16,7 @@ and the ones below it, never one above:
 
 Inside layer 5 the packages that run a model stack too (issue 42), lowest first:
 
-    generate  <  train  <  tasks  <  serve, viewer, lm_eval
+    generate  <  train  <  tasks, interpret  <  serve, viewer, lm_eval
 
 decoding knows nothing of training; training uses decoding (GRPO samples its completions with
 generate) but none of the tasks; a task may use both, never the server or the viewer, which sit
@@ -38,20 +38,20 @@ PACKAGE = Path(__file__).resolve().parents[1] / "glassformer"
 LAYER = {
     "errors": 0, "blas": 0, "allocator": 0, "packaged": 0, "json_object": 0,
     "display": 0, "memory": 0, "version": 0,
-    "ops": 1,
+    "ops": 1, "kernels": 1,
     "blocks": 2,
     "models": 3, "tokenizers": 3,
     "io": 4,
     "train": 5, "generate": 5, "tasks": 5, "explain": 5, "gradcheck": 5, "viewer": 5,
     "serve": 5, "lm_eval": 5,
-    "notebooks": 5,
+    "notebooks": 5, "interpret": 5,
     "cli": 6, "__main__": 6,
 }
 
 
 # the sub-order inside layer 5 (module docstring)
-UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "serve": 3, "viewer": 3,
-              "lm_eval": 3}
+UPPER_RANK = {"generate": 0, "train": 1, "tasks": 2, "interpret": 2, "serve": 3,
+              "viewer": 3, "lm_eval": 3}
 
 
 def module_name(path: Path) -> str:

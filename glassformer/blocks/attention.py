@@ -26,6 +26,7 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.heads import merge_heads, split_heads
+from glassformer.blocks.hooks import heads_view, run_hook
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.projection import (init_projections, projection_backward,
                                            projection_forward)
@@ -115,12 +116,13 @@ def _qk_norm_backward(dq: np.ndarray, dk: np.ndarray, ctx: AttentionBlockCtx):
     return split_heads(dq, ctx.n_head), split_heads(dk, ctx.attn.k.shape[1]), grads
 
 
-def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cfg: BlockConfig):
+def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cfg: BlockConfig,
+            layer: int):
     """RoPE on q (B, H, T, D) and the new keys k (B, K, T, D), which sit at the same positions:
     (q, k, q_rope, k_rope)."""
     if rope_tables is None:  # a model passes the tables it made once for all its layers
-        rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=cfg.rope_theta,
-                                     scaling=cfg.rope_scaling,
+        theta, scaling = cfg.rope_at(layer)      # Gemma 3: a windowed layer's own base
+        rope_tables = rope_tables_at(positions, cfg.dim_per_head, theta=theta, scaling=scaling,
                                      dtype=q.dtype)                         # (T, D) or (B, T, D)
     cos, sin = rope_tables
     if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
@@ -138,6 +140,13 @@ def _alibi(cfg: BlockConfig, t: int, s: int, dtype) -> np.ndarray | None:
     return bias.reshape(cfg.kv_heads, cfg.n_head // cfg.kv_heads, t, s)     # (K, G, T, S)
 
 
+def _sinks(params: dict, cfg: BlockConfig) -> np.ndarray | None:
+    """The sink logits (H,) as (K, G, 1, 1), one per query head, or None without sinks."""
+    if not cfg.attn_sinks:
+        return None
+    return params["sinks"].reshape(cfg.kv_heads, cfg.n_head // cfg.kv_heads, 1, 1)
+
+
 def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             causal: bool, memory: np.ndarray | None = None,
                             key_mask: np.ndarray | None = None,
@@ -146,7 +155,7 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                             kv_cache: KVCache | None = None, layer: int = 0,
                             memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
                             frozen: bool = False, train: bool = False,
-                            rng: np.random.Generator | None = None
+                            rng: np.random.Generator | None = None, hooks: dict | None = None
                             ) -> tuple[np.ndarray, AttentionBlockCtx]:
     """y = Attention(x W_q, src W_k, src W_v) W_o, with src = memory or x.
 
@@ -160,26 +169,41 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
     output by blocks/qkv.py's `cross_kv` (decoding: inference only, like kv_cache); then memory
     is not needed.
     frozen: the base weights take no gradient (a LoRA model). train, rng: LoRA dropout only.
+    hooks: functions at blocks.{layer}.attn.hook_q / hook_k / hook_v (before RoPE) and hook_z
+    (the heads' outputs), which may replace them (blocks/hooks.py); None: none called.
     """
     _check_inputs(x, memory, cfg)
     b, t = x.shape[:2]
     q, k, v, projections, qkv_adapters, qk_norm = _heads(params, x, memory, memory_kv, cfg,
                                                          frozen=frozen, train=train, rng=rng)
+    if hooks is not None:  # (B, H, T, D) inside, (B, T, H, D) to the hook
+        prefix = f"blocks.{layer}.attn."
+        q, k, v = (run_hook(hooks, prefix + f"hook_{name}", value, to_hook=heads_view,
+                            from_hook=heads_view) for name, value in (("q", q), ("k", k), ("v", v)))
     q_rope = k_rope = None
     if cfg.position == "rope":
         if positions is None:
             offset = 0 if kv_cache is None else kv_cache.length
             positions = np.arange(offset, offset + t)
-        q, k, q_rope, k_rope = _rotate(q, k, positions, rope_tables, cfg)
+        q, k, q_rope, k_rope = _rotate(q, k, positions, rope_tables, cfg, layer)
     if kv_cache is not None:
         k, v = kv_cache.write(layer, k, v)       # (B, K, S, D): every key and value so far
+        # a windowed layer's ring (blocks/kv_cache.py) hands back only its newest S keys
+        key_mask = None if key_mask is None else key_mask[:, key_mask.shape[1] - k.shape[2]:]
     cached = kv_cache is not None or memory_kv is not None
+    window = cfg.window_at(layer) if causal and memory is None else None
     # cached (generation): no backward follows, so the (T, S) weights of each layer are not kept
     out, attn = attention_forward(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
                                   mask=_attention_mask(key_mask), causal=causal,
                                   bias=_alibi(cfg, t, k.shape[2], q.dtype),
-                                  keep_weights=not cached)          # (B, K, G, T, D)
-    out = merge_heads(out.reshape(b, cfg.n_head, t, -1))  # (B, K, G, T, D) -> (B, T, H*D)
+                                  scale=cfg.attn_scale, window=window, softcap=cfg.attn_softcap,
+                                  sinks=_sinks(params, cfg), keep_weights=not cached)
+                                                                    # (B, K, G, T, D)
+    out = out.reshape(b, cfg.n_head, t, -1)               # (B, K, G, T, D) -> (B, H, T, D)
+    if hooks is not None:
+        out = run_hook(hooks, f"blocks.{layer}.attn.hook_z", out, to_hook=heads_view,
+                       from_hook=heads_view)
+    out = merge_heads(out)                                # (B, H, T, D) -> (B, T, H*D)
     y, out_proj = projection_forward(params, "wo", "bo", out, frozen=frozen, train=train,
                                      rng=rng)                               # (B, T, C)
     ctx = AttentionBlockCtx(*projections, q_rope, k_rope, attn, out_proj, cfg.n_head,
@@ -198,7 +222,9 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     b, t = dy.shape[:2]
     n_kv = ctx.attn.k.shape[1]
     dout = _group(split_heads(dout, ctx.n_head), n_kv)                      # (B, K, G, T, D)
-    dq, dk, dv = attention_backward(dout, ctx.attn)
+    dq, dk, dv, *dsinks = attention_backward(dout, ctx.attn)   # dsinks: [(K, G, 1, 1)] or []
+    if dsinks:
+        grads["sinks"] = dsinks[0].reshape(ctx.n_head)                     # (K, G, 1, 1) -> (H,)
     dq = dq.reshape(b, ctx.n_head, t, -1)                 # (B, K, G, T, D) -> (B, H, T, D)
     dk, dv = dk[:, :, 0], dv[:, :, 0]                     # (B, K, 1, S, D) -> (B, K, S, D)
     if ctx.q_rope is not None:
@@ -257,6 +283,8 @@ def attention_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     if cfg.out_bias:
         shapes["bo"] = (c,)
     shapes.update(qk_norm_shapes(cfg))                                    # q_norm, k_norm
+    if cfg.attn_sinks:
+        shapes["sinks"] = (cfg.n_head,)                                   # (H,)
     return shapes
 
 
@@ -265,5 +293,11 @@ def init_attention(cfg: BlockConfig, rng: np.random.Generator, *, std: float, ou
     """Normal(0, std) projections; Normal(0, out_std) for wo, which writes into the residual;
     zero biases, QK-norm scales of 1. Draws wq, wk, wv, wo in that order (attention_shapes'
     order)."""
-    return init_projections(attention_shapes(cfg), rng, std=std, out_std=out_std,
-                            out_weight="wo", dtype=dtype)
+    params = init_projections(attention_shapes(cfg), rng, std=std, out_std=out_std,
+                              out_weight="wo", dtype=dtype)
+    for name in ("q_norm", "k_norm"):
+        if name in params and cfg.norm_offset:       # Gemma: a gain of 1 is a stored w of 0
+            params[name] = params[name] - np.asarray(cfg.norm_offset, dtype)
+    if cfg.attn_sinks:
+        params["sinks"] = np.zeros(cfg.n_head, dtype)  # no weight parked on the sink at first
+    return params

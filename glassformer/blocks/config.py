@@ -9,6 +9,11 @@ Families differ by flags, not copies (STYLE.md §2):
     Original Transformer  post-norm, LayerNorm, ReLU, sinusoidal positions (in the model)
     DeepSeek-V3  as LLaMA, with multi-head latent attention (`mla`, blocks/mla.py)
     Mixtral, Qwen3-MoE, OLMoE  as LLaMA, with a sparse mixture-of-experts MLP (`moe`: MoEConfig)
+    Mistral  as LLaMA, every layer a sliding window (`window`)
+    Gemma 3  four norms a layer ("pre_post"), (1 + w) RMSNorm (`norm_offset`), GELU-gated MLP,
+             5 windowed layers to 1 full (`window`, `full_layers`), a second RoPE base for the
+             windowed ones (`local_rope_theta`), its own score scale (`attn_scale`)
+    gpt-oss  windows on alternate layers, attention sinks (`attn_sinks`), q/k/v/o biases
 """
 from __future__ import annotations
 
@@ -19,8 +24,8 @@ from glassformer.ops.moe_router import SCORINGS
 from glassformer.ops.rope_scaling import RopeScaling
 
 NORMS = ("layer", "rms")
-NORM_POSITIONS = ("pre", "post")
-MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
+NORM_POSITIONS = ("pre", "post", "pre_post")
+MLPS = ("gelu", "gelu_tanh", "relu", "silu", "swiglu", "geglu_tanh", "swiglu_clamped")
 POSITIONS = ("none", "rope", "alibi")
 QK_NORMS = ("none", "head", "proj")
 
@@ -63,6 +68,9 @@ class MoEConfig:
     shared_d_ff: int = 0            # hidden width of the always-on shared expert (0: none)
     shared_gate: bool = False       # sigmoid gate on the shared expert (Qwen2-MoE)
     dense_layers: tuple[int, ...] = ()  # layers that keep a dense MLP (DeepSeek's first k)
+    router_logit_bias: bool = False # a bias added to the router logits, trained (gpt-oss)
+    expert_mlp: str = "swiglu"      # each expert's MLP: "swiglu" or "swiglu_clamped" (gpt-oss)
+    expert_bias: bool = False       # biases on the experts' gate, up and down (gpt-oss)
 
     def __post_init__(self):
         e, k = self.n_experts, self.experts_per_token
@@ -111,6 +119,16 @@ class BlockConfig:
     moe: MoEConfig | None = None    # sparse mixture-of-experts MLP (None: the dense one)
     qk_norm: str = "none"           # RMSNorm on q and k before RoPE: "head" (each head's D,
                                     # Qwen3) or "proj" (the whole projection, OLMoE)
+    norm_offset: float = 0.0        # RMSNorm scales by (offset + w): Gemma's (1 + w), w from 0
+    window: int | None = None       # W: causal attention sees the W newest keys (None: all)
+    full_layers: tuple[int, ...] = ()   # layers that keep full attention despite `window`
+    local_rope_theta: float | None = None  # RoPE base of the windowed layers, unscaled
+                                           # (Gemma 3's rope_local_base_freq; None: rope_theta)
+    attn_scale: float | None = None  # score scale (None: 1/sqrt(D)); Gemma: query_pre_attn^-0.5
+    attn_softcap: float | None = None  # cap * tanh(scores / cap) (Gemma's attn softcapping)
+    attn_sinks: bool = False        # one learned sink logit per head, `attn.sinks` (H,)
+    glu_alpha: float = 1.702        # swiglu_clamped: out = (clip(up) + 1) g sigmoid(alpha g)
+    glu_limit: float = 7.0          # swiglu_clamped: g = min(gate, limit), up clipped to +-limit
 
     def __post_init__(self):
         for name, value, allowed in (("norm", self.norm, NORMS),
@@ -128,8 +146,22 @@ class BlockConfig:
             raise GlassformerError(f"an MLA block's head_dim is its RoPE width "
                                    f"qk_rope_head_dim={self.mla.qk_rope_head_dim}, got "
                                    f"{self.dim_per_head}")
+        if self.window is not None and (isinstance(self.window, bool) or self.window < 1):
+            raise GlassformerError(f"sliding_window must be at least 1 token, got "
+                                   f"{self.window!r}")
         if self.position == "rope" and self.dim_per_head % 2:
             raise GlassformerError(f"RoPE needs an even head dim D, got {self.dim_per_head}")
+
+    def window_at(self, layer: int) -> int | None:
+        """The sliding window of layer `layer` (0-based), None where it attends to every key."""
+        return None if layer in self.full_layers else self.window
+
+    def rope_at(self, layer: int) -> tuple[float, object]:
+        """(RoPE base, scaling) of layer `layer`: a windowed layer of a model with a local base
+        rotates by that base, unscaled (Gemma 3); every other by rope_theta and rope_scaling."""
+        if self.local_rope_theta is not None and self.window_at(layer) is not None:
+            return self.local_rope_theta, None
+        return self.rope_theta, self.rope_scaling
 
     @property
     def kv_heads(self) -> int:

@@ -113,6 +113,15 @@ class HybridCache(KVCache):
         any_state = next(iter(self.states.values()), None)
         return self.k[0].dtype if self.k else any_state.recurrent.dtype
 
+    def nbytes(self) -> int:
+        """Bytes this cache holds now: the full layers' keys and values and every state."""
+        states = sum(s.conv.nbytes + s.recurrent.nbytes for s in self.states.values())
+        return int(sum(a.nbytes for a in self.k + self.v)) + states
+
+    def can_keep(self, length: int) -> bool:
+        """Any length from 0 to `length` is accepted: all of it is kept, or less starts over."""
+        return 0 <= length <= self.length
+
     def keep(self, length: int) -> None:
         """Keep every position (a continued chat: nothing to undo), or start over: a recurrent
         state cannot forget its last tokens, so a cache cut back to fewer positions is emptied

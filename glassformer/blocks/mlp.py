@@ -25,7 +25,12 @@ from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backwa
                                         relu_forward, silu_backward, silu_forward)
 from glassformer.ops.linear import LinearCtx, linear_forward
 from glassformer.ops.lora import LoraLinearCtx
+from glassformer.ops.clamped_swiglu import clamped_swiglu_backward, clamped_swiglu_forward
+from glassformer.ops.geglu import geglu_backward, geglu_forward
 from glassformer.ops.swiglu import swiglu_backward, swiglu_forward
+
+
+GATED = ("swiglu", "geglu_tanh", "swiglu_clamped")   # with a gate: act(x W_gate) * x W_up
 
 
 class MLPCtx(NamedTuple):
@@ -66,7 +71,7 @@ def _gate_and_up(params: dict, x: np.ndarray, options: dict):
         gate, up = both[..., :width], both[..., width:]                  # (B, T, F) views
         return gate, up, ctx._replace(w=params["w_gate"]), ctx._replace(w=params["w_up"])
     up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)      # (B, T, F)
-    gate, gate_ctx = projection_forward(params, "w_gate", None, x, **options)  # (B, T, F)
+    gate, gate_ctx = projection_forward(params, "w_gate", "b_gate", x, **options)  # (B, T, F)
     return gate, up, gate_ctx, up_ctx
 
 
@@ -81,9 +86,15 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
     options = dict(frozen=frozen, train=train, rng=rng)
     gate_ctx = None
-    if cfg.mlp == "swiglu":
+    if cfg.mlp in GATED:
         gate, up, gate_ctx, up_ctx = _gate_and_up(params, x, options)    # (B, T, F) each
-        hidden, act_ctx = swiglu_forward(gate, up)                       # (B, T, F)
+        if cfg.mlp == "swiglu":
+            hidden, act_ctx = swiglu_forward(gate, up)                   # (B, T, F)
+        elif cfg.mlp == "swiglu_clamped":                                # gpt-oss's experts
+            hidden, act_ctx = clamped_swiglu_forward(gate, up, alpha=cfg.glu_alpha,
+                                                     limit=cfg.glu_limit)
+        else:                                                            # Gemma's GeGLU
+            hidden, act_ctx = geglu_forward(gate, up, inference=inference)
     else:
         up, up_ctx = projection_forward(params, "w_up", "b_up", x, **options)  # -> (B, T, F)
         hidden, act_ctx = _activation_forward(cfg.mlp, up, inference)    # (B, T, F)
@@ -94,15 +105,19 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
 def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
     """Returns (grads with the forward's param names, dx)."""
     dhidden, grads, db_down = projection_backward(dy, ctx.down, "w_down")   # (B, T, F)
-    if ctx.kind == "swiglu":
-        dgate, dup = swiglu_backward(dhidden, ctx.act)
-        dx_gate, gate_grads, _ = projection_backward(dgate, ctx.gate, "w_gate")
+    if ctx.kind in GATED:
+        gated_backward = {"swiglu": swiglu_backward, "geglu_tanh": geglu_backward,
+                          "swiglu_clamped": clamped_swiglu_backward}[ctx.kind]
+        dgate, dup = gated_backward(dhidden, ctx.act)
+        dx_gate, gate_grads, db_gate = projection_backward(dgate, ctx.gate, "w_gate")
         grads.update(gate_grads)
+        if db_gate is not None:
+            grads["b_gate"] = db_gate
     else:
         dup = _activation_backward(ctx.kind, dhidden, ctx.act)
     dx, up_grads, db_up = projection_backward(dup, ctx.up, "w_up")
     grads.update(up_grads)
-    if ctx.kind == "swiglu":
+    if ctx.kind in GATED:
         dx = dx + dx_gate  # fan-out: x fed both the gate and the up projection
     if db_up is not None:
         grads["b_up"] = db_up
@@ -115,10 +130,12 @@ def mlp_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     """Param names and shapes of one MLP block, in the order init draws them."""
     c, f = cfg.d_model, cfg.hidden
     shapes = {"w_up": (c, f), "w_down": (f, c)}                           # (C, F), (F, C)
-    if cfg.mlp == "swiglu":
+    if cfg.mlp in GATED:
         shapes["w_gate"] = (c, f)                                         # (C, F)
     if cfg.mlp_bias:
         shapes.update(b_up=(f,), b_down=(c,))
+    if cfg.mlp_bias and cfg.mlp == "swiglu_clamped":
+        shapes["b_gate"] = (f,)                                           # gpt-oss's experts
     return shapes
 
 

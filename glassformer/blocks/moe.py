@@ -25,11 +25,14 @@ the three gradients are summed on one commented line.
 
 Matches HF's `MixtralSparseMoeBlock`, `Qwen3MoeSparseMoeBlock`, `OlmoeSparseMoeBlock`,
 `DeepseekV3MoE` (sigmoid scores, group-limited choice, correction bias, shared experts) and
-`Qwen2MoeSparseMoeBlock` (sigmoid-gated shared expert). Training-time router jitter (Mixtral's
-router_jitter_noise) is not implemented; HF's default is 0.
+`Qwen2MoeSparseMoeBlock` (sigmoid-gated shared expert) and `GptOssMLP` (a trained bias on the
+router logits, `b_router`; experts with biases and the clamped SwiGLU of
+ops/clamped_swiglu.py: moe.expert_mlp, moe.expert_bias). Training-time router jitter
+(Mixtral's router_jitter_noise) is not implemented; HF's default is 0.
 
 Params (block-local, under "mlp." in a layer): router (C, E), [router_bias (E,)],
-experts.w_up (E, C, F_e), experts.w_down (E, F_e, C), experts.w_gate (E, C, F_e),
+[b_router (E,)], experts.w_up (E, C, F_e), experts.w_down (E, F_e, C), experts.w_gate
+(E, C, F_e), [experts.b_up, experts.b_gate (E, F_e), experts.b_down (E, C)],
 [shared.w_up (C, F_s), shared.w_down (F_s, C), shared.w_gate (C, F_s)], [shared_gate (C, 1)].
 router_bias gets a zero gradient (it only chooses); DeepSeek-V3 moves it by its own rule.
 The balance losses read the router through the ctx readers at the end of this file, and give
@@ -49,7 +52,6 @@ from glassformer.ops.activation import SigmoidCtx, sigmoid_backward, sigmoid_for
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.moe_router import RouterCtx, router_backward, router_forward, router_scores
 
-EXPERT_NAMES = ("w_up", "w_down", "w_gate")   # stacked (E, ...) under "experts."
 
 
 class Dispatch(NamedTuple):
@@ -84,10 +86,18 @@ class MoECtx(NamedTuple):
     has_bias: bool                  # the params held router_bias
 
 
-def expert_config(cfg: BlockConfig, width: int) -> BlockConfig:
-    """The dense SwiGLU MLP config of one expert (or of the shared expert) of hidden `width`."""
-    return BlockConfig(d_model=cfg.d_model, n_head=1, d_ff=width, norm="rms", mlp="swiglu",
-                       mlp_bias=False)
+def expert_config(cfg: BlockConfig, width: int, *, routed: bool = True) -> BlockConfig:
+    """The dense MLP config of one routed expert (SwiGLU, or gpt-oss's clamped one with biases)
+    or, routed=False, of the shared expert (SwiGLU), of hidden `width`."""
+    kind = cfg.moe.expert_mlp if routed else "swiglu"
+    return BlockConfig(d_model=cfg.d_model, n_head=1, d_ff=width, norm="rms", mlp=kind,
+                       mlp_bias=routed and cfg.moe.expert_bias, glu_alpha=cfg.glu_alpha,
+                       glu_limit=cfg.glu_limit)
+
+
+def expert_names(cfg: BlockConfig) -> tuple[str, ...]:
+    """The names of one routed expert's params, stacked (E, ...) under "experts."."""
+    return tuple(mlp_shapes(expert_config(cfg, cfg.moe.expert_d_ff)))
 
 
 def dispatch_plan(indices: np.ndarray, n_experts: int) -> Dispatch:
@@ -117,7 +127,8 @@ def moe_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     b, t, c = x.shape
     k = moe.experts_per_token
     rows = x.reshape(-1, c)                                               # (B, T, C) -> (N, C)
-    logits, router_proj = linear_forward(rows, params["router"])          # (N, C) -> (N, E)
+    logits, router_proj = linear_forward(rows, params["router"],
+                                         params.get("b_router"))          # (N, C) -> (N, E)
     weights, router = router_forward(
         logits, params.get("router_bias"), top_k=k, scoring=moe.scoring,
         norm_topk_prob=moe.norm_topk_prob, scaling=moe.routed_scaling_factor,
@@ -131,7 +142,7 @@ def moe_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
         lo, hi = dispatch.bounds[e], dispatch.bounds[e + 1]
         if lo == hi:
             continue  # no token chose this expert
-        expert_params = {name: params[f"experts.{name}"][e] for name in EXPERT_NAMES}
+        expert_params = {name: params[f"experts.{name}"][e] for name in expert_names(cfg)}
         y_e, ctx_e = mlp_forward(expert_params, slot_rows[None, lo:hi], ecfg,
                                  inference=inference)                     # (1, n_e, C)
         out[lo:hi] = y_e[0]
@@ -150,7 +161,7 @@ def moe_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
 def _shared_forward(params: dict, rows: np.ndarray, cfg: BlockConfig, inference: bool
                     ) -> tuple[np.ndarray, SharedCtx]:
     """The always-on shared expert over rows (N, C) -> (N, C), gated by a sigmoid if asked."""
-    scfg = expert_config(cfg, cfg.moe.shared_d_ff)
+    scfg = expert_config(cfg, cfg.moe.shared_d_ff, routed=False)
     shared_y, mlp_ctx = mlp_forward(sub_params(params, "shared."), rows[None], scfg,
                                     inference=inference)                  # (1, N, C)
     shared_y = shared_y[0]                                                # (N, C)
@@ -182,7 +193,9 @@ def moe_backward(dy: np.ndarray, ctx: MoECtx, *, drouter_logits: np.ndarray | No
     dlogits, dbias = router_backward(dweights.reshape(-1, k), ctx.router)  # (N, E)
     if drouter_logits is not None:
         dlogits = dlogits + drouter_logits  # fan-out: the logits fed the router and that loss
-    dx_router, grads["router"], _ = linear_backward(dlogits, ctx.router_proj)
+    dx_router, grads["router"], db_router = linear_backward(dlogits, ctx.router_proj)
+    if db_router is not None:
+        grads["b_router"] = db_router
     if ctx.has_bias:
         grads["router_bias"] = dbias
     dx = dx_experts + dx_router  # fan-out: x fed its k experts and the router
@@ -197,17 +210,16 @@ def _experts_backward(dslots: np.ndarray, ctx: MoECtx) -> tuple[dict, np.ndarray
     """d out (N k, C) sorted -> (stacked expert grads, d slot rows (N k, C) sorted). An expert
     no token chose gets zero gradients."""
     n_experts = len(ctx.dispatch.bounds) - 1
-    first = ctx.experts[0][1]                     # every expert's weights share these shapes
-    widths = {"w_up": first.up.w.shape, "w_down": first.down.w.shape, "w_gate": first.gate.w.shape}
-    grads = {f"experts.{name}": np.zeros((n_experts,) + widths[name], dslots.dtype)
-             for name in EXPERT_NAMES}                                    # (E, C, F_e) ...
+    grads = {}
     dslot_rows = np.empty_like(dslots)
     for e, ctx_e in ctx.experts:
         lo, hi = ctx.dispatch.bounds[e], ctx.dispatch.bounds[e + 1]
         grads_e, dx_e = mlp_backward(dslots[None, lo:hi], ctx_e)
         dslot_rows[lo:hi] = dx_e[0]                   # every sorted slot belongs to one expert
-        for name in EXPERT_NAMES:
-            grads[f"experts.{name}"][e] = grads_e[name]
+        for name, grad in grads_e.items():            # every expert's params share shapes
+            if f"experts.{name}" not in grads:
+                grads[f"experts.{name}"] = np.zeros((n_experts,) + grad.shape, dslots.dtype)
+            grads[f"experts.{name}"][e] = grad
     return grads, dslot_rows
 
 
@@ -234,10 +246,13 @@ def moe_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     shapes = {"router": (c, moe.n_experts)}                               # (C, E)
     if moe.router_bias:
         shapes["router_bias"] = (moe.n_experts,)                          # (E,)
+    if moe.router_logit_bias:
+        shapes["b_router"] = (moe.n_experts,)                             # (E,)
     expert = mlp_shapes(expert_config(cfg, moe.expert_d_ff))              # w_up, w_down, w_gate
-    shapes.update({f"experts.{name}": (moe.n_experts,) + expert[name] for name in EXPERT_NAMES})
+    shapes.update({f"experts.{name}": (moe.n_experts,) + shape for name, shape in expert.items()})
     if moe.shared_d_ff:
-        shapes.update(prefixed(mlp_shapes(expert_config(cfg, moe.shared_d_ff)), "shared."))
+        shared = expert_config(cfg, moe.shared_d_ff, routed=False)
+        shapes.update(prefixed(mlp_shapes(shared), "shared."))
     if moe.shared_gate:
         shapes["shared_gate"] = (c, 1)                                    # (C, 1)
     return shapes
@@ -252,13 +267,18 @@ def init_moe(cfg: BlockConfig, rng: np.random.Generator, *, std: float, out_std:
     params = {"router": (rng.standard_normal(shapes["router"]) * std).astype(dtype)}
     if moe.router_bias:
         params["router_bias"] = np.zeros(shapes["router_bias"], dtype)
-    for name in EXPERT_NAMES:
-        scale = out_std if name == "w_down" else std
+    if moe.router_logit_bias:
+        params["b_router"] = np.zeros(shapes["b_router"], dtype)
+    for name in expert_names(cfg):
         shape = shapes[f"experts.{name}"]
+        if name.startswith("b"):                                          # expert biases
+            params[f"experts.{name}"] = np.zeros(shape, dtype)
+            continue
+        scale = out_std if name == "w_down" else std
         params[f"experts.{name}"] = (rng.standard_normal(shape) * scale).astype(dtype)
     if moe.shared_d_ff:
-        shared = init_mlp(expert_config(cfg, moe.shared_d_ff), rng, std=std, out_std=out_std,
-                          dtype=dtype)
+        shared = init_mlp(expert_config(cfg, moe.shared_d_ff, routed=False), rng, std=std,
+                          out_std=out_std, dtype=dtype)
         params.update(prefixed(shared, "shared."))
     if moe.shared_gate:
         params["shared_gate"] = (rng.standard_normal(shapes["shared_gate"]) * std).astype(dtype)

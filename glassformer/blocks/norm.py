@@ -28,10 +28,16 @@ def norm_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def norm_gain(w: np.ndarray, cfg: BlockConfig) -> np.ndarray:
+    """The scale an RMSNorm multiplies by: w, or (offset + w) for Gemma's norms, whose stored w
+    starts at 0 (cfg.norm_offset = 1). d gain / d w = 1, so w's gradient is the gain's."""
+    return w if not cfg.norm_offset else w + np.asarray(cfg.norm_offset, w.dtype)
+
+
 def norm_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, NormCtx]:
     """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present)."""
     if cfg.norm == "rms":
-        y, inner = rms_norm_forward(x, params["w"], eps=cfg.norm_eps)
+        y, inner = rms_norm_forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
     else:
         y, inner = layer_norm_forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
     return y, NormCtx(cfg.norm, inner)
@@ -50,9 +56,10 @@ def norm_backward(dy: np.ndarray, ctx: NormCtx) -> tuple[dict, np.ndarray]:
 
 
 def init_norm(cfg: BlockConfig, dtype=np.float32) -> dict:
-    """Scale 1 (and shift 0): a freshly initialised norm passes the normalised input through."""
+    """Scale 1 (and shift 0): a freshly initialised norm passes the normalised input through
+    (Gemma's stored w is then 0: its gain is 1 + w)."""
     shapes = norm_shapes(cfg)
-    params = {"w": np.ones(shapes["w"], dtype)}                               # (C,)
+    params = {"w": np.full(shapes["w"], 1.0 - cfg.norm_offset, dtype)}        # (C,)
     if "b" in shapes:
         params["b"] = np.zeros(shapes["b"], dtype)                            # (C,)
     return params

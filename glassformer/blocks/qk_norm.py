@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.norm import norm_gain
 from glassformer.ops.rms_norm import RMSNormCtx, rms_norm_backward, rms_norm_forward
 
 
@@ -30,8 +31,8 @@ class QKNormCtx(NamedTuple):
 def qk_norm_forward(params: dict, q: np.ndarray, k: np.ndarray, cfg: BlockConfig
                     ) -> tuple[np.ndarray, np.ndarray, QKNormCtx]:
     """RMSNorm over the last axis of q and of k, scaled by params q_norm and k_norm."""
-    q, q_ctx = rms_norm_forward(q, params["q_norm"], eps=cfg.norm_eps)
-    k, k_ctx = rms_norm_forward(k, params["k_norm"], eps=cfg.norm_eps)
+    q, q_ctx = rms_norm_forward(q, norm_gain(params["q_norm"], cfg), eps=cfg.norm_eps)
+    k, k_ctx = rms_norm_forward(k, norm_gain(params["k_norm"], cfg), eps=cfg.norm_eps)
     return q, k, QKNormCtx(cfg.qk_norm, q_ctx, k_ctx)
 
 

@@ -6,6 +6,10 @@ when the config has `mla`.
         h   = x + Attn(Norm1(x))                 h   = Norm1(x + Attn(x))
         out = h + MLP(Norm2(h))                  out = Norm2(h + MLP(h))
 
+    pre_post (Gemma 3: four norms a layer, "norm1_post." and "norm2_post." the second two):
+        h   = x + Norm1_post(Attn(Norm1(x)))
+        out = h + Norm2_post(MLP(Norm2(h)))
+
 The residual stream fans out: x feeds both the sub-block and the sum, so its gradient is the
 gradient through the sub-block plus the gradient that skips it: one commented line in
 `_residual_in_backward`. Dropout (training only) is applied to each sub-block's output before
@@ -27,6 +31,7 @@ from glassformer.blocks.attention import (AttentionBlockCtx, attention_block_bac
                                           attention_block_forward, attention_shapes,
                                           head_weights, init_attention)
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.mla import (MLACtx, init_mla, mla_block_backward, mla_block_forward,
                                     mla_shapes)
@@ -46,6 +51,7 @@ class SubCtx(NamedTuple):
     norm: NormCtx      # before the body (pre-norm) or after the residual sum (post-norm)
     body: AttentionBlockCtx | MLACtx | MLPCtx | MoECtx
     drop: DropoutCtx
+    post: NormCtx | None = None   # a pre_post layer's norm of the body's output
 
 
 class BlockCtx(NamedTuple):
@@ -68,14 +74,20 @@ def _residual_in(norm_params: dict, x: np.ndarray, cfg: BlockConfig
 
 
 def _residual_out(norm_params: dict, x: np.ndarray, body_out: np.ndarray, in_ctx: SubCtx,
-                  cfg: BlockConfig, train: bool, rng) -> tuple[np.ndarray, SubCtx]:
-    """Dropout on the body's output, then x + out (pre-norm) or Norm(x + out) (post-norm).
+                  cfg: BlockConfig, train: bool, rng, post_params: dict | None = None
+                  ) -> tuple[np.ndarray, SubCtx]:
+    """Dropout on the body's output, then x + out (pre-norm), x + Norm_post(out) (pre_post) or
+    Norm(x + out) (post-norm).
 
     in_ctx: the SubCtx so far, with the pre-norm's ctx (or None) and the body's ctx.
+    post_params: a pre_post layer's second norm of this sub-block.
     """
     out, drop_ctx = dropout_forward(body_out, p=cfg.dropout, rng=rng, train=train)
     if cfg.norm_position == "pre":
         return x + out, in_ctx._replace(drop=drop_ctx)
+    if cfg.norm_position == "pre_post":
+        out, post_ctx = norm_forward(post_params, out, cfg)                  # (B, T, C)
+        return x + out, in_ctx._replace(drop=drop_ctx, post=post_ctx)
     y, norm_ctx = norm_forward(norm_params, x + out, cfg)
     return y, in_ctx._replace(norm=norm_ctx, drop=drop_ctx)
 
@@ -83,9 +95,13 @@ def _residual_out(norm_params: dict, x: np.ndarray, body_out: np.ndarray, in_ctx
 def _residual_out_backward(dy: np.ndarray, ctx: SubCtx, norm_position: str
                            ) -> tuple[dict, np.ndarray, np.ndarray]:
     """Back through `_residual_out`: returns (post-norm grads or {}, d body output, d skip),
-    where d skip is the gradient of the residual sum, which reaches x directly too."""
+    where d skip is the gradient of the residual sum, which reaches x directly too (a pre_post
+    layer: its post norm's grads in place of the post-norm's)."""
     if norm_position == "pre":
         return {}, dropout_backward(dy, ctx.drop), dy
+    if norm_position == "pre_post":
+        post_grads, dout = norm_backward(dy, ctx.post)
+        return post_grads, dropout_backward(dout, ctx.drop), dy
     norm_grads, dsum = norm_backward(dy, ctx.norm)
     return norm_grads, dropout_backward(dsum, ctx.drop), dsum
 
@@ -124,13 +140,16 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                   kv_cache: KVCache | None = None, layer: int = 0, train: bool = False,
                   rng: np.random.Generator | None = None,
                   memory_kv: tuple[np.ndarray, np.ndarray] | None = None,
-                  frozen: bool = False) -> tuple[np.ndarray, BlockCtx]:
+                  frozen: bool = False, hooks: dict | None = None
+                  ) -> tuple[np.ndarray, BlockCtx]:
     """One layer. x (B, T, C) -> (B, T, C). Params use the block-local names ("attn.wq", ...).
 
     memory_kv: this layer's cross-attention k, v from blocks/qkv.py's `cross_kv`, in place
     of memory when decoding (inference only).
     frozen: the attention and MLP weights take no gradient (a LoRA model: blocks/lora.py); their
-    adapters, if any, do. rng also draws the adapters' dropout."""
+    adapters, if any, do. rng also draws the adapters' dropout.
+    hooks: functions at blocks.{layer}.hook_attn_out, hook_resid_mid, hook_mlp_out and inside
+    attention (blocks/hooks.py), which may replace those values; None (the default): none."""
     # note: checked here too, since a pre-norm layer would otherwise first meet x in the norm,
     # whose error blames the norm's weight for a wrong C
     check_shape("x", check_float("x", x), ("B", "T", "C"), {"C": cfg.d_model})
@@ -146,8 +165,10 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                                               causal=causal, key_mask=key_mask,
                                               positions=positions, rope_tables=rope_tables,
                                               kv_cache=kv_cache, layer=layer, frozen=frozen,
-                                              train=train, rng=rng)
-    h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
+                                              train=train, rng=rng, hooks=hooks)
+    a = run_hook(hooks, f"blocks.{layer}.hook_attn_out", a) if hooks is not None else a
+    h, attn_ctx = _residual_out(norm1, x, a, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng,
+                                sub_params(params, "norm1_post."))
     # cross-attention sub-block (encoder-decoder layers only): keys and values from memory
     cross_ctx = None
     if memory is not None or memory_kv is not None:
@@ -159,6 +180,8 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
                                               rng=rng)
         h, cross_ctx = _residual_out(norm_cross, h, c, SubCtx(norm_ctx, body_ctx, None), cfg,
                                      train, rng)
+    if hooks is not None:
+        h = run_hook(hooks, f"blocks.{layer}.hook_resid_mid", h)
     # MLP sub-block
     norm2 = sub_params(params, "norm2.")
     m, norm_ctx = _residual_in(norm2, h, cfg)
@@ -166,7 +189,9 @@ def block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, causal: bool
     m, body_ctx = _mlp_forward(sub_params(params, "mlp."), m, cfg, layer,
                                inference=kv_cache is not None, frozen=frozen, train=train,
                                rng=rng)
-    out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng)
+    m = run_hook(hooks, f"blocks.{layer}.hook_mlp_out", m) if hooks is not None else m
+    out, mlp_ctx = _residual_out(norm2, h, m, SubCtx(norm_ctx, body_ctx, None), cfg, train, rng,
+                                 sub_params(params, "norm2_post."))
     return out, BlockCtx(cfg.norm_position, attn_ctx, cross_ctx, mlp_ctx)
 
 
@@ -178,14 +203,7 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
     drouter_logits (N, E): in a sparse layer, a loss's gradient on its router logits (the
     balance losses), passed to moe_backward."""
     pos = ctx.norm_position
-    # MLP sub-block
-    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
-    if isinstance(ctx.mlp.body, MoECtx):
-        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
-    else:
-        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
-    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
-    grads = {**prefixed(mlp_grads, "mlp."), **prefixed({**out_norm, **in_norm}, "norm2.")}
+    grads, dh = mlp_sub_block_backward(dout, ctx, drouter_logits=drouter_logits)  # (B, T, C)
     # cross-attention sub-block
     dmemory = None
     if ctx.cross is not None:
@@ -202,8 +220,31 @@ def block_backward(dout: np.ndarray, ctx: BlockCtx, *, drouter_logits: np.ndarra
         attn_grads, dbody_in, _ = attention_block_backward(dbody, ctx.attn.body)
     in_norm, dx = _residual_in_backward(dbody_in, dskip, ctx.attn, pos)
     grads.update(prefixed(attn_grads, "attn."))
-    grads.update(prefixed({**out_norm, **in_norm}, "norm1."))
+    grads.update(_norm_grads(out_norm, in_norm, "norm1", pos))
     return grads, dx, dmemory
+
+
+def _norm_grads(out_norm: dict, in_norm: dict, name: str, norm_position: str) -> dict:
+    """A sub-block's norm grads under the layer's names: one norm `name` (pre- or post-norm), or
+    a pre_post's two, `name` before the body and `name`_post after it."""
+    if norm_position == "pre_post":
+        return {**prefixed(in_norm, f"{name}."), **prefixed(out_norm, f"{name}_post.")}
+    return prefixed({**out_norm, **in_norm}, f"{name}.")
+
+
+def mlp_sub_block_backward(dout: np.ndarray, ctx: BlockCtx, *,
+                           drouter_logits: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Back through the layer's MLP sub-block only: (its grads with block-local names, dh), dh
+    (B, T, C) the gradient of the stream between attention and MLP (interpretability reads it:
+    glassformer/interpret/attribution.py)."""
+    pos = ctx.norm_position
+    out_norm, dbody, dskip = _residual_out_backward(dout, ctx.mlp, pos)
+    if isinstance(ctx.mlp.body, MoECtx):
+        mlp_grads, dbody_in = moe_backward(dbody, ctx.mlp.body, drouter_logits=drouter_logits)
+    else:
+        mlp_grads, dbody_in = mlp_backward(dbody, ctx.mlp.body)
+    in_norm, dh = _residual_in_backward(dbody_in, dskip, ctx.mlp, pos)            # (B, T, C)
+    return {**prefixed(mlp_grads, "mlp."), **_norm_grads(out_norm, in_norm, "norm2", pos)}, dh
 
 
 # ---------------------------------------------------------------- reading a layer's ctx
@@ -247,13 +288,18 @@ def sub_block_outputs(ctx: BlockCtx, params: dict) -> tuple[np.ndarray, np.ndarr
     """(a, m), each (B, T, C): what the attention and the MLP sub-blocks added to the residual
     stream in eval mode (no dropout), recomputed with linear_forward from the input and weight
     their output projections saved, plus the biases in params (block-local names "attn.bo",
-    "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers."""
+    "mlp.b_down"; a LinearCtx keeps no bias). The same product, so the same numbers. A pre_post
+    (Gemma) layer adds its post norms' outputs, xhat * gain as their RMSNorm ctxs keep them."""
     out_proj = ctx.attn.body.out_proj
     a, _ = linear_forward(out_proj.x, out_proj.w, params.get("attn.bo"))   # (B, T, H*D) -> C
     if isinstance(ctx.mlp.body, MoECtx):
-        return a, moe_output(ctx.mlp.body)   # the weighted combine, from the saved expert outputs
-    down = ctx.mlp.body.down
-    m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))        # (B, T, F) -> C
+        m = moe_output(ctx.mlp.body)         # the weighted combine, from the saved expert outputs
+    else:
+        down = ctx.mlp.body.down
+        m, _ = linear_forward(down.x, down.w, params.get("mlp.b_down"))    # (B, T, F) -> C
+    if ctx.attn.post is not None:            # pre_post: what joined the stream was normalised
+        a = ctx.attn.post.inner.xhat * ctx.attn.post.inner.w
+        m = ctx.mlp.post.inner.xhat * ctx.mlp.post.inner.w
     return a, m
 
 
@@ -277,6 +323,9 @@ def block_shapes(cfg: BlockConfig, *, cross: bool = False, layer: int = 0
     shapes.update(prefixed(norm_shapes(cfg), "norm2."))
     mlp = moe_shapes(cfg) if sparse_layer(cfg, layer) else mlp_shapes(cfg)
     shapes.update(prefixed(mlp, "mlp."))
+    if cfg.norm_position == "pre_post":
+        shapes.update(prefixed(norm_shapes(cfg), "norm1_post."))
+        shapes.update(prefixed(norm_shapes(cfg), "norm2_post."))
     return shapes
 
 
@@ -296,4 +345,7 @@ def init_block(cfg: BlockConfig, rng: np.random.Generator, *, std: float = 0.02,
     params.update(prefixed(init_norm(cfg, dtype), "norm2."))
     init = init_moe if sparse_layer(cfg, layer) else init_mlp
     params.update(prefixed(init(cfg, rng, std=std, out_std=out_std, dtype=dtype), "mlp."))
+    if cfg.norm_position == "pre_post":
+        params.update(prefixed(init_norm(cfg, dtype), "norm1_post."))
+        params.update(prefixed(init_norm(cfg, dtype), "norm2_post."))
     return params

@@ -21,13 +21,18 @@ from glassformer.cli import (attention, chat, convert, embed, explain, fill_mask
 from glassformer.cli import serve  # the OpenAI-compatible server (glassformer/serve/)
 from glassformer.cli import eval as eval_command  # note: `as`, not to hide the builtin eval
 from glassformer.cli import notebooks
+from glassformer.cli import attribute, heads, patch  # interpretability (glassformer/interpret/)
+from glassformer.cli import sae  # sparse autoencoders (glassformer/interpret/sae/)
+from glassformer.cli import quantize  # GGUF files in ops/quant/'s block formats
 from glassformer.cli.common import add_seed_argument, blas_sized_to_free_cores
 from glassformer.errors import GlassformerError
+from glassformer.kernels.choice import CHOICES, KERNELS_ENV, kernel_choice
 from glassformer.version import package_version
 
 # The command modules, in the order `--help` lists them.
 COMMANDS = [attention, explain, gradcheck, train, finetune, eval_command, convert, tokenizer,
-            generate, chat, embed, fill_mask, translate, show, serve, notebooks]
+            generate, chat, embed, fill_mask, translate, show, serve, notebooks,
+            patch, attribute, heads, sae, quantize]
 
 
 class ShowVersion(argparse.Action):
@@ -48,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="glassformer",
         description="A Transformer you can see through: every forward and backward pass by hand.")
     parser.add_argument("--version", action=ShowVersion, help="print glassformer's version and exit")
+    parser.add_argument("--kernels", choices=CHOICES, default=None,
+                        help="numpy: the reference NumPy path everywhere; numba: the compiled "
+                             "kernels (the fast extra); auto: numba when installed (default: "
+                             f"${KERNELS_ENV}, else auto)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
@@ -61,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     keep_freed_memory()  # reuse freed activation buffers instead of page-faulting new ones
+    if args.kernels is not None:  # for this command and any process it starts
+        os.environ[KERNELS_ENV] = args.kernels
     try:
+        kernel_choice()  # a bad setting, or numba asked for but absent: one line, before any work
         with blas_sized_to_free_cores():
             status = int(args.run(args) or 0)
         sys.stdout.flush()  # here, not at exit: a reader that has gone is met inside the try

@@ -19,6 +19,8 @@ from glassformer.cli.common import (add_adapter_argument, add_model_argument,
                                     add_sampling_arguments, add_template_budget_arguments,
                                     loading_line, sampling_kwargs, template_budget)
 from glassformer.errors import GlassformerError
+from glassformer.generate.constrain import compile_schema, json_table, vocabulary_trie
+from glassformer.json_object import read_json_object
 from glassformer.tasks.chat import ChatSession, open_chat
 
 NAME = "chat"
@@ -47,6 +49,9 @@ def add_arguments(parser) -> None:
     # SmolLM2-Instruct's model card recommends temperature 0.2 and top-p 0.9.
     add_sampling_arguments(parser, max_new_tokens=256, temperature=0.2, top_p=0.9)
     add_template_budget_arguments(parser)
+    parser.add_argument("--json-schema", metavar="FILE", default=None,
+                        help="every reply is a JSON value this schema (a .json file) accepts "
+                             "('json_object': any object); the subset of docs/serve.md")
 
 
 def note(text: str) -> None:
@@ -66,11 +71,15 @@ def load(args) -> ChatSession:
     return session
 
 
-def reply(session: ChatSession, text: str, args) -> None:
-    """Stream one reply to stdout; Ctrl-C stops it, keeping what was written."""
+def reply(session: ChatSession, text: str, args, constraint=None) -> None:
+    """Stream one reply to stdout; Ctrl-C stops it, keeping what was written. constraint: a
+    schema's MaskTable (--json-schema), or None."""
     stream = None
+    kwargs = sampling_kwargs(args)
+    if constraint is not None:
+        kwargs["constraint"] = constraint
     try:
-        stream = session.send(text, **sampling_kwargs(args))
+        stream = session.send(text, **kwargs)
         turn = session.turns[-1]
         if turn.dropped_messages:
             note(f"[the conversation outgrew the context of {session.model.context_len} "
@@ -182,7 +191,7 @@ def line_editing() -> None:
         pass
 
 
-def chat_loop(session: ChatSession, args) -> int:
+def chat_loop(session: ChatSession, args, constraint=None) -> int:
     interactive = sys.stdin.isatty()
     if interactive:
         line_editing()
@@ -215,7 +224,7 @@ def chat_loop(session: ChatSession, args) -> int:
                 if not command(session, text):
                     return 0
             elif text:
-                reply(session, text[1:] if text.startswith("//") else text, args)
+                reply(session, text[1:] if text.startswith("//") else text, args, constraint)
         except GlassformerError as err:
             if not interactive:
                 raise
@@ -223,8 +232,17 @@ def chat_loop(session: ChatSession, args) -> int:
 
 
 def run(args) -> int:
+    schema = None
+    if args.json_schema not in (None, "json_object"):       # checked before the model loads
+        schema = read_json_object(Path(args.json_schema))
+        compile_schema(schema)
     session = load(args)
+    constraint = None
+    if args.json_schema is not None:                         # replies end at the turn's end
+        trie = vocabulary_trie(session.model.tokenizer, session.model.cfg.vocab_size)
+        constraint = json_table(schema, trie, session.stop_ids(),
+                                session.model.tokenizer.encode)
     if args.message is not None:
-        reply(session, args.message, args)
+        reply(session, args.message, args, constraint)
         return 0
-    return chat_loop(session, args)
+    return chat_loop(session, args, constraint)

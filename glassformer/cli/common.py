@@ -29,6 +29,8 @@ import sys
 import time
 from contextlib import AbstractContextManager, contextmanager
 
+import numpy as np
+
 from glassformer.blas import blas_threads, free_cores
 from glassformer.display import detect_lang  # noqa: F401  (shared with the notebook views)
 from glassformer.errors import GlassformerError
@@ -135,10 +137,19 @@ def add_adapter_argument(parser) -> None:
                              "it), merged into the model's weights on load")
 
 
-def load_model_shown(name_or_path, adapter=None):
-    """load_model (a path or a packaged name, and an adapter if given) inside a loading line."""
+def load_model_shown(name_or_path, adapter=None, dequantize: bool = False):
+    """load_model (a path or a packaged name, and an adapter if given) inside a loading line;
+    dequantize: a GGUF's quantized matrices widened to float32 (--dequantize)."""
     with loading_line(str(name_or_path) if adapter is None else f"{name_or_path} + {adapter}"):
-        return load_model(name_or_path, adapter=adapter)
+        return load_model(name_or_path, adapter=adapter, dequantize=dequantize)
+
+
+def add_dequantize_argument(parser) -> None:
+    """--dequantize, for a command that loads --model (a GGUF file's weights stay quantized)."""
+    parser.add_argument("--dequantize", action="store_true",
+                        help="widen a GGUF file's quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) to "
+                             "float32 on load; by default they stay in their blocks, about the "
+                             "file's size in memory")
 
 
 def add_model_argument(parser, what: str) -> None:
@@ -232,3 +243,32 @@ def run_ended(command: str, out: str, run_state, stop, *, saved_in: str) -> int:
     print(f"done: iter {run_state.it}, best val loss {run_state.best_val:.4f}; {saved_in} "
           f"{out}" + (f", loss curve {plot}" if plot else ""), file=sys.stderr)
     return 0
+
+
+# ---------------------------------------------------------------- patch, attribute, heads
+
+def add_cache_argument(parser) -> None:
+    parser.add_argument("--max-cache-mb", type=float, default=None,
+                        help="refuse, before running, when the cached activations would take "
+                             "more than this many MiB (default: half this machine's memory)")
+
+
+def tokens_of(model, text: str) -> np.ndarray:
+    """text -> (T,) int64 ids by the model's tokenizer; one line when it has none or T is 0."""
+    if model.tokenizer is None:
+        raise GlassformerError("this model came without a tokenizer; give a model folder or "
+                               "file that has one")
+    ids = np.asarray(model.tokenizer.encode(text), dtype=np.int64)
+    if ids.size == 0:
+        raise GlassformerError(f"the prompt {text!r} encodes to no tokens")
+    return ids
+
+
+def one_token(model, text: str, flag: str) -> int:
+    """The single token id `text` encodes to; more than one token is one line naming them."""
+    ids = tokens_of(model, text)
+    if ids.size != 1:
+        pieces = [model.tokenizer.decode([int(i)]) for i in ids]
+        raise GlassformerError(f"{flag} {text!r} is {ids.size} tokens {pieces}; give one token "
+                               "(often with its leading space, ' Paris')")
+    return int(ids[0])

@@ -5,6 +5,7 @@ import json
 import os
 
 from glassformer.cli.common import detect_lang
+from glassformer.explain.constrained import explain_constrained
 from glassformer.explain.parts import PARTS, WALKTHROUGHS, explain_part
 from glassformer.explain.render import render_text, to_json
 
@@ -14,12 +15,13 @@ HELP = ("walk through one part (attention, layer_norm, gelu, softmax, rope, mha,
 
 # Options handed to the part; None means "the part's default". A part rejects one it does not take.
 PART_OPTIONS = ("batch", "seq", "d_model", "d_k", "heads", "kv_heads", "bidirectional",
-                "approximate", "ckpt", "prompt")
+                "approximate", "ckpt", "prompt", "window")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("part", choices=list(PARTS) + list(WALKTHROUGHS),
-                        help="which part to explain (eval: how a benchmark scores one item)")
+    parser.add_argument("part", choices=list(PARTS) + list(WALKTHROUGHS) + ["constrained"],
+                        help="which part to explain (eval: how a benchmark scores one item; "
+                             "constrained: a JSON schema's token masks)")
     parser.add_argument("--lang", choices=["zh", "en"], default=None,
                         help="language of labels and explanations (default: from the locale)")
     parser.add_argument("--backward", action="store_true",
@@ -51,11 +53,16 @@ def add_arguments(parser) -> None:
                         help="gpt2: the text to run (default: hello; the tiny random model knows "
                              "lowercase letters, space and .,;!?'); cross_attention --ckpt: the "
                              "source text to translate")
+    parser.add_argument("--window", type=int, default=None,
+                        help="window: the sliding window W, keys each query sees (< --seq)")
     parser.add_argument("--json", action="store_true",
                         help="print every array as JSON under stable keys instead of prose")
 
 
 def run(args) -> int:
+    if args.part == "constrained":                 # not an op: no arrays, no gradients
+        print(explain_constrained(args.lang or detect_lang(os.environ)), end="")
+        return 0
     given = {name: getattr(args, name) for name in PART_OPTIONS}
     result = explain_part(args.part, given, seed=args.seed,
                           grad=args.grad if args.backward else None)

@@ -4,11 +4,17 @@ also nanoGPT's sample.py: `--echo --top-k 200 --max-new-tokens 500` gives its ou
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+from glassformer.cli.common import (add_adapter_argument, add_dequantize_argument,
+                                    add_model_argument,
                                     add_sampling_arguments, load_model_shown, print_stream,
                                     report_speed, sampling_kwargs)
+from glassformer.errors import GlassformerError
+from glassformer.generate.constrain import compile_schema, json_table, vocabulary_trie
 from glassformer.generate.stream import stream_generate
+from glassformer.json_object import read_json_object
+from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 NAME = "generate"
 HELP = ("continue a prompt with a model (a glassformer training run, an HF folder, a .gguf, "
@@ -18,20 +24,45 @@ HELP = ("continue a prompt with a model (a glassformer training run, an HF folde
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to load")
     add_adapter_argument(parser)
+    add_dequantize_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "
                              "for a char-level model every character must be in its corpus")
     parser.add_argument("--echo", action="store_true",
                         help="print the prompt before its continuation (as nanoGPT's sample.py)")
     add_sampling_arguments(parser, max_new_tokens=64, temperature=0.8, top_p=None)
+    parser.add_argument("--json-schema", metavar="FILE", default=None,
+                        help="write a JSON value this schema (a .json file) accepts, ending "
+                             "when the value ends (the subset of docs/serve.md; 'json_object': "
+                             "any JSON object)")
 
 
 def run(args) -> int:
-    model = load_model_shown(args.model, args.adapter)
-    steps = stream_generate(model, args.prompt, **sampling_kwargs(args))
+    schema = None
+    if args.json_schema not in (None, "json_object"):       # checked before the model loads
+        schema = read_json_object(Path(args.json_schema))
+        compile_schema(schema)
+    model = load_model_shown(args.model, args.adapter, args.dequantize)
+    kwargs = sampling_kwargs(args)
+    if args.json_schema is not None:
+        kwargs["constraint"] = schema_table(model, schema)
+    steps = stream_generate(model, args.prompt, **kwargs)
     if args.echo:
         sys.stdout.write(args.prompt)
     n_tokens, seconds = print_stream(steps)
     sys.stdout.write("\n")
     report_speed(n_tokens, seconds)
     return 0
+
+
+def schema_table(model, schema: dict | None):
+    """The MaskTable of a schema (None: any object), ended by the tokenizer's end-of-text ids
+    (the ids generate stops at)."""
+    if model.tokenizer is None:
+        raise GlassformerError("--json-schema needs a model with a tokenizer")
+    stop = end_of_text_ids(model.tokenizer)
+    if not stop:
+        raise GlassformerError("--json-schema needs a tokenizer with an end-of-text token, to "
+                               "end the reply when the value ends")
+    trie = vocabulary_trie(model.tokenizer, model.cfg.vocab_size)
+    return json_table(schema, trie, stop, model.tokenizer.encode)

@@ -50,7 +50,10 @@ MODEL_FLAGS = {
     "--attention": ("attention", "--arch moe: mha (grouped-query attention with QK-norm; "
                                  "exports as Qwen3MoeForCausalLM) or mla (DeepSeek's multi-head "
                                  "latent attention and sigmoid router; exports as "
-                                 "DeepseekV3ForCausalLM)"),
+                                 "DeepseekV3ForCausalLM); --arch llama or moe: window (a "
+                                 "sliding window of --window keys in every layer; a llama "
+                                 "exports as MistralForCausalLM)"),
+    "--window": ("window", "--attention window: the keys W each query sees"),
     "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
                                        "and layer"),
 }
@@ -89,7 +92,7 @@ def add_arguments(parser) -> None:
                         help="on --resume, train on a data file that differs from the run's "
                              "recorded one (changed, or another --data)")
     for flag, (field, text) in MODEL_FLAGS.items():
-        default = SHAKESPEARE.model[field] if field in SHAKESPEARE.model else MOE.model[field]
+        default = SHAKESPEARE.model.get(field, MOE.model.get(field))
         kind = type(default) if default is not None else int
         choices = list(FAMILIES) if flag == "--arch" else None
         parser.add_argument(flag, type=kind, default=None, choices=choices,

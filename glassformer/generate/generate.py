@@ -28,6 +28,7 @@ import numpy as np
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.errors import GlassformerError
 from glassformer.memory import check_memory
+from glassformer.generate.constrain import MaskTable, RowConstraint, advance_rows, mask_rows
 from glassformer.generate.sampling import Sampling, sample
 from glassformer.models.family import ENCODER_DECODER
 
@@ -106,10 +107,11 @@ def _sampling(sampling: Sampling | None, temperature: float, top_k: int | None,
     return sampling
 
 
-def check_cache_memory(model, batch: int, positions: int, *, prompt: int) -> None:
+def check_cache_memory(model, batch: int, positions: int, *, prompt: int,
+                       ring: bool = False) -> None:
     """Refuse a KV cache of `batch` rows x `positions` past the memory budget, in one line.
-    prompt: the prompt's length, for that line."""
-    check_memory(model.cache_bytes(batch, positions),
+    prompt: the prompt's length, for that line. ring: windowed layers keep their window only."""
+    check_memory(model.cache_bytes(batch, positions, ring=ring),
                  f"the KV cache of {batch:,} row(s) x {positions:,} positions (a prompt of "
                  f"{prompt:,} tokens + {positions - prompt:,} new tokens)",
                  "ask for fewer new tokens (--max-new-tokens) or a shorter prompt")
@@ -117,10 +119,11 @@ def check_cache_memory(model, batch: int, positions: int, *, prompt: int) -> Non
 
 def new_cache_for(model, batch: int, positions: int, *, prompt: int) -> KVCache:
     """A KV cache of `batch` rows x `positions` (at most the model's context), its bytes checked
-    against the memory budget first."""
+    against the memory budget first. The loop only appends to it, so a layer with a sliding
+    window keeps a ring of its window (blocks/kv_cache.py): memory flat past the window."""
     positions = min(positions, model.context_len)
-    check_cache_memory(model, batch, positions, prompt=prompt)
-    return model.new_cache(batch, positions)
+    check_cache_memory(model, batch, positions, prompt=prompt, ring=True)
+    return model.new_cache(batch, positions, ring=True)
 
 
 def padding_start(model) -> int | None:
@@ -136,7 +139,8 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, seed: int | None = 0,
              stop: list[int] | None = None, attention_mask=None, use_cache: bool = True,
              pad_id: int | None = None, kv_cache: KVCache | None = None,
-             sampling: Sampling | None = None) -> Iterator[np.ndarray]:
+             sampling: Sampling | None = None,
+             constraint: MaskTable | None = None) -> Iterator[np.ndarray]:
     """Yield the next token ids (B,) one step at a time, up to `max_new_tokens` steps.
 
     stop: token ids that end a row; a finished row then yields `pad_id` (default: its stop id)
@@ -144,6 +148,8 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     np.random.default_rng(seed), so the same seed gives the same tokens.
     sampling: how every row chooses (generate/sampling.py), in place of temperature, top_k and
     top_p (give one or the other).
+    constraint: a grammar's MaskTable (generate/constrain/): every row writes a value it
+    accepts, masking its logits before sampling; give its end-of-text ids as `stop`.
     kv_cache: a cache that already holds the keys and values of the first `kv_cache.length`
     prompt tokens (a chat's earlier turns): only the rest of the prompt is prefilled, and the
     cache keeps growing as tokens are generated. Default: a fresh cache. Rows that share a cached
@@ -172,6 +178,8 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
     rngs = [np.random.default_rng(seed)] * ids.shape[0]  # for every row
     stop_ids = np.array(sorted(set(stop or [])), dtype=np.int64)
     finished = np.zeros(ids.shape[0], dtype=bool)
+    constraints = [None if constraint is None else RowConstraint.start(constraint)
+                   for _ in range(ids.shape[0])]
     last_stop = np.zeros(ids.shape[0], dtype=np.int64)
     cache = kv_cache
     prefilled = False
@@ -194,7 +202,9 @@ def generate(model, ids, *, max_new_tokens: int, temperature: float = 1.0,
         if padding is not None:
             logits = logits.copy()
             logits[:, padding:] = -np.inf                # padding ids: never sampled
+        logits = mask_rows(logits, constraints)              # a grammar's refusals: -inf
         next_ids = sample(logits, rows, rngs)
+        advance_rows([None if done else c for c, done in zip(constraints, finished)], next_ids)
         fill = last_stop if pad_id is None else np.full_like(last_stop, pad_id)
         next_ids = np.where(finished, fill, next_ids)
         yield next_ids

@@ -45,7 +45,8 @@ def _rows(names: FamilyNames, n_layer: int, n_dec_layer: int = 0) -> list:
             mine = ours.format(i=i)
             for row in table:
                 if isinstance(row, Split):
-                    rows.append(Split(tuple(mine + o for o in row.ours), row.theirs.format(i=i)))
+                    rows.append(Split(tuple(mine + o for o in row.ours), row.theirs.format(i=i),
+                                      row.interleaved))
                 elif isinstance(row, Convert):
                     rows.append(row._replace(ours=tuple(mine + o for o in row.ours),
                                              theirs=tuple(t.format(i=i) for t in row.theirs)))
@@ -113,7 +114,7 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
         if isinstance(row, Squeeze):
             params[row.ours] = np.ascontiguousarray(tensor.reshape(-1), dtype=np.float32)
         elif isinstance(row, Split):
-            parts = np.split(tensor, len(row.ours), axis=-1)     # (C, 3C) -> 3 x (C, C)
+            parts = split_parts(tensor, len(row.ours), row.interleaved)  # (C, 3C) -> 3 x (C, C)
             for name, part in zip(row.ours, parts):
                 params[name] = np.ascontiguousarray(part, dtype=np.float32)
         elif row.transpose:
@@ -123,6 +124,22 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
         else:
             params[row.ours] = np.ascontiguousarray(tensor, dtype=np.float32)
     return params
+
+
+def split_parts(tensor: np.ndarray, n: int, interleaved: bool) -> list[np.ndarray]:
+    """A Split row's tensor (..., n F) -> its n parts (..., F): side by side, or alternating
+    (part j = columns j, j + n, j + 2n, ...)."""
+    if interleaved:
+        return [tensor[..., j::n] for j in range(n)]
+    return np.split(tensor, n, axis=-1)
+
+
+def join_parts(parts: list[np.ndarray], interleaved: bool) -> np.ndarray:
+    """split_parts undone: n arrays (..., F) -> (..., n F)."""
+    if not interleaved:
+        return np.concatenate(parts, axis=-1)
+    joined = np.stack(parts, axis=-1)                                # (..., F, n)
+    return joined.reshape(joined.shape[:-2] + (-1,))                 # (..., F n), alternating
 
 
 def _stacked(row: Stack, tensors: dict) -> np.ndarray:
@@ -151,7 +168,7 @@ def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray
         if isinstance(row, Split):
             if row.ours[0] not in params:
                 continue
-            array = np.concatenate([params[name] for name in row.ours], axis=-1)  # -> (C, 3C)
+            array = join_parts([params[name] for name in row.ours], row.interleaved)  # (C, 3C)
         elif isinstance(row, Squeeze):
             if row.ours not in params:
                 continue

@@ -150,7 +150,8 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
             token_type_ids: np.ndarray | None = None, key_mask: np.ndarray | None = None,
             train: bool = False, rng: np.random.Generator | None = None,
             positions: np.ndarray | None = None, kv_cache=None,
-            head_rows: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, BertCtx]:
+            head_rows: tuple[np.ndarray, np.ndarray] | None = None,
+            hooks: dict | None = None) -> tuple[np.ndarray, BertCtx]:
     """ids (B, T) -> masked-LM logits (B, T, V) with cfg.mlm_head, else last hidden state (B, T, C).
 
     head_rows: (rows, columns) of the N positions the MLM head runs on, as np.nonzero gives them;
@@ -160,7 +161,7 @@ def forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     """
     hidden, ctx = encoder_forward(params, ids, cfg, token_type_ids=token_type_ids,
                                   key_mask=key_mask, train=train, rng=rng, positions=positions,
-                                  kv_cache=kv_cache)
+                                  kv_cache=kv_cache, hooks=hooks)
     if not cfg.mlm_head:
         return hidden, ctx
     chosen = hidden if head_rows is None else hidden[head_rows]       # (B, T, C) or (N, C)
@@ -190,11 +191,12 @@ def encoder_forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
                     token_type_ids: np.ndarray | None = None,
                     key_mask: np.ndarray | None = None, train: bool = False,
                     rng: np.random.Generator | None = None, positions: np.ndarray | None = None,
-                    kv_cache=None) -> tuple[np.ndarray, BertCtx]:
+                    kv_cache=None, hooks: dict | None = None) -> tuple[np.ndarray, BertCtx]:
     """ids (B, T) -> last hidden state (B, T, C), the encoder alone (no head).
 
     token_type_ids (B, T): segment of each token (default all 0). key_mask (B, T): True (or 1)
     for real tokens, False on padding, as HF's attention_mask. positions: default arange(T).
+    hooks: functions at every layer's hook points, which may replace values (blocks/hooks.py).
     """
     if kv_cache is not None:
         raise GlassformerError(ENCODER_NO_CACHE)
@@ -215,7 +217,7 @@ def encoder_forward(params: dict, ids: np.ndarray, cfg: BertConfig, *,
     x, emb_norm_ctx = norm_forward(sub_params(params, "emb_norm."), tok + pos + typ, bcfg)
     x, drop_ctx = dropout_forward(x, p=cfg.dropout, rng=rng, train=train)
     x, block_ctxs = layers_forward(params, x, bcfg, cfg.n_layer, causal=False, key_mask=key_mask,
-                                   positions=positions, train=train, rng=rng)
+                                   positions=positions, train=train, rng=rng, hooks=hooks)
     return x, BertCtx(tok_ctx, pos_ctx, type_ctx, emb_norm_ctx, drop_ctx, block_ctxs)
 
 

@@ -14,12 +14,15 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.decode_step import decode_step_applies, decode_step_forward
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
+from glassformer.kernels.choice import decode_kernels
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.rope import rope_tables_at
@@ -118,20 +121,44 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     stream entering and leaving it; the ctx is then not kept either (None): the viewer reads a
     long text layer by layer and keeps only the layers it shows.
 
+    block_kwargs may hold `hooks` (blocks/hooks.py): functions at blocks.{i}.hook_resid_pre
+    and hook_resid_post, here, and at the points inside each block, which may replace them.
+
     Params holding LoRA adapters make a LoRA model: every block runs its base weights frozen
-    (blocks/lora.py), so the backward computes grads for the adapters (and norms) only."""
+    (blocks/lora.py), so the backward computes grads for the adapters (and norms) only.
+
+    A decoded step (one position, a KV cache, plain pre-norm layers) runs on the fused kernels of
+    blocks/decode_step.py when kernels/choice.py selects the compiled path: same numbers to
+    float32 rounding, a few calls per layer instead of ~40."""
+    tables = {}   # (theta, scaling) -> the cos/sin tables every layer of that RoPE shares
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
-        # every layer rotates by the same angles: make the cos/sin tables once, pass them down
-        block_kwargs["rope_tables"] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
-                                                     theta=bcfg.rope_theta,
-                                                     scaling=bcfg.rope_scaling, dtype=x.dtype)
+        # layers rotate by the same angles (or, Gemma 3, by one of two bases): make each set of
+        # cos/sin tables once, pass it down
+        for setting in {bcfg.rope_at(i) for i in range(n_layer)}:
+            tables[setting] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
+                                             theta=setting[0], scaling=setting[1],
+                                             dtype=x.dtype)
     layers = split_layers(params, n_layer)
     block_kwargs["frozen"] = has_adapters(params)
+    block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(0))
+    if (causal and on_layer is None and block_kwargs.get("hooks") is None
+            and decode_step_applies(bcfg, x, **block_kwargs)):
+        # one decoded position: the fused kernels when a compiled path is on (kernels/choice.py:
+        # GLASSFORMER_KERNELS), else the blocks below, the reference; the only place that asks
+        kernels = decode_kernels()
+        if kernels is not None:
+            return decode_step_forward(kernels, layers, x, bcfg, **block_kwargs), None
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
+    hooks = block_kwargs.get("hooks")
     ctxs = []
     for i in range(n_layer):
+        if hooks is not None:
+            x = run_hook(hooks, f"blocks.{i}.hook_resid_pre", x)
         x_in = x
+        block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(i))
         x, ctx = block_forward(layers[i], x, bcfg, causal=causal, layer=i, **block_kwargs)
+        if hooks is not None:
+            x = run_hook(hooks, f"blocks.{i}.hook_resid_post", x)
         if on_layer is not None:
             on_layer(i, ctx, x_in, x)
         if keep:

@@ -46,6 +46,8 @@ class Family:
                                       # (blocks/kv_cache.py; MLA: (1, R, Dr)); None: no cache
     sliding_context: bool             # past the context, generation slides a window (learned
                                       # positions) instead of stopping
+    windows: Callable | None = None   # cfg -> each layer's sliding attention window W, or None
+                                      # where it attends to every key (None: no layer slides)
     new_cache: Callable | None = None   # (cfg, batch, max_len, dtype) -> its own cache, for a
                                         # family whose cache is not one KVCache of L layers
                                         # (a hybrid's: blocks/delta_state.py); None: KVCache

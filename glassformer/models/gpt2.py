@@ -18,6 +18,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
@@ -98,7 +99,7 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
             last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
-            on_layer=None) -> tuple[np.ndarray, GPT2Ctx]:
+            on_layer=None, hooks: dict | None = None) -> tuple[np.ndarray, GPT2Ctx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
@@ -106,18 +107,23 @@ def forward(params: dict, ids: np.ndarray, cfg: GPT2Config, *, train: bool = Fal
     absolute positions (default: kv_cache.length + arange(T)).
     head_rows: the N positions (np.nonzero's (rows, columns)) a loss reads; the logits are then
     (N, V), those rows of the full logits (models/common.py: decoder_forward).
+    hooks: functions at hook_embed, hook_pos_embed and every layer's points, which may replace
+    those values (blocks/hooks.py; glassformer/interpret/ uses them); None: none.
     """
     offset = 0 if kv_cache is None else kv_cache.length
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
     bcfg = cfg.block_config()
     tok, tok_ctx = embedding_forward(ids, params["tok_emb"])          # (B, T) -> (B, T, C)
     pos, pos_ctx = embedding_forward(positions, params["pos_emb"])    # (T,) -> (T, C)
+    if hooks is not None:
+        tok = run_hook(hooks, "hook_embed", tok)
+        pos = run_hook(hooks, "hook_pos_embed", pos)
     x, drop_ctx = dropout_forward(tok + pos, p=cfg.dropout, rng=rng, train=train)
     frozen = has_adapters(params)
     logits, block_ctxs, head_ctx = decoder_forward(
         params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, head_rows=head_rows,
         key_mask=key_mask, positions=positions, kv_cache=kv_cache, train=train, rng=rng,
-        on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
+        on_layer=on_layer, hooks=hooks)                                 # (B, T, C) -> (B, T, V)
     return logits, GPT2Ctx(tok_ctx, pos_ctx, drop_ctx, block_ctxs, head_ctx, frozen)
 
 

@@ -12,8 +12,13 @@ attention (n_kv_head < n_head) shares each K/V head among n_head / n_kv_head que
     query heads   q0 q1 | q2 q3 | q4 q5        H = 6
     kv heads        k0  |   k1  |   k2         K = 3, each used by G = 2 query heads
 
+Mistral (and Qwen2 when it turns its window on) slides an attention window: with
+`sliding_window` W each query sees only its W newest keys (ops/attention.py), in every layer but
+those listed in `full_layers`; generate then keeps a ring of W positions per windowed layer
+(blocks/kv_cache.py), so decoding memory stays flat past the window.
+
 Matches HF `LlamaForCausalLM`, `Qwen2ForCausalLM` (qkv_bias=True) and `MistralForCausalLM`
-(within its sliding window; see io/hf_config.py) when loaded from their weights: RMSNorm with eps
+(its sliding window included) when loaded from their weights: RMSNorm with eps
 inside the square root, SiLU-gated MLP without biases, RoPE plain or scaled (rope_type linear,
 dynamic, llama3 or yarn, as transformers computes them: ops/rope_scaling.py).
 Init: Normal(0, 0.02) everywhere, with attn.wo and mlp.w_down scaled by 1/sqrt(2 L) as in GPT-2
@@ -31,12 +36,14 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.blocks.lora import adapter_grads, has_adapters
 from glassformer.blocks.residual import BlockCtx
 from glassformer.models.common import (HeadCtx, check_ids_and_positions, decoder_forward,
                                        head_backward, head_shapes, init_decoder, layers_backward,
                                        layers_shapes, token_embedding_grads)
+from glassformer.errors import GlassformerError
 from glassformer.models.family import (CAUSAL, Family, FamilyConfig, check_config_values,
                                        check_sizes)
 from glassformer.ops.embedding import EmbeddingCtx, embedding_forward
@@ -72,10 +79,13 @@ class LlamaConfig(FamilyConfig):
     rope_beta_slow: float = 1.0     # yarn: pairs turning less often are divided
     rope_attention_factor: float | None = None  # yarn: cos/sin scale (None: 0.1 ln(factor) + 1)
     rope_truncate: bool = True      # yarn: ramp ends rounded to whole pairs
+    sliding_window: int | None = None   # W: each query sees its W newest keys (None: all)
+    full_layers: tuple[int, ...] = ()   # layers that attend to every key despite the window
 
     def __post_init__(self):
         check_config_values(self)  # types first: no inf, no 2.0 layers, no True heads
         check_sizes(self)
+        check_layer_list(self, "full_layers")
         self.block_config()  # validates heads vs d_model, even head dim, dropout range
 
     @property
@@ -91,7 +101,8 @@ class LlamaConfig(FamilyConfig):
                            norm_eps=self.norm_eps, norm_bias=False, norm_position="pre",
                            mlp="swiglu", qkv_bias=self.qkv_bias, out_bias=self.out_bias,
                            mlp_bias=False, position="rope", rope_theta=self.rope_theta,
-                           rope_scaling=self.rope_scaling(), dropout=self.dropout)
+                           rope_scaling=self.rope_scaling(), dropout=self.dropout,
+                           window=self.sliding_window, full_layers=self.full_layers)
 
     def rope_scaling(self) -> RopeScaling | None:
         """The rope_* fields as one record for the attention blocks (None: plain RoPE)."""
@@ -104,6 +115,23 @@ class LlamaConfig(FamilyConfig):
                            beta_fast=self.rope_beta_fast, beta_slow=self.rope_beta_slow,
                            attention_factor=self.rope_attention_factor,
                            truncate=self.rope_truncate)
+
+
+def check_layer_list(cfg, name: str) -> None:
+    """A config's list of layer indices (from JSON, a list) kept as a tuple of layers that
+    exist, so configs compare equal however they were read."""
+    layers = tuple(int(i) for i in getattr(cfg, name))
+    object.__setattr__(cfg, name, layers)
+    outside = [i for i in layers if not 0 <= i < cfg.n_layer]
+    if outside:
+        raise GlassformerError(f"{name} names layer {outside[0]}, but the model has layers 0 to "
+                               f"{cfg.n_layer - 1}")
+
+
+def layer_windows(cfg) -> tuple[int | None, ...]:
+    """Each layer's sliding window (None: full attention), as its attention block reads it."""
+    bcfg = cfg.block_config()
+    return tuple(bcfg.window_at(i) for i in range(cfg.n_layer))
 
 
 def kv_layout(cfg: LlamaConfig) -> KVLayout:
@@ -141,7 +169,7 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
             last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
-            on_layer=None) -> tuple[np.ndarray, LlamaCtx]:
+            on_layer=None, hooks: dict | None = None) -> tuple[np.ndarray, LlamaCtx]:
     """ids (B, T) -> logits (B, T, V), or (B, 1, V) for the last position only with last_only
     (generation reads no other: the LM head then skips T - 1 rows).
 
@@ -149,16 +177,20 @@ def forward(params: dict, ids: np.ndarray, cfg: LlamaConfig, *, train: bool = Fa
     absolute positions fed to RoPE (default: kv_cache.length + arange(T)).
     head_rows: the N positions (np.nonzero's (rows, columns)) a loss reads; the logits are then
     (N, V), those rows of the full logits (models/common.py: decoder_forward).
+    hooks: functions at hook_embed and every layer's points, which may replace those values
+    (blocks/hooks.py; glassformer/interpret/ uses them); None: none.
     """
     offset = 0 if kv_cache is None else kv_cache.length
     positions = check_ids_and_positions(ids, positions, offset, cfg.max_seq_len)
     bcfg = cfg.block_config()
     frozen = has_adapters(params)
     x, tok_ctx = embedding_forward(ids, params["tok_emb"])            # (B, T) -> (B, T, C)
+    if hooks is not None:
+        x = run_hook(hooks, "hook_embed", x)
     logits, block_ctxs, head_ctx = decoder_forward(
         params, x, bcfg, cfg.n_layer, frozen=frozen, last_only=last_only, head_rows=head_rows,
         key_mask=key_mask, positions=positions, kv_cache=kv_cache, train=train, rng=rng,
-        on_layer=on_layer)                                              # (B, T, C) -> (B, T, V)
+        on_layer=on_layer, hooks=hooks)                                 # (B, T, C) -> (B, T, V)
     return logits, LlamaCtx(tok_ctx, block_ctxs, head_ctx, frozen)
 
 
@@ -179,4 +211,4 @@ def backward(dlogits: np.ndarray, ctx: LlamaCtx, *,
 FAMILY = Family(name="llama", kind=CAUSAL, config=LlamaConfig,
                 init_params=init_params, forward=forward, backward=backward,
                 param_shapes=param_shapes, kv_layout=kv_layout,
-                sliding_context=False)
+                sliding_context=False, windows=layer_windows)

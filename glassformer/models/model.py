@@ -24,7 +24,9 @@ class Model:
         self.family = family(self.arch)
         self.cfg = cfg
         self.params = dict(params)
-        if "tok_emb" in params and "lm_head" not in params and self.family.kind != ENCODER:
+        tok_emb = params.get("tok_emb")
+        if (isinstance(tok_emb, np.ndarray) and "lm_head" not in params   # not a QuantizedMatrix
+                and self.family.kind != ENCODER):
             # note: a tied LM head computes x @ tok_emb.T at every generated token, a third of the
             # bytes a small model reads per token. Column-major, tok_emb.T is a row-major (C, V)
             # matrix, which the matrix-vector product streams faster (figures: docs/performance.md).
@@ -61,11 +63,14 @@ class Model:
     def forward(self, ids: np.ndarray, *, attention_mask: np.ndarray | None = None,
                 positions: np.ndarray | None = None, kv_cache: KVCache | None = None,
                 token_type_ids: np.ndarray | None = None, last_only: bool = False,
-                on_layer=None):
+                on_layer=None, hooks: dict | None = None):
         """(out, ctx) from the family's forward, in eval mode (last_only: a causal LM's logits
         of the last position only, (B, 1, V); on_layer: a causal LM's per-layer reader,
-        models/common.py's layers_forward)."""
+        models/common.py's layers_forward; hooks: {hook name: [fn]} that may replace values
+        mid-forward, blocks/hooks.py)."""
         kwargs = {}
+        if hooks is not None:
+            kwargs["hooks"] = hooks
         if on_layer is not None:
             kwargs["on_layer"] = on_layer
         if last_only:
@@ -95,21 +100,35 @@ class Model:
                                    "once, keeps no KV cache and cannot generate")
         return self.family.kv_layout(self.cfg)
 
-    def new_cache(self, batch: int, max_len: int | None = None) -> KVCache:
+    def layer_windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding attention window (None: full attention); () when no layer
+        slides."""
+        if self.family.windows is None:
+            return ()
+        windows = tuple(self.family.windows(self.cfg))
+        return windows if any(w is not None for w in windows) else ()
+
+    def new_cache(self, batch: int, max_len: int | None = None, *, ring: bool = False
+                  ) -> KVCache:
         """An empty KV cache for this model (default length: its whole context), in the
-        weights' dtype."""
+        weights' dtype. ring: a windowed layer keeps only its window (blocks/kv_cache.py), for a
+        decoding loop that only appends (generate); a cache that is cut back or copied column by
+        column (chat, serve) keeps every position."""
         if self.family.new_cache is not None:   # a hybrid's: KV cache and recurrent states
             return self.family.new_cache(self.cfg, batch, max_len or self.context_len,
                                          self.params["tok_emb"].dtype)
         return KVCache.allocate(self.kv_layout(), n_layer=self.cfg.n_layer, batch=batch,
                                 max_len=max_len or self.context_len,
-                                dtype=self.params["tok_emb"].dtype)
+                                dtype=self.params["tok_emb"].dtype,
+                                windows=self.layer_windows() if ring else ())
 
-    def cache_bytes(self, batch: int, max_len: int | None = None) -> int:
-        """Bytes `new_cache(batch, max_len)` would take, asked before allocating (a budget)."""
+    def cache_bytes(self, batch: int, max_len: int | None = None, *, ring: bool = False) -> int:
+        """Bytes `new_cache(batch, max_len, ring=ring)` would take, asked before allocating (a
+        budget)."""
         if self.family.cache_bytes is not None:
             return self.family.cache_bytes(self.cfg, batch, max_len or self.context_len,
                                            self.params["tok_emb"].dtype)
         return KVCache.bytes_for(self.kv_layout(), layers=self.cfg.n_layer, rows=batch,
                                  context=max_len or self.context_len,
-                                 dtype=self.params["tok_emb"].dtype)
+                                 dtype=self.params["tok_emb"].dtype,
+                                 windows=self.layer_windows() if ring else ())

@@ -100,7 +100,8 @@ def family_of(config: type) -> Family:
     return Family(name=config.ARCH, kind=CAUSAL, config=config,
                   init_params=llama.init_params, forward=llama.forward,
                   backward=llama.backward, param_shapes=llama.param_shapes,
-                  kv_layout=llama.kv_layout, sliding_context=False)
+                  kv_layout=llama.kv_layout, sliding_context=False,
+                  windows=llama.layer_windows)
 
 
 FAMILY = family_of(MoeLlamaConfig)

@@ -12,6 +12,21 @@ the newest T of S positions, as with a KV cache) the causal rule is aligned to t
     query 0 (pos 2)     1 1 1 0
     query 1 (pos 3)     1 1 1 1
 
+A sliding window (`window=W`, Mistral, Gemma 3's local layers, gpt-oss) keeps, of the causal
+keys, only the W newest: key j is seen by query i when i - W < j <= i (transformers'
+`sliding_window_overlay`, positions counted end-aligned as above):
+
+    W=2, T=S=4    key:  0 1 2 3
+    query 0             1 0 0 0
+    query 1             1 1 0 0
+    query 2             0 1 1 0          key 0 has slid out of query 2's window
+    query 3             0 0 1 1
+
+Two options change the softmax stage (ops/softcap.py, ops/sink.py): `softcap` squashes the scaled
+scores into (-cap, cap) before the bias and mask (Gemma's attn_logit_softcapping), and `sinks`
+joins one learned logit per head to every row, softmaxed and dropped (gpt-oss); backward then
+returns dsinks too.
+
 An optional float `bias`, broadcastable to (..., T, S), is added to the scaled scores before the
 mask: ALiBi (ops/position.py: alibi_bias) or another relative-position bias. Such biases are
 constants, so backward returns no gradient for them (d scores flows to Q and K only).
@@ -41,6 +56,8 @@ import numpy as np
 from glassformer.errors import GlassformerError, ShapeError
 from glassformer.ops._check import broadcasts_into, check_float, check_same_dtype, check_shape
 from glassformer.ops._shapes import sum_to_shape
+from glassformer.ops.sink import SinkSoftmaxCtx, sink_softmax_backward, sink_softmax_forward
+from glassformer.ops.softcap import SoftcapCtx, check_cap, softcap_backward, softcap_forward
 from glassformer.ops.softmax import SoftmaxCtx, softmax_backward, softmax_forward
 
 
@@ -64,6 +81,9 @@ class AttentionCtx(NamedTuple):
     allowed: np.ndarray | None
     softmax: SoftmaxCtx | None
     bias: np.ndarray | None = None
+    softcap: SoftcapCtx | None = None   # the scores' soft cap (ops/softcap.py), when set
+    window: int | None = None           # the sliding window the mask applied, for `explain`
+
 
 
 # Causal attention over more queries than this runs block by block (_causal_by_blocks).
@@ -77,25 +97,43 @@ class AttentionGrads(NamedTuple):
     dq: np.ndarray         # (..., T, D)
     dk: np.ndarray         # (..., S, D)
     dv: np.ndarray         # (..., S, Dv)
+    dsinks: np.ndarray | None = None   # shaped as the sinks, when the forward had them
 
 
-def causal_mask(t: int, s: int) -> np.ndarray:
-    """(T, S) boolean mask, True where key j <= query i + (S - T) (end-aligned for S > T).
+def causal_mask(t: int, s: int, window: int | None = None) -> np.ndarray:
+    """(T, S) boolean mask, True where key j <= query i + (S - T) (end-aligned for S > T), and,
+    with a window W, query - key < W.
 
     >>> causal_mask(3, 3).astype(int).tolist()
     [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    >>> causal_mask(3, 3, window=2).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
     """
     query_pos = np.arange(t)[:, None] + (s - t)  # (T, 1): absolute position of each query
     key_pos = np.arange(s)[None, :]              # (1, S)
-    return key_pos <= query_pos                  # (T, 1) vs (1, S) -> (T, S)
+    allowed = key_pos <= query_pos               # (T, 1) vs (1, S) -> (T, S)
+    if window is not None:
+        allowed &= query_pos - key_pos < window  # the W newest keys only
+    return allowed
 
 
-def combine_masks(mask: np.ndarray | None, causal: bool, t: int, s: int) -> np.ndarray | None:
-    """AND together the user mask and the causal rule; None means everything is allowed.
-    One query (decoding a token against a cache) is the last position: it sees every key."""
-    if not causal or t == 1:
+def check_window(window) -> int | None:
+    """A sliding window is None (full attention) or an integer >= 1."""
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise GlassformerError(f"expected a sliding window of at least 1 token, got {window!r}")
+    return int(window)
+
+
+def combine_masks(mask: np.ndarray | None, causal: bool, t: int, s: int,
+                  window: int | None = None) -> np.ndarray | None:
+    """AND together the user mask and the causal rule (and its window); None means everything
+    is allowed. One query (decoding a token against a cache) is the last position: it sees every
+    key, or, with a window, the W newest."""
+    if not causal or (t == 1 and (window is None or s <= window)):
         return mask
-    rule = causal_mask(t, s)
+    rule = causal_mask(t, s, window)
     return rule if mask is None else np.logical_and(mask, rule)
 
 
@@ -162,8 +200,14 @@ def _check_bias(bias, q, k) -> None:
 def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
                       mask: np.ndarray | None = None, causal: bool = False,
                       scale: float | None = None, bias: np.ndarray | None = None,
+                      window: int | None = None, softcap: float | None = None,
+                      sinks: np.ndarray | None = None,
                       keep_weights: bool = True) -> tuple[np.ndarray, AttentionCtx]:
     """softmax(Q K^T * scale + bias, masked) V.
+
+    window (causal only): each query sees its W newest keys. softcap: cap * tanh(scores / cap)
+    before the bias and mask. sinks: one logit per head, broadcastable to (..., T, 1) (e.g.
+    (H, 1, 1)), joined to each row's softmax and dropped (ops/sink.py).
 
     q (..., T, D), k (..., S, D), v (..., S, Dv) -> out (..., T, Dv). Default scale 1/sqrt(D).
     bias (e.g. ALiBi's (H, T, S)) broadcasts to (..., T, S); it is a constant, not differentiated.
@@ -178,11 +222,17 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     _check_inputs(q, k, v, mask)
     if bias is not None:
         _check_bias(bias, q, k)
+    window = check_window(window)
+    if window is not None and not causal:
+        raise GlassformerError("a sliding window applies to causal attention only")
     t, s = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    allowed = combine_masks(mask, causal, t, s)
-    if causal and t > CAUSAL_BLOCK:
-        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias, keep_weights)
+    allowed = combine_masks(mask, causal, t, s, window)
+    cap_ctx = None                                # the soft cap's ctx, when there is one
+    if softcap is not None or sinks is not None:
+        out, softmax_ctx, cap_ctx = _capped_or_sunk(q, k, v, scale, allowed, bias, softcap, sinks)
+    elif causal and t > CAUSAL_BLOCK:
+        weights, out = _causal_by_blocks(q, k, v, scale, allowed, bias, keep_weights, window)
         softmax_ctx = SoftmaxCtx(probs=weights)
     else:
         scores = attention_scores(q, k, scale)                # (..., T, S)
@@ -193,13 +243,30 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     if not keep_weights:
         softmax_ctx = None
     ctx = AttentionCtx(q=q, k=k, v=v, scale=scale, allowed=allowed, softmax=softmax_ctx,
-                       bias=bias)
+                       bias=bias, softcap=cap_ctx, window=window)
     return out, ctx
 
 
+def _capped_or_sunk(q, k, v, scale, allowed, bias, softcap, sinks):
+    """The whole (T, S) product with a soft cap and/or sinks: (out, the softmax's ctx, the soft
+    cap's ctx or None). scores -> [softcap] -> [+ bias] -> softmax [with sinks] -> @ V."""
+    scores = attention_scores(q, k, scale)                            # (..., T, S)
+    cap_ctx = None
+    if softcap is not None:
+        scores, cap_ctx = softcap_forward(scores, check_cap(softcap))  # (..., T, S)
+    if bias is not None:
+        scores = scores + bias
+    if sinks is None:
+        weights, softmax_ctx = softmax_forward(scores, mask=allowed)
+    else:
+        weights, softmax_ctx = sink_softmax_forward(scores, sinks, mask=allowed)
+    out = weights @ v                         # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
+    return out, softmax_ctx, cap_ctx
+
+
 def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
-                      allowed: np.ndarray, bias: np.ndarray | None, keep_weights: bool
-                      ) -> tuple[np.ndarray | None, np.ndarray]:
+                      allowed: np.ndarray, bias: np.ndarray | None, keep_weights: bool,
+                      window: int | None = None) -> tuple[np.ndarray | None, np.ndarray]:
     """Causal attention one block of CAUSAL_BLOCK queries at a time, each against only the keys
     it may see: (weights (..., T, S) or None unless kept, out (..., T, Dv)), the same numbers as
     the whole product.
@@ -211,7 +278,9 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         block 3     ################
 
     A causal row never sees later keys, so their scores are never formed: the products and the
-    softmax passes cover about half of the (T, S) square instead of all of it.
+    softmax passes cover about half of the (T, S) square instead of all of it. With a window W,
+    a block's first query sees no key before its own position - W + 1 either, so each block
+    covers a band of about CAUSAL_BLOCK + W keys: linear in T, not quadratic.
     note: a loop over query blocks (T / CAUSAL_BLOCK of them), not over tokens; each block is
     still one batched product over every head.
     """
@@ -226,22 +295,24 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         if keys <= 0:                              # S < T: these queries see no key at all
             out[..., start:stop, :] = 0.0
             continue
-        scores = q[..., start:stop, :] @ k_t[..., :keys]    # (..., bT, D) @ (..., D, bS)
+        first = 0 if window is None else max(0, start + (s - t) - window + 1)  # band's start
+        cols = slice(first, keys)
+        scores = q[..., start:stop, :] @ k_t[..., cols]     # (..., bT, D) @ (..., D, bS)
         scores *= scale
         if bias is not None:
-            scores += _block_of(bias, start, stop, keys)
-        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, keys))
+            scores += _block_of(bias, start, stop, cols)
+        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, cols))
         if weights is not None:
-            weights[..., start:stop, :keys] = block
-        out[..., start:stop, :] = block @ v[..., :keys, :]  # (..., bT, bS) @ (..., bS, Dv)
+            weights[..., start:stop, cols] = block
+        out[..., start:stop, :] = block @ v[..., cols, :]   # (..., bT, bS) @ (..., bS, Dv)
     return weights, out
 
 
-def _block_of(a: np.ndarray, start: int, stop: int, keys: int) -> np.ndarray:
-    """Rows start:stop and columns :keys of an array broadcastable to (..., T, S); an axis of
+def _block_of(a: np.ndarray, start: int, stop: int, cols: slice) -> np.ndarray:
+    """Rows start:stop and columns `cols` of an array broadcastable to (..., T, S); an axis of
     size 1 (broadcast) is kept whole."""
     rows = slice(None) if a.shape[-2] == 1 else slice(start, stop)
-    cols = slice(None) if a.shape[-1] == 1 else slice(0, keys)
+    cols = slice(None) if a.shape[-1] == 1 else cols
     return a[..., rows, cols]
 
 
@@ -254,7 +325,13 @@ def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGr
     dv = np.swapaxes(weights, -1, -2) @ dout   # (..., S, T) @ (..., T, Dv) -> (..., S, Dv)
     v_t = transposed_operand(ctx.v, dout.shape[-2])    # (..., S, Dv) -> (..., Dv, S)
     dweights = dout @ v_t                      # (..., T, Dv) @ (..., Dv, S) -> (..., T, S)
-    dscores = softmax_backward(dweights, ctx.softmax)           # (..., T, S)
+    dsinks = None
+    if isinstance(ctx.softmax, SinkSoftmaxCtx):
+        dscores, dsinks = sink_softmax_backward(dweights, ctx.softmax)  # (..., T, S), sinks
+    else:
+        dscores = softmax_backward(dweights, ctx.softmax)           # (..., T, S)
+    if ctx.softcap is not None:
+        dscores = softcap_backward(dscores, ctx.softcap)            # before the cap
     dq = dscores @ ctx.k                       # (..., T, S) @ (..., S, D) -> (..., T, D)
     dq *= ctx.scale                            # in place: a fresh product, a Python float
     dk = np.swapaxes(dscores, -1, -2) @ ctx.q  # (..., S, T) @ (..., T, D) -> (..., S, D)
@@ -262,11 +339,14 @@ def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGr
     # GQA: a K/V head shared by several query heads collects the gradient of every one of them.
     dk = sum_to_shape(dk, ctx.k.shape)
     dv = sum_to_shape(dv, ctx.v.shape)
-    return AttentionGrads(dweights=dweights, dscores=dscores, dq=dq, dk=dk, dv=dv)
+    return AttentionGrads(dweights=dweights, dscores=dscores, dq=dq, dk=dk, dv=dv,
+                          dsinks=dsinks)
 
 
-def attention_backward(dout: np.ndarray, ctx: AttentionCtx
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns (dq, dk, dv), shaped like the forward's q, k, v."""
+def attention_backward(dout: np.ndarray, ctx: AttentionCtx) -> tuple[np.ndarray, ...]:
+    """Returns (dq, dk, dv), shaped like the forward's q, k, v; (dq, dk, dv, dsinks) when the
+    forward had sinks."""
     grads = attention_backward_steps(dout, ctx)
+    if grads.dsinks is not None:
+        return grads.dq, grads.dk, grads.dv, grads.dsinks
     return grads.dq, grads.dk, grads.dv

@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.constrain import RowConstraint
 from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.serve import protocol, replies
 from glassformer.serve.body import read_json
@@ -43,6 +44,9 @@ from glassformer.serve.page import chat_page
 from glassformer.serve.echo import echo_body, echoed
 from glassformer.serve.prompts import chat_prompt, text_prompts
 from glassformer.serve.sequence import Sequence, Settings
+from glassformer.serve.structured import Grammars, response_schema
+from glassformer.serve.tools import tool_messages, tool_plan
+from glassformer.tokenizers.chat_template import chat_template_of
 from glassformer.tasks.embed import embed
 
 RETRY_AFTER_S = 1                  # what a 429 asks the client to wait
@@ -56,6 +60,7 @@ class Served:
         self.model, self.name, self.engine, self.api_key = model, name, engine, api_key
         self.embed_max_length = embed_max_length
         self.template_budget = template_budget   # chat templates' render limits (None: default)
+        self.grammars = Grammars(model)          # response_format's tables (structured.py)
 
 
 def create_app(served: Served) -> Starlette:
@@ -168,15 +173,21 @@ async def generate(request, *, chat: bool):
     check_model(body, served)
     check_kind(served, CAUSAL, "completions")
     settings, n = protocol.settings(body, chat=chat)
+    schema = await run_in_threadpool(response_schema, body)     # checked: a 400 names a fault
     echo = not chat and protocol.flag(body, "echo")
     stream = protocol.flag(body, "stream")
     if echo and stream:
         raise protocol.ApiError(400, "'echo' is not streamed by this server: send it with "
                                 "'stream': false", param="echo")
+    plan = await run_in_threadpool(chat_tools, served, body) if chat else None
+    if plan is not None:                   # tools: their messages, and (generic) the reply's
+        body = {**body, "messages": tool_messages(body.get("messages"), plan)}   # schema
+        schema = plan.schema if plan.schema is not None else schema
     try:
         if chat:
             prompt, stop_ids = await run_in_threadpool(
-                chat_prompt, served.model, body, budget=served.template_budget)
+                chat_prompt, served.model, body, budget=served.template_budget,
+                tools=plan.tools if plan is not None and plan.native else None)
             prompts = [prompt]
         else:
             prompts, stop_ids = await run_in_threadpool(text_prompts, served.model, body)
@@ -198,9 +209,14 @@ async def generate(request, *, chat: bool):
     sequences = [Sequence(p * n + i, prompt, seeded(replace(settings, max_tokens=budget), i),
                           frozenset(stop_ids), served.model.tokenizer, sink)
                  for p, (prompt, budget) in enumerate(zip(prompts, budgets)) for i in range(n)]
+    if schema is not None:                 # every row of the request writes that value
+        table = await run_in_threadpool(served.grammars.table, schema, stop_ids)
+        for seq in sequences:
+            seq.constraint = RowConstraint.start(table)
     prefix = "chatcmpl" if chat else "cmpl"
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
-                            protocol.include_usage(body) if stream else False, per_prompt=n)
+                            protocol.include_usage(body) if stream else False, per_prompt=n,
+                            tools=plan)
     try:
         served.engine.submit(sequences)
     except QueueFull as err:
@@ -229,6 +245,17 @@ async def echo_only(request, served: Served, prompts: list[list[int]], logprobs:
                                           logprobs, n, served.engine.max_len)
     note(request, usage=usage, id=body["id"])
     return JSONResponse(body)
+
+
+def chat_tools(served: Served, body: dict):
+    """The request's ToolPlan (None without tools); a model without a chat template has none."""
+    if body.get("tools") is None and body.get("tool_choice") is None:
+        return None
+    try:
+        source = chat_template_of(served.model.tokenizer, served.template_budget).source
+    except GlassformerError as err:
+        raise protocol.ApiError(400, str(err), code="invalid_prompt") from None
+    return tool_plan(body, source)
 
 
 def seeded(settings: Settings, index: int) -> Settings:

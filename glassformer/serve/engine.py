@@ -8,7 +8,8 @@ reply in flight in the same forward. Its loop, once per step:
        prompt is preferred, and those keys are reused), and prefill their prompts together
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
-       generate() uses: all rows in one call), and stops on its own conditions;
+       generate() uses: all rows in one call) after its grammar's mask when its request
+       asked for a response_format (generate/constrain/), and stops on its own conditions;
        a finished row leaves, the others go on
 
 The server's ASGI side talks to the engine only through `submit` (a bounded waiting list: a full
@@ -25,6 +26,7 @@ from collections import deque
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.constrain import advance_rows, mask_rows
 from glassformer.generate.generate import padding_start
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
@@ -170,9 +172,12 @@ class Engine:
         if self.padding is not None:
             logits = logits.copy()
             logits[:, self.padding:] = -np.inf               # padding ids: never sampled
-        ids = sample(logits, [seq.settings.sampling for seq in seqs],
+        constraints = [seq.constraint for seq in seqs]              # response_format rows
+        masked = mask_rows(logits, constraints)                     # refused tokens: -inf
+        ids = sample(masked, [seq.settings.sampling for seq in seqs],
                      [seq.rng for seq in seqs])                     # (n,) generate()'s sampler
-        infos = self.token_infos(logits, ids, seqs)
+        advance_rows(constraints, ids)
+        infos = self.token_infos(logits, ids, seqs)                 # the model's own log-probs
         self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):
             seq.accept(int(token_id), info)

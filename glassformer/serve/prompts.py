@@ -18,6 +18,7 @@ from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 
 MAX_PROMPTS = 256          # prompts in one request
+TOOL_KEYS = ("tool_calls", "tool_call_id", "name")   # kept for templates that render tools
 PROMPT_FORMS = (f"a non-empty string, token ids, or a list of at most {MAX_PROMPTS} "
                 "non-empty strings or lists of token ids")
 
@@ -78,13 +79,18 @@ def check_messages(messages) -> list[dict]:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise bad(f"messages[{index}]", "an object with a string 'role'", message)
+        kept = {key: message[key] for key in TOOL_KEYS if message.get(key) is not None}
         checked.append({"role": message["role"],
-                        "content": message_text(index, message.get("content"))})
+                        "content": message_text(index, message.get("content")), **kept})
     return checked
 
 
-def chat_prompt(model, body: dict, budget=None) -> tuple[list[int], list[int]]:
+def chat_prompt(model, body: dict, budget=None, tools=None) -> tuple[list[int], list[int]]:
+    """tools: given to a template that renders them (serve/tools.py), else None."""
     messages = check_messages(body.get("messages"))
-    session = ChatSession(model, chat_template_of(model.tokenizer, budget))
+    template = chat_template_of(model.tokenizer, budget)
+    if tools is not None:
+        template = template._replace(variables={**template.variables, "tools": tools})
+    session = ChatSession(model, template)
     return session.prompt_ids(messages), session.stop_ids()
 

@@ -20,6 +20,7 @@ from typing import AsyncIterator, NamedTuple
 from glassformer.serve.protocol import (chat_logprobs, completion_logprobs, envelope,
                                         usage_body)
 from glassformer.serve.sequence import Delta, Finished, Usage
+from glassformer.serve.tools import read_reply
 
 POLL_S = 0.25   # how often a request collecting a whole reply checks that its client is there
 
@@ -33,6 +34,7 @@ class Request(NamedTuple):
     queue: asyncio.Queue     # their events
     include_usage: bool = False
     per_prompt: int = 1      # n: choices p*n .. p*n+n-1 continue prompt p
+    tools: object = None     # the request's ToolPlan (tools.py): replies may be tool calls
 
 
 def event_sink(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue):
@@ -93,7 +95,13 @@ async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
 def whole_choice(request: Request, index: int, text: str, tokens: list, reason: str) -> dict:
     wants = request.sequences[index].settings.logprobs is not None
     if request.chat:
-        return {"index": index, "message": {"role": "assistant", "content": text},
+        message = {"role": "assistant", "content": text}
+        if request.tools is not None:
+            read = read_reply(text, request.tools, reason)
+            message["content"] = read.content
+            if read.calls:
+                message["tool_calls"], reason = read.calls, "tool_calls"
+        return {"index": index, "message": message,
                 "logprobs": chat_logprobs(tokens) if wants else None, "finish_reason": reason}
     return {"index": index, "text": text,
             "logprobs": completion_logprobs(tokens, 0) if wants else None,
@@ -113,6 +121,7 @@ async def stream(request: Request, record: dict) -> AsyncIterator[str]:
     extra = {"usage": None} if request.include_usage else {}
     offsets = [0] * n
     usages: dict[int, Usage] = {}
+    held = [[] for _ in range(n)]          # tools: a reply is read whole, then streamed
     try:
         if request.chat:
             for index in range(n):
@@ -127,6 +136,13 @@ async def stream(request: Request, record: dict) -> AsyncIterator[str]:
                 break
             if isinstance(event, Finished):
                 usages[event.index] = event.usage
+            if request.tools is not None and isinstance(event, Delta):
+                held[event.index].append(event.text)
+                continue
+            if request.tools is not None:
+                for choice in tool_chunks(request, event, "".join(held[event.index])):
+                    yield sse({**head, "choices": [choice], **extra})
+                continue
             choice = chunk_choice(request, event, offsets)
             yield sse({**head, "choices": [choice], **extra})
         if request.include_usage and len(usages) == n:
@@ -156,3 +172,27 @@ def chunk_choice(request: Request, event, offsets: list[int]) -> dict:
     logprobs = completion_logprobs(tokens, offsets[index]) if wants else None
     offsets[index] += len(text)
     return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason}
+
+
+def tool_chunks(request: Request, finished: Finished, text: str) -> list[dict]:
+    """A tool-using reply's chunks once it is whole: its call as delta.tool_calls (the name,
+    then the arguments), or its answer as delta.content; then the finish reason."""
+    index, reason = finished.index, finished.reason
+    read = read_reply(text, request.tools, reason) if reason in ("stop", "length") else None
+    chunks = []
+    if read is not None and read.calls:
+        for number, call in enumerate(read.calls):
+            opening = {"index": number, "id": call["id"], "type": "function",
+                       "function": {"name": call["function"]["name"], "arguments": ""}}
+            arguments = {"index": number, "function": {"arguments": call["function"][
+                "arguments"]}}
+            chunks += [{"index": index, "delta": {"tool_calls": [opening]}, "logprobs": None,
+                        "finish_reason": None},
+                       {"index": index, "delta": {"tool_calls": [arguments]}, "logprobs": None,
+                        "finish_reason": None}]
+        reason = "tool_calls"
+    elif read is not None and read.content:
+        chunks.append({"index": index, "delta": {"content": read.content}, "logprobs": None,
+                       "finish_reason": None})
+    chunks.append({"index": index, "delta": {}, "logprobs": None, "finish_reason": reason})
+    return chunks

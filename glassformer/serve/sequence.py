@@ -100,6 +100,7 @@ class Sequence:
     on_event: Callable[[object], None]
     rng: np.random.Generator = None
     cancelled: bool = False              # set by the server when the client leaves
+    constraint: object = None            # a RowConstraint (response_format), or None
     cached_tokens: int = 0
     new_tokens: int = 0
     finished: bool = False

@@ -37,14 +37,16 @@ def test_llama_config_round_trips_as_qwen2_and_llama():
         config_to_hf(tiny_llama(out_bias=True))
 
 
-def test_llama_reads_both_rope_spellings_and_caps_a_sliding_window():
+def test_llama_reads_both_rope_spellings_and_slides_a_window_without_capping_the_context():
     assert config_from_hf(hf_llama_dict(rope_theta=1e5)).rope_theta == 1e5
     v5 = hf_llama_dict(rope_parameters={"rope_type": "default", "rope_theta": 5e5})
     assert config_from_hf(v5).rope_theta == 5e5
     mistral = hf_llama_dict(model_type="mistral", sliding_window=16)
-    assert config_from_hf(mistral).max_seq_len == 16
+    windowed = config_from_hf(mistral)
+    assert (windowed.max_seq_len, windowed.sliding_window) == (32, 16)  # the window is real now
     qwen_off = hf_llama_dict(model_type="qwen2", sliding_window=16, use_sliding_window=False)
-    assert config_from_hf(qwen_off).max_seq_len == 32
+    off = config_from_hf(qwen_off)
+    assert (off.max_seq_len, off.sliding_window) == (32, None)
 
 
 @pytest.mark.parametrize("rope", [

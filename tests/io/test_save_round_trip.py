@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from glassformer.io.pretrained import load_pretrained, save_pretrained
-from glassformer.models import bert, deepseek_v3, gpt2, llama, seq2seq
+from glassformer.models import bert, deepseek_v3, gemma3, gpt2, gpt_oss, llama, seq2seq
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 
@@ -44,6 +44,13 @@ CONFIGS = {
                                                  kv_lora_rank=5, qk_nope_head_dim=3,
                                                  qk_rope_head_dim=4, v_head_dim=6),
                     "DeepseekV3ForCausalLM"),
+    "mistral": (llama.LlamaConfig(**SIZES, n_layer=2, n_kv_head=1, d_ff=24, sliding_window=4),
+                "MistralForCausalLM"),
+    "gemma3": (gemma3.Gemma3Config(**SIZES, n_layer=3, n_kv_head=1, d_ff=24, sliding_window=4,
+                                   full_layers=(2,), final_softcap=20.0), "Gemma3ForCausalLM"),
+    "gpt_oss": (gpt_oss.GptOssConfig(**SIZES, n_layer=2, n_kv_head=1, n_experts=3, d_ff=8,
+                                     sliding_window=4, full_layers=(1,)),
+                "GptOssForCausalLM"),
 }
 # What transformers' classes always have comes back, as zeros: GPT-2's biases and the
 # encoder-decoder's final_logits_bias.

@@ -8,7 +8,8 @@ import pytest
 
 from glassformer.blocks.kv_cache import KVLayout
 from glassformer.errors import GlassformerError
-from glassformer.models import (bert, deepseek_v3, gpt2, llama, mixtral, moe, qwen3_5, qwen3_next,
+from glassformer.models import (bert, deepseek_v3, gemma3, gpt2, gpt_oss, llama, mixtral, moe,
+                                qwen3_5, qwen3_next,
                                 seq2seq)
 from glassformer.models.model import Model
 from glassformer.models.registry import FAMILIES, arch_of, config_from_dict, family
@@ -32,6 +33,11 @@ CONFIGS = [
     mixtral.MixtralConfig(**TINY, n_experts=3, experts_per_token=2),
     deepseek_v3.DeepseekV3Config(**TINY, d_ff=12, q_lora_rank=3, kv_lora_rank=4,
                                  qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=3),
+    llama.LlamaConfig(**TINY, sliding_window=3, full_layers=(1,)),
+    gemma3.Gemma3Config(**TINY, n_kv_head=1, sliding_window=3, full_layers=[1],
+                        final_softcap=30.0),
+    gpt_oss.GptOssConfig(**TINY, n_experts=3, expert_d_ff=5, sliding_window=2,
+                         full_layers=(1,)),
     qwen3_next.Qwen3NextConfig(n_layer=3, full_layers=(1,), n_experts=3, shared_d_ff=5,
                                dense_layers=(2,)),
     qwen3_5.Qwen35Config(n_layer=2, full_layers=(0,)),
@@ -69,6 +75,7 @@ def test_registry_holds_each_module_record():
     assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY,
                         "transformer": seq2seq.FAMILY, "moe": moe.FAMILY,
                         "mixtral": mixtral.FAMILY, "deepseek_v3": deepseek_v3.FAMILY,
+                        "gemma3": gemma3.FAMILY, "gpt_oss": gpt_oss.FAMILY,
                         "qwen3_next": qwen3_next.FAMILY, "qwen3_5": qwen3_5.FAMILY}
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH

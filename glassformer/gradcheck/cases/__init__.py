@@ -10,6 +10,7 @@ from glassformer.gradcheck.cases import activation
 from glassformer.gradcheck.cases import attention
 from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases import bert_mlm
+from glassformer.gradcheck.cases import clamped_swiglu
 from glassformer.gradcheck.cases import cross_entropy
 from glassformer.gradcheck.cases import delta_rule
 from glassformer.gradcheck.cases import dropout
@@ -25,7 +26,9 @@ from glassformer.gradcheck.cases import moe_balance
 from glassformer.gradcheck.cases import residual_block
 from glassformer.gradcheck.cases import rms_norm
 from glassformer.gradcheck.cases import rope
+from glassformer.gradcheck.cases import sae
 from glassformer.gradcheck.cases import seq2seq
+from glassformer.gradcheck.cases import sink
 from glassformer.gradcheck.cases import softmax
 from glassformer.gradcheck.cases import swiglu
 from glassformer.gradcheck.core import GradcheckCase
@@ -40,8 +43,10 @@ _MODULES = [
     layer_norm,
     rms_norm,
     softmax,
+    sink,
     activation,
     swiglu,
+    clamped_swiglu,
     rope,
     attention_block,
     mla,
@@ -51,6 +56,7 @@ _MODULES = [
     seq2seq,
     bert_mlm,
     moe_balance,
+    sae,
     delta_rule,
     gated_delta_block,
 ]

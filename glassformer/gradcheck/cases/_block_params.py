@@ -38,6 +38,8 @@ def exercised(params: dict, rng: np.random.Generator) -> dict:
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
         elif leaf.endswith("_norm"):                # QK-norm's attn.q_norm, attn.k_norm
             value = value + SHIFT_STD * rng.standard_normal(value.shape)
+        elif leaf == "sinks":                       # attention sinks (H,), 0 at init
+            value = value + rng.standard_normal(value.shape)
         out[name] = value
     return out
 

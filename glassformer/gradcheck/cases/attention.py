@@ -1,5 +1,5 @@
 """Gradcheck cases for the attention op: plain, causal, padding mask, S != T, fully masked row, GQA,
-ALiBi bias."""
+ALiBi bias, sliding window (full and cached), soft-capped scores, attention sinks (with GQA)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,14 +18,15 @@ def _qkv(rng, lead_q=(2, 2), lead_kv=None, t=3, s=3, d=4, dv=3):
     }
 
 
-def _case(mode, make, *, causal=False):
+def _case(mode, make, *, causal=False, window=None, softcap=None):
     def forward(inp):
         return attention_forward(inp["q"], inp["k"], inp["v"], mask=inp.get("mask"),
-                                 causal=causal, bias=inp.get("bias"))
+                                 causal=causal, bias=inp.get("bias"), window=window,
+                                 softcap=softcap, sinks=inp.get("sinks"))
 
     def backward(dout, ctx):
-        dq, dk, dv = attention_backward(dout, ctx)
-        return {"q": dq, "k": dk, "v": dv}
+        grads = attention_backward(dout, ctx)
+        return dict(zip(("q", "k", "v", "sinks"), grads))
 
     return GradcheckCase("attention", mode, make, forward, backward)
 
@@ -52,6 +53,12 @@ def _alibi(rng):
     return inputs
 
 
+def _sinks(rng, lead_q=(2, 3), lead_kv=None, t=4, s=4):
+    inputs = _qkv(rng, lead_q=lead_q, lead_kv=lead_kv, t=t, s=s)
+    inputs["sinks"] = rng.standard_normal(lead_q[1:] + (1, 1))    # (H, 1, 1): one per head
+    return inputs
+
+
 CASES = [
     _case("plain", _qkv),
     _case("causal", _qkv, causal=True),
@@ -61,4 +68,11 @@ CASES = [
     _case("fully-masked-row", _fully_masked),
     _case("gqa-broadcast", lambda rng: _qkv(rng, lead_q=(1, 2, 3), lead_kv=(1, 2, 1))),
     _case("alibi", _alibi, causal=True),
+    _case("window", lambda rng: _qkv(rng, t=5, s=5), causal=True, window=2),
+    _case("window-cached", lambda rng: _qkv(rng, t=2, s=6), causal=True, window=3),
+    _case("softcap", lambda rng: _qkv(rng) | {"q": 3 * rng.standard_normal((2, 2, 3, 4))},
+          causal=True, softcap=2.0),
+    _case("sinks", _sinks, causal=True, window=2),
+    _case("sinks-gqa", lambda rng: _sinks(rng, lead_q=(1, 2, 3), lead_kv=(1, 2, 1), t=2, s=5),
+          causal=True),
 ]

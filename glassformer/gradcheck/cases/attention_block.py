@@ -80,4 +80,14 @@ CASES = [
                                           qk_norm="head"), causal=True),
     case("qk-norm-proj-gqa-rope", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
                                           qk_norm="proj"), causal=True),
+    # today's attention: a window shorter than T, sinks per query head (gpt-oss), Gemma's
+    # soft-capped scores with its own scale, (1 + w) QK-norm and a windowed layer's own RoPE base
+    case("window-sinks-gqa", _config(n_kv_head=2, position="rope", window=2, attn_sinks=True),
+         causal=True, positions=np.arange(3, 3 + T)),
+    case("window-left-pad", _config(2, position="rope", window=2, attn_sinks=True),
+         causal=True, mask=LEFT_PAD_MASK, positions=LEFT_PAD_POSITIONS),
+    case("gemma-softcap", _config(2, n_kv_head=1, position="rope", qkv_bias=False,
+                                  out_bias=False, qk_norm="head", norm_offset=1.0, window=2,
+                                  local_rope_theta=100.0, attn_scale=0.3, attn_softcap=1.5),
+         causal=True),
 ]

@@ -36,5 +36,6 @@ def _case(kind: str, bias: bool) -> GradcheckCase:
     return GradcheckCase("mlp_block", mode, make, forward, backward)
 
 
-CASES = [_case(kind, bias) for kind in ("gelu", "gelu_tanh", "relu", "silu", "swiglu")
+CASES = [_case(kind, bias) for kind in ("gelu", "gelu_tanh", "relu", "silu", "swiglu",
+                                           "geglu_tanh")
          for bias in (True, False)]

@@ -36,7 +36,12 @@ BLOCKS = {
     "sigmoid-grouped-shared": dict(ROUTINGS["sigmoid-grouped"], shared_d_ff=5),
     "softmax-gated-shared": dict(n_experts=4, experts_per_token=2, norm_topk_prob=True,
                                  shared_d_ff=5, shared_gate=True),
+    # gpt-oss: a trained router bias, experts with biases and the clamped SwiGLU (a low limit,
+    # so the clamps cut some values: their zero gradient is checked too)
+    "gpt-oss": dict(n_experts=4, experts_per_token=2, norm_topk_prob=True,
+                    router_logit_bias=True, expert_mlp="swiglu_clamped", expert_bias=True),
 }
+GLU_LIMITS = {"gpt-oss": 0.3}
 
 
 def _router_case(mode: str) -> GradcheckCase:
@@ -64,7 +69,8 @@ def _router_case(mode: str) -> GradcheckCase:
 def block_case_config(mode: str) -> BlockConfig:
     """The BlockConfig of block mode `mode` (tests and explain reuse it)."""
     moe = MoEConfig(expert_d_ff=F_E, **BLOCKS[mode])
-    return BlockConfig(d_model=C, n_head=1, norm="rms", mlp="swiglu", mlp_bias=False, moe=moe)
+    return BlockConfig(d_model=C, n_head=1, norm="rms", mlp="swiglu", mlp_bias=False, moe=moe,
+                       glu_limit=GLU_LIMITS.get(mode, 7.0))
 
 
 def _block_case(mode: str) -> GradcheckCase:
@@ -72,8 +78,9 @@ def _block_case(mode: str) -> GradcheckCase:
 
     def make(rng):
         params = init_moe(cfg, rng, std=WEIGHT_STD, out_std=WEIGHT_STD, dtype=np.float64)
-        if "router_bias" in params:
-            params["router_bias"] = BIAS_STD * rng.standard_normal(params["router_bias"].shape)
+        for name in params:   # biases start at 0: give them values the check can see
+            if name == "router_bias" or name.rsplit(".", 1)[-1].startswith("b"):
+                params[name] = BIAS_STD * rng.standard_normal(params[name].shape)
         return {"x": rng.standard_normal((B, T, C)), **prefixed(params, PREFIX)}  # (B, T, C)
 
     def forward(inp):

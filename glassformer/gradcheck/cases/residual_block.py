@@ -5,6 +5,8 @@
     nanogpt-no-bias  pre-norm LayerNorm without any bias (norm_bias, qkv/out/mlp biases off)
     llama      pre-norm RMSNorm, SwiGLU, RoPE at offset positions, GQA (2 KV heads for 4), no bias
     bert       post-norm LayerNorm, bidirectional with a padding mask, GELU (erf)
+    gemma3     pre_post (four RMSNorms, (1 + w) gains), GeGLU, QK-norm, a window of 2 < T with
+               its own RoPE base, Gemma's score scale and soft cap, GQA
     decoder    post-norm LayerNorm, causal self-attention, cross-attention over `memory` with a
                memory padding mask, ReLU: the original Transformer's decoder layer (dmemory checked)
 
@@ -76,6 +78,11 @@ CASES = [
     case("nanogpt-no-bias", _config(**GPT2_LAYER, norm_bias=False, **_NO_BIAS), causal=True),
     case("llama", _config(n_head=4, n_kv_head=2, norm="rms", mlp="swiglu", position="rope",
                           **_NO_BIAS),
+         causal=True, positions=np.arange(3, 3 + T)),
+    case("gemma3", _config(n_head=4, n_kv_head=2, norm="rms", norm_position="pre_post",
+                           norm_offset=1.0, mlp="geglu_tanh", position="rope", qk_norm="head",
+                           window=2, local_rope_theta=100.0, attn_scale=0.4, attn_softcap=2.0,
+                           **_NO_BIAS),
          causal=True, positions=np.arange(3, 3 + T)),
     case("bert", _config(norm_position="post", mlp="gelu"), causal=False,
          mask=key_mask([3, 2], T)),

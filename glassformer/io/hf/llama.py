@@ -1,9 +1,10 @@
 """LLaMA in Hugging Face form: model_types llama, qwen2 and mistral (*ForCausalLM / *Model files).
 
 All three are glassformer's LLaMA: pre-RMSNorm, RoPE (io/hf/rope.py), SwiGLU, grouped KV heads.
-Qwen2 adds biases to q, k and v; Mistral and Qwen2 may slide an attention window (a window of W
-tokens is full attention for sequences of at most W tokens, so it caps max_seq_len at W instead).
-Written back, a config is a llama folder, or a qwen2 one when only q, k and v have biases.
+Qwen2 adds biases to q, k and v; Mistral and Qwen2 may slide an attention window, which glassformer
+applies as they do (io/hf/windows.py: Mistral slides every layer, Qwen2 those its layer_types
+name). Written back, a config is a llama folder, a mistral one when it slides a window, or a
+qwen2 one when only q, k and v have biases.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from glassformer.errors import GlassformerError
 from glassformer.io.hf.records import (LM_HEAD, FamilyNames, HFFamily, ModelType, Rename,
                                        attention, norm)
 from glassformer.io.hf.rope import rope_fields_from_hf, rope_parameters_to_hf
+from glassformer.io.hf.windows import layer_types, window_fields
 from glassformer.models.llama import LlamaConfig
 
 
@@ -48,13 +50,15 @@ def from_hf(hf: dict, *, qkv_bias: bool = False, window_by_default: bool = False
     qkv_bias: the model_type always has q, k, v biases (Qwen2). window_by_default: a
     sliding_window is in use unless use_sliding_window says otherwise (Mistral).
     Keys that would change the math and that glassformer does not implement (longrope, MLP
-    biases, a sliding window shorter than the sequences) raise a GlassformerError.
-    A sliding window of W tokens is the same as full attention for sequences of at most W
-    tokens, so a Mistral/Qwen2 window caps max_seq_len at W instead. Dynamic NTK RoPE has no
-    end: max_seq_len is set to factor x max_position_embeddings.
+    biases) raise a GlassformerError. The window slides as transformers slides it (Mistral:
+    every layer; Qwen2: with use_sliding_window, the layers its layer_types name), with no cap
+    on the context. Dynamic NTK RoPE has no end: max_seq_len is set to factor x
+    max_position_embeddings.
     """
     rope = rope_fields_from_hf(hf)
-    context = _context(hf, window_by_default)
+    context = hf["max_position_embeddings"]
+    windows = window_fields(hf, in_use=hf.get("use_sliding_window", window_by_default),
+                            every_layer=window_by_default)
     if rope["rope_type"] == "dynamic":
         context = int(context * rope["rope_factor"])
     n_head = hf["num_attention_heads"]
@@ -69,17 +73,7 @@ def from_hf(hf: dict, *, qkv_bias: bool = False, window_by_default: bool = False
                        norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
                        qkv_bias=qkv_bias or attention_bias, out_bias=attention_bias,
                        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-                       head_dim=head_dim, **rope)
-
-
-def _context(hf: dict, window_by_default: bool) -> int:
-    """max_position_embeddings, capped by a sliding window when one is in use."""
-    context = hf["max_position_embeddings"]
-    window = hf.get("sliding_window")
-    in_use = hf.get("use_sliding_window", window_by_default)
-    if in_use and window is not None:
-        context = min(context, int(window))
-    return context
+                       head_dim=head_dim, **rope, **windows)
 
 
 LLAMA = ModelType(
@@ -98,9 +92,17 @@ MISTRAL = ModelType(
 
 
 def to_hf(cfg: LlamaConfig) -> dict:
-    """The config.json transformers needs to rebuild this model (llama, or qwen2)."""
+    """The config.json transformers needs to rebuild this model (llama, mistral or qwen2)."""
+    windowed = cfg.sliding_window is not None
     if cfg.qkv_bias and not cfg.out_bias:
-        model_type, extra = QWEN2, {"use_sliding_window": False, "sliding_window": None}
+        model_type, extra = QWEN2, {"use_sliding_window": windowed,
+                                    "sliding_window": cfg.sliding_window,
+                                    "max_window_layers": 0, "layer_types": layer_types(cfg)}
+    elif windowed:
+        if cfg.qkv_bias or cfg.full_layers:
+            raise GlassformerError("a Mistral folder slides the window in every layer and has no "
+                                   "attention biases; this config has full_layers or biases")
+        model_type, extra = MISTRAL, {"sliding_window": cfg.sliding_window}
     elif cfg.qkv_bias == cfg.out_bias:
         model_type, extra = LLAMA, {"attention_bias": cfg.qkv_bias, "mlp_bias": False}
     else:

@@ -2,8 +2,8 @@
 "mixtral" (models/mixtral.py), the MoE decoder of models/moe.py without QK-norm.
 
 Its MoE tensors sit under block_sparse_moe, and each expert names its linears w1 (gate), w3 (up)
-and w2 (down); otherwise the table is io/hf/moe.py's. Mixtral may slide an attention window,
-which, as for Mistral (io/hf/llama.py), caps max_seq_len at the window instead.
+and w2 (down); otherwise the table is io/hf/moe.py's. Mixtral may slide an attention window in
+every layer, applied as Mistral's (io/hf/llama.py, io/hf/windows.py).
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def to_hf(cfg: MixtralConfig) -> dict:
     hf = llama_keys(cfg)
     hf.pop("attention_bias")
     return {"architectures": [MIXTRAL.hf_class], "model_type": MIXTRAL.name, **hf,
-            "intermediate_size": cfg.moe_config().expert_d_ff, "sliding_window": None,
+            "intermediate_size": cfg.moe_config().expert_d_ff,
+            "sliding_window": cfg.sliding_window,
             "num_local_experts": cfg.n_experts, "num_experts_per_tok": cfg.experts_per_token,
             "router_jitter_noise": 0.0}
 

@@ -21,6 +21,7 @@ from functools import partial
 
 from glassformer.errors import GlassformerError
 from glassformer.io.hf import llama
+from glassformer.io.hf.windows import layer_types
 from glassformer.io.hf.records import (FamilyNames, HFFamily, ModelType, Rename, Stack,
                                        attention, norm)
 from glassformer.models.moe import MoeLlamaConfig
@@ -139,7 +140,9 @@ def check_plain_routing(cfg: MoeLlamaConfig, model_type: ModelType) -> None:
 def to_hf(cfg: MoeLlamaConfig) -> dict:
     """The config.json transformers needs to rebuild this model (qwen3, qwen3_moe or olmoe)."""
     hf = llama_keys(cfg)
-    qwen = {"use_sliding_window": False, "sliding_window": None}
+    qwen = {"use_sliding_window": cfg.sliding_window is not None,
+            "sliding_window": cfg.sliding_window, "max_window_layers": 0,
+            "layer_types": layer_types(cfg)}
     if cfg.n_experts == 0 and cfg.qk_norm == "head":
         model_type, extra = QWEN3, qwen
     elif cfg.qk_norm == "head":

@@ -31,6 +31,8 @@ class Rename(NamedTuple):
 class Split(NamedTuple):
     ours: tuple[str, ...]  # glassformer names of the equal parts, in order
     theirs: str            # one HF tensor holding the parts side by side on its last axis
+    interleaved: bool = False  # the parts alternate along that axis instead (gpt-oss's
+                               # gate_up_proj: gate, up, gate, up, ...)
 
 
 class Stack(NamedTuple):

@@ -234,16 +234,30 @@ def with_shared_width(model: dict) -> dict:
     return {**model, "shared_d_ff": shared * model["expert_d_ff"]}
 
 
-ATTENTIONS = ("mha", "mla")
+ATTENTIONS = ("mha", "mla")        # --arch moe's attentions; "window" is any RoPE decoder's
+WINDOWED_ARCHS = ("llama", "moe")   # the families whose config has sliding_window
 
 
 def with_attention(model: dict) -> dict:
     """--attention mla of an MoE recipe: DeepSeek-V3's model (models/deepseek_v3.py: multi-head
     latent attention with a --kv-lora-rank latent, its sigmoid router with the selection bias,
-    --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; mha (or a
-    recipe without the setting) keeps the model as it is."""
+    --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; --attention
+    window --window W: every layer of a llama or moe model attends through a sliding window of W
+    keys (its sliding_window; a llama exports as MistralForCausalLM); mha (or a recipe without
+    the setting) keeps the model as it is."""
     attention = model.get("attention", "mha")
+    window = model.get("window")
+    if attention == "window":
+        if model["arch"] not in WINDOWED_ARCHS:
+            raise GlassformerError(f"--attention window needs --arch llama or moe (a RoPE "
+                                   f"decoder), got --arch {model['arch']}")
+        if window is None or window < 1:
+            raise GlassformerError(f"--attention window needs --window W >= 1 (the keys each "
+                                   f"query sees), got {window}")
+        return {**model, "sliding_window": window}
     check_choice("--attention", attention, ATTENTIONS)
+    if window is not None:
+        raise GlassformerError("--window applies to --attention window only")
     if attention == "mha":
         return model
     return {**model, "arch": "deepseek_v3", "n_shared_experts": model.get("shared_experts", 0)}

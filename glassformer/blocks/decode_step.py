@@ -1,0 +1,120 @@
+"""One decoded position through every layer, on the fused kernels (glassformer/kernels/).
+
+The layer is the same pre-norm layer as blocks/residual.py's `block_forward`, for one position per
+row with a KV cache (a generation step, or serve's running rows), cut into as few calls as the
+math allows: four BLAS products, which read the weights, and four kernels between them, which do
+everything else in one pass each.
+
+    xn       = norm1(x)                                    (first layer; later ones get it below)
+    q|k|v    = xn @ [wq | wk | wv]                         BLAS, one product when packed
+    out      = attend_step(q, k, v, ...)                   + biases, RoPE, cache write, attention
+    a        = out @ wo                                    BLAS
+    h, hn    = add_norm_rows(x, a, bo, norm2)              h = x + a, hn = norm2(h)
+    g|u      = hn @ [w_gate | w_up]   (or u = hn @ w_up)   BLAS
+    hidden   = swiglu_rows(g, u)      (or gelu_rows(u, b_up))
+    m        = hidden @ w_down                             BLAS
+    x, xn    = add_norm_rows(h, m, b_down, next norm1)     x = h + m, and the next layer's norm
+
+`kernels` is a module with those kernels: kernels/decode_numba.py on the fast path, or
+kernels/decode_numpy.py, their NumPy twins, which the tests run to check this composition
+against block_forward. models/common.py's `layers_forward` is the one caller, for the layers that
+`decode_step_applies` accepts; every other layer (training, prompts, LoRA, MoE, MLA, QK-norm,
+post-norm, ALiBi) runs block_forward as before.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.packed import packed_whole
+
+MLPS = {"swiglu": None, "gelu": False, "gelu_tanh": True}   # MLP -> gelu_rows' approximate
+
+
+def decode_step_applies(cfg: BlockConfig, x: np.ndarray, *, kv_cache: KVCache | None,
+                        frozen: bool, memory=None, memory_kv=None, rope_tables=None,
+                        train: bool = False, **_) -> bool:
+    """Whether the fused step computes these layers: one float32 position per row with a KV
+    cache, inference, a plain pre-norm layer (RMSNorm or LayerNorm; RoPE or no position inside
+    attention; SwiGLU or GELU), no adapters, no cross-attention, every key seen (no sliding
+    window, sink, soft cap or scale other than 1/sqrt(D)), one RoPE base for every layer."""
+    return (kv_cache is not None and x.shape[1] == 1 and x.dtype == np.float32
+            and not frozen and not train and memory is None and memory_kv is None
+            and cfg.norm_position == "pre" and cfg.norm in ("rms", "layer")
+            and cfg.mla is None and cfg.moe is None and cfg.qk_norm == "none"
+            and cfg.mlp in MLPS and cfg.norm_offset == 0.0
+            and cfg.window is None and not cfg.attn_sinks and cfg.attn_softcap is None
+            and cfg.attn_scale is None and cfg.local_rope_theta is None
+            and (cfg.position == "none" or (cfg.position == "rope" and rope_tables is not None)))
+
+
+def _rows_tables(rope_tables, rows: int, d: int):
+    """RoPE tables (1, D) or (B, 1, D) -> (B, D) contiguous, or (None, None) without RoPE."""
+    if rope_tables is None:
+        return None, None
+    return tuple(np.ascontiguousarray(np.broadcast_to(table.reshape(-1, d), (rows, d)))
+                 for table in rope_tables)                               # (B, D) each
+
+
+def _attention(kernels: ModuleType, p: dict, xn: np.ndarray, cache: KVCache, layer: int,
+               tables, key_mask) -> np.ndarray:
+    """xn (B, C) -> the attention sub-block's output before its bias, (B, C)."""
+    weights = [p["attn.wq"], p["attn.wk"], p["attn.wv"]]
+    whole = packed_whole(weights)
+    if whole is not None:
+        qkv = xn @ whole                                         # (B, C) -> (B, (H+2K) D)
+        width_q, width_kv = weights[0].shape[1], weights[1].shape[1]
+        q, k, v = (qkv[:, :width_q], qkv[:, width_q:width_q + width_kv],
+                   qkv[:, width_q + width_kv:])                   # views
+    else:
+        q, k, v = (xn @ w for w in weights)                      # (B, H*D), (B, K*D) x 2
+    out = kernels.attend_step(q, k, v, p.get("attn.bq"), p.get("attn.bk"), p.get("attn.bv"),
+                              *tables, cache.k[layer], cache.v[layer], cache.length,
+                              key_mask)                          # (B, H*D)
+    return out @ p["attn.wo"]                                    # (B, H*D) -> (B, C)
+
+
+def _mlp_hidden(kernels: ModuleType, p: dict, hn: np.ndarray, cfg: BlockConfig) -> np.ndarray:
+    """hn (B, C) -> the MLP's hidden activations (B, F)."""
+    if cfg.mlp != "swiglu":
+        return kernels.gelu_rows(hn @ p["mlp.w_up"], p.get("mlp.b_up"), MLPS[cfg.mlp])
+    whole = packed_whole([p["mlp.w_gate"], p["mlp.w_up"]])
+    if whole is None:
+        return kernels.swiglu_rows(hn @ p["mlp.w_gate"], hn @ p["mlp.w_up"])
+    both = hn @ whole                                            # (B, C) -> (B, 2F)
+    width = p["mlp.w_gate"].shape[1]
+    return kernels.swiglu_rows(both[:, :width], both[:, width:])
+
+
+def decode_step_forward(kernels: ModuleType, layers: list[dict], x: np.ndarray,
+                        cfg: BlockConfig, *, kv_cache: KVCache, key_mask: np.ndarray | None = None,
+                        rope_tables=None, **_) -> np.ndarray:
+    """x (B, 1, C) through every layer -> (B, 1, C); layers[i] holds layer i's block-local params
+    (models/common.py: split_layers). Writes each layer's new key and value into kv_cache at
+    column kv_cache.length (which it does not advance: the generate loop does)."""
+    kv_cache.check_room(1)
+    rows, width = x.shape[0], x.shape[2]
+    rms, eps = cfg.norm == "rms", cfg.norm_eps
+    tables = _rows_tables(rope_tables, rows, cfg.dim_per_head)
+    if key_mask is not None:
+        key_mask = np.asarray(key_mask, dtype=bool)
+    x = np.ascontiguousarray(x.reshape(rows, width))             # (B, 1, C) -> (B, C)
+    first = layers[0]
+    xn = kernels.norm_rows(x, first["norm1.w"], first.get("norm1.b"), eps, rms)
+    for i, p in enumerate(layers):
+        a = _attention(kernels, p, xn, kv_cache, i, tables, key_mask)
+        h, hn = kernels.add_norm_rows(x, a, p.get("attn.bo"), p["norm2.w"], p.get("norm2.b"),
+                                      eps, rms)                  # (B, C) each
+        m = _mlp_hidden(kernels, p, hn, cfg) @ p["mlp.w_down"]   # (B, F) -> (B, C)
+        if i + 1 < len(layers):
+            after = layers[i + 1]
+            x, xn = kernels.add_norm_rows(h, m, p.get("mlp.b_down"), after["norm1.w"],
+                                          after.get("norm1.b"), eps, rms)
+        else:  # the last layer: the head's own norm follows (models/common.py: head_forward)
+            if "mlp.b_down" in p:
+                m = m + p["mlp.b_down"]
+            x = h + m
+    return x[:, None]                                            # (B, C) -> (B, 1, C)

@@ -1,0 +1,21 @@
+"""Compiled kernels: the loops NumPy cannot fuse, each beside the NumPy twin it must equal.
+
+Decoding one token reads every weight once, so its ceiling is bytes per token over memory
+bandwidth. Between the matrix-vector products a layer makes ~40 small NumPy calls (norm, RoPE,
+cache write, scores, mask, softmax, weighted sum, residual, activation), each a separate pass with
+its own temporaries and its own Python cost. A kernel here does one of those stretches in a single
+compiled loop; the products themselves stay BLAS calls.
+
+    choice.py        which path runs: GLASSFORMER_KERNELS=numpy|numba|auto (or `glassformer
+                     --kernels ...`); auto is numba when it can be imported. Numba is imported
+                     lazily, the first time a kernel is needed, never by `import glassformer`.
+    decode_numpy.py  the NumPy twins: each kernel written with the ops (ops/), the reference that
+                     explain, gradcheck and the tests use
+    decode_numba.py  the same kernels as numba loops, JIT-compiled with cache=True (compiled once
+                     per machine, under the user's cache: choice.py's cache_dir)
+
+Every kernel in decode_numba.py has the name, arguments and results of its twin in
+decode_numpy.py, and tests/kernels/ checks the two agree. Where the kernels are used is decided
+in one place: models/common.py's layers_forward hands a one-token cached step to
+blocks/decode_step.py when choice.py says a compiled path is on (docs/performance.md).
+"""

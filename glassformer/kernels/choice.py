@@ -1,0 +1,83 @@
+"""Which kernels run: the NumPy reference or numba's compiled twins.
+
+    GLASSFORMER_KERNELS=numpy   the NumPy path everywhere (the reference; CI runs one job so)
+    GLASSFORMER_KERNELS=numba   the compiled kernels; an error when numba cannot be imported
+    GLASSFORMER_KERNELS=auto    (or unset) numba when it can be imported, else NumPy, silently
+
+`glassformer --kernels numpy|numba|auto COMMAND ...` sets the same variable for the command (and
+for any process it starts). The setting is read where a kernel is about to be needed
+(`decode_kernels`), so a test or a notebook may change it between calls.
+
+Numba is optional (the `fast` extra): `import glassformer` never imports it, and nothing here
+imports it until a compiled kernel is asked for. Its compiled code is cached on disk
+(`cache_dir`: NUMBA_CACHE_DIR when set, else $XDG_CACHE_HOME/glassformer/numba, else
+~/.cache/glassformer/numba), so only the first process on a machine pays the compile.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+from glassformer.errors import GlassformerError
+
+KERNELS_ENV = "GLASSFORMER_KERNELS"
+CHOICES = ("auto", "numpy", "numba")
+
+
+def numba_importable() -> bool:
+    """Whether numba is installed, found without importing it."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def kernel_choice(setting: str | None = None) -> str:
+    """"numpy" or "numba": what `setting` (default: $GLASSFORMER_KERNELS, "auto" when unset)
+    selects on this machine."""
+    if setting is None:
+        setting = os.environ.get(KERNELS_ENV, "") or "auto"
+    setting = setting.strip().lower()
+    if setting not in CHOICES:
+        raise GlassformerError(f"{KERNELS_ENV}={setting!r} is not a kernel choice; expected one "
+                               f"of {', '.join(CHOICES)}")
+    if setting == "auto":
+        return "numba" if numba_importable() else "numpy"
+    if setting == "numba" and not numba_importable():
+        raise GlassformerError(f"{KERNELS_ENV}=numba but numba is not installed; install the "
+                               f"fast extra (pip install 'glassformer[fast]') or use numpy")
+    return setting
+
+
+def cache_dir() -> Path:
+    """Where numba keeps compiled kernels: NUMBA_CACHE_DIR, else the user's cache folder."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return Path(os.environ["NUMBA_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "glassformer" / "numba"
+
+
+def _compiled() -> ModuleType:
+    """decode_numba.py, imported (and numba with it) on first use, its cache set first."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise GlassformerError(f"cannot create numba's cache folder {folder} ({err.strerror}); "
+                               f"set NUMBA_CACHE_DIR to a writable folder, or "
+                               f"{KERNELS_ENV}=numpy") from None
+    import numba
+
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        # note: set before decode_numba.py's decorators run, which is when numba picks the
+        # folder; NUMBA_CACHE_DIR, when set, was already read by numba itself
+        numba.config.CACHE_DIR = str(folder)
+    return importlib.import_module("glassformer.kernels.decode_numba")
+
+
+def decode_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled decode kernels (decode_numba.py) when the choice is numba, else None: the
+    caller then runs its ordinary NumPy path."""
+    if kernel_choice(setting) != "numba":
+        return None
+    return _compiled()
