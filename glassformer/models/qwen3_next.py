@@ -220,12 +220,15 @@ def forward(params: dict, ids: np.ndarray, cfg: Qwen3NextConfig, *, train: bool 
             rng: np.random.Generator | None = None, key_mask: np.ndarray | None = None,
             positions: np.ndarray | None = None, kv_cache: HybridCache | None = None,
             last_only: bool = False, head_rows: tuple[np.ndarray, np.ndarray] | None = None,
-            on_layer=None) -> tuple[np.ndarray, Qwen3NextCtx]:
+            on_layer=None, hooks: dict | None = None) -> tuple[np.ndarray, Qwen3NextCtx]:
     """ids (B, T) -> logits (B, T, V) (or (B, 1, V) with last_only). key_mask (B, S) True for
     real tokens; positions (T,) or (B, T) for RoPE; kv_cache: a HybridCache (`new_cache`).
     head_rows: the N (row, column) positions a loss reads; logits are then (N, V)
     (models/common.py: decoder_forward)."""
     del train, rng  # no dropout in this family
+    if hooks:
+        raise GlassformerError("hook points (glassformer/interpret) are not in the Qwen3-Next / "
+                               "Qwen3.5 forward yet")
     if has_adapters(params):
         raise GlassformerError("LoRA adapters on a Qwen3-Next / Qwen3.5 model are not "
                                "supported; fine-tune it with --full")
