@@ -23,7 +23,7 @@ import numpy as np
 from glassformer.blocks.residual import layer_input
 from glassformer.errors import GlassformerError
 from glassformer.interpret.hooks import (REPLACEABLE, check_names, hook_shapes, layer_values,
-                                         split_name)
+                                         replaceable, split_name)
 from glassformer.memory import check_memory, human_bytes
 from glassformer.models.common import split_layers
 from glassformer.models.family import CAUSAL, ENCODER
@@ -71,6 +71,9 @@ def check_family(model) -> None:
     if model.family.kind not in (CAUSAL, ENCODER):
         raise GlassformerError(f"hook points cover causal LMs and BERT-style encoders; "
                                f"{model.arch} is an encoder-decoder")
+    if model.family.new_cache is not None:   # a hybrid: Gated DeltaNet layers beside attention
+        raise GlassformerError(f"hook points cover attention layers; {model.arch} mixes Gated "
+                               "DeltaNet (linear attention) layers in, which have none yet")
 
 
 def cache_bytes(model, ids, names=None) -> int:
@@ -175,24 +178,23 @@ def run_with_cache(model, ids, names=None, *, max_cache_mb: float | None = None)
 
 def run_with_hooks(model, ids, fwd_hooks=()):
     """The logits of a forward with fwd_hooks [(name, fn(value, name)), ...] run at their
-    points; fn may return a replacement at the REPLACEABLE points (and hook_embed,
-    hook_pos_embed), else it must return None."""
+    points; fn may return a replacement where the forward asks (interpret/hooks.py:
+    replaceable), else it must return None."""
     check_family(model)
     ids = _ids(model, ids)
     shapes = hook_shapes(model, *ids.shape)
     replace, read = {}, {}
     for name, fn in fwd_hooks:
         check_names([name], shapes)
-        layer, local = split_name(name)
-        can_replace = local in REPLACEABLE or name in ("hook_embed", "hook_pos_embed")
-        (replace if can_replace else read).setdefault(name, []).append(fn)
+        (replace if replaceable(model, name) else read).setdefault(name, []).append(fn)
 
     def call_readers(name, value):
         for fn in read.get(name, ()):
             if fn(value, name) is not None:
                 raise GlassformerError(
-                    f"hook {name} can be read but not replaced; the points that take a "
-                    f"replacement: hook_embed, hook_pos_embed, blocks.L.{{{', '.join(REPLACEABLE)}}}")
+                    f"hook {name} can be read but not replaced in {model.arch}; the points that "
+                    f"may take a replacement: hook_embed, hook_pos_embed (causal LMs), "
+                    f"blocks.L.{{{', '.join(REPLACEABLE)}}} (attn.* not in latent attention)")
     logits = _forward_reading(model, ids, list(read), call_readers, hooks=replace or None)
     return logits
 

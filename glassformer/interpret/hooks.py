@@ -48,9 +48,21 @@ from glassformer.errors import GlassformerError
 from glassformer.ops.linear import linear_forward
 from glassformer.ops.rope import rope_forward
 
-# the points where a function may return a replacement (blocks/hooks.py's run_hook)
+# the points where a function may return a replacement (blocks/hooks.py's run_hook); the
+# attention's own are blocks/attention.py's (not MLA's), the embeddings' a causal family's
 REPLACEABLE = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out",
                "hook_mlp_out", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z")
+EMBEDDINGS = ("hook_embed", "hook_pos_embed")
+
+
+def replaceable(model, name: str) -> bool:
+    """Whether the forward calls run_hook at `name`, so that a function there may replace it."""
+    layer, local = split_name(name)
+    if layer is None:
+        return name in EMBEDDINGS and "norm_f.w" in model.params   # GPT-2's and LLaMA's forward
+    if local.startswith("attn."):
+        return local in REPLACEABLE and model.cfg.block_config().mla is None
+    return local in REPLACEABLE
 
 
 def layer_shapes(bcfg, layer: int, b: int, t: int) -> dict[str, tuple[int, ...]]:

@@ -50,6 +50,13 @@ class Engine:
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
                  prefill_chunk: int = 0):
+        if model.family.new_cache is not None:
+            # note: rows join and leave by columns of one shared KV cache; a linear-attention
+            # layer's state is one matrix per row, with no columns to realign
+            raise GlassformerError(f"glassformer serve batches rows by KV-cache columns; "
+                                   f"{model.arch} keeps a recurrent state per row in its linear-attention "
+                                   "layers, which serve does not batch yet (use glassformer "
+                                   "chat or generate)")
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
         self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk

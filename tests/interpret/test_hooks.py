@@ -114,6 +114,10 @@ def test_bad_input_is_one_line():
         run_with_hooks(model, IDS, [("blocks.0.hook_resid_pre", lambda v, h: v.astype(float))])
     with pytest.raises(GlassformerError, match="can be read but not replaced"):
         run_with_hooks(model, IDS, [("blocks.0.attn.hook_pattern", lambda v, h: v * 0)])
+    with pytest.raises(GlassformerError, match="can be read but not replaced in deepseek_v3"):
+        run_with_hooks(build("deepseek_v3"), IDS, [("blocks.0.attn.hook_z", lambda v, h: v * 0)])
+    with pytest.raises(GlassformerError, match="can be read but not replaced in bert"):
+        run_with_hooks(build("bert"), IDS, [("hook_embed", lambda v, h: v * 0)])
     with pytest.raises(GlassformerError, match="--max-cache-mb"):
         run_with_cache(model, IDS, max_cache_mb=0.001)
     _, cache = run_with_cache(model, IDS, ["hook_embed"])
