@@ -2,7 +2,7 @@
 
     GET  /                      the chat page (page.py)
     GET  /health                {"status": "ok"}
-    GET  /v1/models             the one model served
+    GET  /v1/models             the one model served (chat_template: whether it can chat)
     POST /v1/completions        a causal model continues text          (engine.py)
                                 (echo: the prompt's own log-probabilities, echo.py)
     POST /v1/chat/completions   its chat template, then the same       (tasks/chat.py's rules)
@@ -129,7 +129,20 @@ def check_kind(served: Served, kind: str, what: str) -> None:
 # --- routes ---------------------------------------------------------------------------------
 
 async def page(request):
-    return HTMLResponse(chat_page(request.app.state.served.name))
+    served = request.app.state.served
+    return HTMLResponse(chat_page(served.name, has_chat_template(served)))
+
+
+def has_chat_template(served: Served) -> bool:
+    """Whether the model can chat: a causal model whose tokenizer has a template (or ChatML's
+    tokens); the page opens in completion mode otherwise."""
+    if served.model.family.kind != CAUSAL:
+        return True
+    try:
+        chat_template_of(served.model.tokenizer, served.template_budget)
+    except GlassformerError:
+        return False
+    return True
 
 
 async def health(request):
@@ -140,7 +153,8 @@ async def models(request):
     served = request.app.state.served
     check_key(request, served)
     return JSONResponse({"object": "list", "data": [
-        {"id": served.name, "object": "model", "created": 0, "owned_by": "glassformer"}]})
+        {"id": served.name, "object": "model", "created": 0, "owned_by": "glassformer",
+         "chat_template": has_chat_template(served)}]})
 
 
 async def embeddings(request):
