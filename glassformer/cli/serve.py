@@ -38,6 +38,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
+    parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
+                        help="a reasoning model (<think> ... </think>) thinks at most N tokens "
+                             "per reply; then </think> is written for it and it answers "
+                             "(default: no limit)")
     add_template_budget_arguments(parser)
 
 
@@ -51,6 +55,8 @@ def run(args) -> int:
                        context=args.context)
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
+    if args.reasoning_budget is not None and args.reasoning_budget < 0:
+        raise GlassformerError(f"--reasoning-budget must be >= 0, got {args.reasoning_budget}")
     budget = template_budget(args)
     model = load_model_shown(args.model, adapter=args.adapter,
                              dequantize=args.dequantize)
@@ -58,4 +64,4 @@ def run(args) -> int:
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
                  context=args.context, embed_max_length=embed_max_length,
-                 template_budget=budget)
+                 template_budget=budget, reasoning_budget=args.reasoning_budget)

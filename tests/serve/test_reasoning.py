@@ -1,0 +1,148 @@
+"""Reasoning models (serve/reasoning.py): a reply's `<think> ... </think>` split off as
+`message.reasoning` / `delta.reasoning`, `chat_template_kwargs` reaching the template (Qwen3's
+enable_thinking), and `--reasoning-budget` closing the thinking. A tiny random LLaMA with a
+byte tokenizer whose control tokens include the two tags, and a Qwen3-style template: its
+generation prompt opens `<think>` unless enable_thinking is false, which closes it (as Qwen3's
+own template does, there with an empty thinking)."""
+import json
+
+import numpy as np
+import pytest
+from serve_models import SPECIAL_NAMES, sharpened
+from starlette.testclient import TestClient
+
+from glassformer.models import llama
+from glassformer.models.model import Model
+from glassformer.serve.app import Served, create_app
+from glassformer.serve.engine import Engine
+from glassformer.serve.reasoning import Reasoning, opens_thinking, thinking_of
+from glassformer.serve.sequence import Delta, Sequence, Settings
+from glassformer.tokenizers.bpe import BPETokenizer
+from glassformer.tokenizers.tokenizer_config import TokenizerConfig
+
+THINKING_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}{% else %}{{ '<think>\\n' }}{% endif %}{% endif %}")
+BUDGET = 3
+ASK = [{"role": "user", "content": "hi"}]
+
+
+def thinking_model() -> Model:
+    names = SPECIAL_NAMES + ("<think>", "</think>")
+    tokenizer = BPETokenizer({bytes([b]): b for b in range(128)}, [],
+                             special_tokens={name: 128 + i for i, name in enumerate(names)})
+    tokenizer.config = TokenizerConfig(THINKING_TEMPLATE, {"eos_token": "<|im_end|>"})
+    cfg = llama.LlamaConfig(vocab_size=tokenizer.vocab_size, max_seq_len=128, n_layer=2,
+                            n_head=4, n_kv_head=2, d_model=32)
+    return Model(cfg, sharpened(llama.init_params(cfg, np.random.default_rng(0))), tokenizer)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return thinking_model()
+
+
+@pytest.fixture(scope="module")
+def client(model):
+    engine = Engine(model, max_batch=2, max_queue=8, max_len=128)
+    served = Served(model, "thinker", engine, reasoning_budget=BUDGET)
+    with TestClient(create_app(served)) as client:
+        yield client
+
+
+def split_all(reasoning: Reasoning, pieces: list[str]) -> tuple[str, str]:
+    parts = [part for piece in pieces for part in reasoning.split(piece)] + reasoning.flush()
+    return ("".join(text for thinking, text in parts if thinking),
+            "".join(text for thinking, text in parts if not thinking))
+
+
+@pytest.mark.parametrize("text, thought, answer", [
+    ("<think>\nlet me see</think>\n\nIt is 4.", "let me see", "It is 4."),
+    ("It is 4.", "", "It is 4."),
+    ("It is <think>4</think>.", "", "It is <think>4</think>."),   # only at the start
+    ("<think>still thinking", "still thinking", ""),               # cut by max_tokens
+    ("<thi", "", "<thi"),
+])
+def test_the_split_of_a_reply_however_it_is_cut(text, thought, answer):
+    for size in (1, 2, 3, len(text)):
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        assert split_all(Reasoning(False, None, []), pieces) == (thought, answer)
+
+
+def test_a_prompt_that_opens_the_thinking_starts_inside_it(model):
+    tokenizer = model.tokenizer
+    opened = tokenizer.special_tokens["<think>"]
+    closed = tokenizer.special_tokens["</think>"]
+    assert opens_thinking(tokenizer, tokenizer.encode("q") + [opened])
+    assert not opens_thinking(tokenizer, [opened, closed])
+    assert split_all(Reasoning(True, None, []), ["\nhm</th", "ink>\n\nyes"]) == ("hm", "yes")
+
+
+def test_a_qwen3_style_reply_whose_first_token_opens_the_thinking(model):
+    """The model writes <think> itself (Qwen3): control tokens in the reply, split on them."""
+    tokenizer = model.tokenizer
+    events = []
+    seq = Sequence(0, [1], Settings(max_tokens=50), frozenset(), tokenizer, events.append,
+                   reasoning=Reasoning(False, None, []))
+    ids = [tokenizer.special_tokens["<think>"], *tokenizer.encode("\nwhy?\n"),
+           tokenizer.special_tokens["</think>"], *tokenizer.encode("\n\nbecause")]
+    for token in ids:
+        seq.accept(token, None)
+    seq.finish("length")
+    deltas = [event for event in events if isinstance(event, Delta)]
+    assert "".join(d.text for d in deltas if d.reasoning) == "why?\n"
+    assert "".join(d.text for d in deltas if not d.reasoning) == "because"
+
+
+def test_the_budget_forces_the_closing_tag_then_the_answer(client, model):
+    body = {"messages": ASK, "temperature": 0, "max_tokens": 12, "logprobs": True}
+    reply = client.post("/v1/chat/completions", json=body).json()
+    message = reply["choices"][0]["message"]
+    tokens = [t["token"] for t in reply["choices"][0]["logprobs"]["content"]]
+    assert tokens[BUDGET] == "</think>" and "</think>" not in tokens[:BUDGET]
+    assert message["reasoning"] == ("".join(tokens[:BUDGET]).strip() or None)
+    assert message["content"] == "".join(tokens[BUDGET + 1:]).lstrip()
+    assert reply["usage"]["completion_tokens"] == 12
+    streamed = client.post("/v1/chat/completions", json={**body, "stream": True})
+    chunks = [json.loads(line[6:]) for line in streamed.text.split("\n\n")
+              if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning", "") for d in deltas) == (message["reasoning"] or "")
+    assert "".join(d.get("content", "") for d in deltas) == message["content"]
+
+
+def test_enable_thinking_false_reaches_the_template(client):
+    body = {"messages": ASK, "temperature": 0, "max_tokens": 8, "logprobs": True,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    reply = client.post("/v1/chat/completions", json=body).json()
+    message = reply["choices"][0]["message"]
+    tokens = [t["token"] for t in reply["choices"][0]["logprobs"]["content"]]
+    assert message["reasoning"] is None and "</think>" not in tokens   # no budget to spend
+    assert message["content"] == "".join(tokens)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ([1], "'chat_template_kwargs' must be an object"),
+    ({"messages": []}, "other than messages"),
+    ({"_secret": 1}, "starting with '_'"),
+])
+def test_bad_template_kwargs_are_a_400(client, kwargs, words):
+    answer = client.post("/v1/chat/completions", json={"messages": ASK,
+                                                         "chat_template_kwargs": kwargs})
+    assert answer.status_code == 400 and words in answer.json()["error"]["message"]
+
+
+def test_completions_and_models_without_the_tags_are_not_split(client, model):
+    reply = client.post("/v1/completions", json={"prompt": "a", "max_tokens": 4,
+                                                  "temperature": 0}).json()
+    assert "reasoning" not in reply["choices"][0]
+    plain = BPETokenizer({bytes([b]): b for b in range(128)}, [],
+                         special_tokens={name: 128 + i for i, name in enumerate(SPECIAL_NAMES)})
+    plain.config = TokenizerConfig("{{ messages[0]['content'] }}", {})
+    cfg = llama.LlamaConfig(vocab_size=plain.vocab_size, max_seq_len=16, n_layer=1, n_head=2,
+                            d_model=8)
+    tiny = Model(cfg, llama.init_params(cfg, np.random.default_rng(0)), plain)
+    assert thinking_of(tiny) is None and thinking_of(model).closing == [132]
