@@ -51,9 +51,9 @@
 
   // One chunk's text, as one span: its probability is that of its tokens together (one token
   // but for a character cut across several, such as some Chinese ones).
-  function addToken(reply, text, tokens) {
+  function addToken(reply, text, tokens, thinking) {
     const span = document.createElement("span");
-    span.className = "token";
+    span.className = thinking ? "token thinking" : "token";
     span.textContent = text;
     const logprob = tokens.reduce((sum, t) => sum + t.logprob, 0);
     const p = Math.exp(logprob);
@@ -117,8 +117,10 @@
 
   // A chunk's choice as {text, tokens}: tokens in chat's logprobs shape, whichever route sent it
   // (/v1/completions lists parallel arrays and each token's alternatives as an object).
+  // (a reasoning model's thinking comes as delta.reasoning: drawn too, kept out of messages)
   function chatPiece(choice) {
-    return { text: choice.delta.content || "",
+    const delta = choice.delta;
+    return { text: delta.content || delta.reasoning || "", thinking: "reasoning" in delta,
              tokens: choice.logprobs ? choice.logprobs.content : [] };
   }
 
@@ -149,8 +151,8 @@
       // a token that ends inside a character brings no text yet: it joins the next span
       const tokens = state.carried.concat(got.tokens);
       state.carried = text ? [] : tokens;
-      if (text && tokens.length) addToken(reply, text, tokens);
-      state.text += text;
+      if (text && tokens.length) addToken(reply, text, tokens, got.thinking);
+      if (!got.thinking) state.text += text;
     }
     return true;
   }
