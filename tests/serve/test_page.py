@@ -2,15 +2,16 @@
 streams in as token elements carrying their probabilities, hovering one shows its top 5, the key
 comes from ?api_key=, nothing is fetched from anywhere but the server, no console error. A
 `glassformer train` run (no chat template) opens in completion mode and continues a typed text
-the same way; the mode select switches."""
+the same way; the mode select switches. A reasoning model's thinking is drawn apart."""
 from pathlib import Path
 
 import openai
 import pytest
+from serve_process import start_server
+from serve_models import save_chat_model, thinking_model
 
 from glassformer.cli import main
-from serve_process import start_server
-from serve_models import save_chat_model
+from glassformer.io.pretrained import save_pretrained
 
 WAIT_MS = 60_000   # generous: the 2-core test machine is shared
 MESSAGE = "你好，世界！hello"
@@ -133,3 +134,30 @@ def test_a_chat_model_opens_in_chat_mode_and_can_complete(served, browser):
         assert page.locator("#log .completion .token").count() > 0
     finally:
         page.close()
+
+
+def test_a_reasoning_models_thinking_is_drawn_apart(tmp_path, browser):
+    folder = tmp_path / "thinker"
+    save_pretrained(thinking_model(), folder)
+    server = start_server(folder, tmp_path, "--reasoning-budget", "3")
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        assert page.locator("#mode").input_value() == "chat"
+        page.fill("#temperature", "0")
+        page.fill("#input", "hi")
+        page.press("#input", "Enter")
+        page.wait_for_selector("#log .assistant.done", timeout=WAIT_MS)
+        assert page.locator("#log .failed").count() == 0, page.inner_html("#log")
+        texts = "spans => spans.map(s => s.textContent).join('')"
+        thought = page.locator("#log .assistant .token.thinking").evaluate_all(texts)
+        answer = page.locator("#log .assistant .token:not(.thinking)").evaluate_all(texts)
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+        greedy = client.chat.completions.create(model="thinker", temperature=0,
+                                                messages=[{"role": "user", "content": "hi"}])
+        message = greedy.choices[0].message
+        assert thought == message.model_extra["reasoning"] and thought
+        assert answer == message.content and answer
+    finally:
+        page.close()
+        assert server.stop() == 0

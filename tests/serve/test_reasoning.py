@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from serve_models import SPECIAL_NAMES, sharpened
+from serve_models import SPECIAL_NAMES, thinking_model
 from starlette.testclient import TestClient
 
 from glassformer.models import llama
@@ -20,24 +20,8 @@ from glassformer.serve.sequence import Delta, Sequence, Settings
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
-THINKING_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-    "{% if enable_thinking is defined and enable_thinking is false %}"
-    "{{ '<think>\\n\\n</think>\\n\\n' }}{% else %}{{ '<think>\\n' }}{% endif %}{% endif %}")
 BUDGET = 3
 ASK = [{"role": "user", "content": "hi"}]
-
-
-def thinking_model() -> Model:
-    names = SPECIAL_NAMES + ("<think>", "</think>")
-    tokenizer = BPETokenizer({bytes([b]): b for b in range(128)}, [],
-                             special_tokens={name: 128 + i for i, name in enumerate(names)})
-    tokenizer.config = TokenizerConfig(THINKING_TEMPLATE, {"eos_token": "<|im_end|>"})
-    cfg = llama.LlamaConfig(vocab_size=tokenizer.vocab_size, max_seq_len=128, n_layer=2,
-                            n_head=4, n_kv_head=2, d_model=32)
-    return Model(cfg, sharpened(llama.init_params(cfg, np.random.default_rng(0))), tokenizer)
 
 
 @pytest.fixture(scope="module")
