@@ -11,6 +11,7 @@ import pytest
 from serve_models import SPECIAL_NAMES, thinking_model
 from starlette.testclient import TestClient
 
+from glassformer.cli import main
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.serve.app import Served, create_app
@@ -130,3 +131,8 @@ def test_completions_and_models_without_the_tags_are_not_split(client, model):
                             d_model=8)
     tiny = Model(cfg, llama.init_params(cfg, np.random.default_rng(0)), plain)
     assert thinking_of(tiny) is None and thinking_of(model).closing == [132]
+
+
+def test_a_negative_budget_is_one_line(capsys):
+    assert main(["serve", "--model", "smollm2", "--reasoning-budget", "-1"]) != 0
+    assert "--reasoning-budget must be >= 0" in capsys.readouterr().err
