@@ -4,7 +4,9 @@ enable_thinking), and `--reasoning-budget` closing the thinking. A tiny random L
 byte tokenizer whose control tokens include the two tags, and a Qwen3-style template: its
 generation prompt opens `<think>` unless enable_thinking is false, which closes it (as Qwen3's
 own template does, there with an empty thinking)."""
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,12 +18,15 @@ from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.serve.app import Served, create_app
 from glassformer.serve.engine import Engine
+from glassformer.serve.prompts import chat_prompt
 from glassformer.serve.reasoning import Reasoning, opens_thinking, thinking_of
 from glassformer.serve.sequence import Delta, Sequence, Settings
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
 BUDGET = 3
+TRL = importlib.util.find_spec("trl")   # a test dependency; it ships Qwen3's own template
+QWEN3 = Path(TRL.origin if TRL else ".").parent / "chat_templates" / "qwen3.jinja"
 ASK = [{"role": "user", "content": "hi"}]
 
 
@@ -136,3 +141,41 @@ def test_completions_and_models_without_the_tags_are_not_split(client, model):
 def test_a_negative_budget_is_one_line(capsys):
     assert main(["serve", "--model", "smollm2", "--reasoning-budget", "-1"]) != 0
     assert "--reasoning-budget must be >= 0" in capsys.readouterr().err
+
+
+def test_the_budget_also_closes_a_thinking_the_reply_opened(model):
+    """Qwen3's flow: no <think> in the prompt, the reply's first token opens it; the budget
+    counts from there and then asks for the closing tag."""
+    tokenizer = model.tokenizer
+    reasoning = Reasoning(False, 2, [tokenizer.special_tokens["</think>"]])
+    seq = Sequence(0, [1], Settings(max_tokens=50), frozenset(), tokenizer, lambda e: None,
+                   reasoning=reasoning)
+    forced = []
+    for token in [tokenizer.special_tokens["<think>"], *tokenizer.encode("ab")]:
+        forced.append(reasoning.next_forced())
+        seq.accept(token, None)
+    assert forced == [None, None, None]
+    assert reasoning.next_forced() == tokenizer.special_tokens["</think>"]
+    assert reasoning.next_forced() is None
+
+
+@pytest.mark.skipif(not QWEN3.is_file(), reason="TRL's copy of Qwen3's template is absent")
+def test_qwen3s_own_template_and_enable_thinking():
+    """Qwen3's real template (TRL ships it): enable_thinking false closes an empty thinking in
+    the prompt, so the reply is all content; by default the prompt opens nothing."""
+    model = thinking_model()
+    model.tokenizer.config = TokenizerConfig(QWEN3.read_text(encoding="utf-8"),
+                                             {"eos_token": "<|im_end|>"})
+    engine = Engine(model, max_batch=1, max_queue=4, max_len=128)
+    with TestClient(create_app(Served(model, "qwen3", engine, reasoning_budget=2))) as client:
+        for kwargs, tail in (({"enable_thinking": False}, "<think>\n\n</think>\n\n"),
+                             ({}, "<|im_start|>assistant\n")):
+            prompt, _ = chat_prompt(model, {"messages": ASK, "chat_template_kwargs": kwargs})
+            assert model.tokenizer.decode(prompt).endswith(tail)
+            assert not opens_thinking(model.tokenizer, prompt)
+            reply = client.post("/v1/chat/completions", json={
+                "messages": ASK, "temperature": 0, "max_tokens": 6, "logprobs": True,
+                "chat_template_kwargs": kwargs}).json()["choices"][0]
+            tokens = [t["token"] for t in reply["logprobs"]["content"]]
+            assert reply["message"]["reasoning"] is None and "</think>" not in tokens
+            assert reply["message"]["content"] == "".join(tokens)
