@@ -11,7 +11,9 @@ from serve_process import start_server
 from serve_models import save_chat_model, thinking_model
 
 from glassformer.cli import main
+from glassformer.errors import GlassformerError
 from glassformer.io.pretrained import save_pretrained
+from glassformer.packaged import MODEL, packaged_path
 
 WAIT_MS = 60_000   # generous: the 2-core test machine is shared
 MESSAGE = "你好，世界！hello"
@@ -158,6 +160,31 @@ def test_a_reasoning_models_thinking_is_drawn_apart(tmp_path, browser):
         message = greedy.choices[0].message
         assert thought == message.model_extra["reasoning"] and thought
         assert answer == message.content and answer
+    finally:
+        page.close()
+        assert server.stop() == 0
+
+
+@pytest.mark.slow
+def test_smollm2_opens_in_chat_mode_and_chats(tmp_path, browser):
+    try:
+        packaged_path("smollm2", MODEL)
+    except GlassformerError as err:
+        pytest.skip(str(err))
+    server = start_server("smollm2", tmp_path, "--context", "160", "--max-batch", "1")
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        assert page.locator("#mode").input_value() == "chat"
+        assert not page.locator("#no-template").is_visible()
+        page.fill("#temperature", "0")
+        page.fill("#input", "What is the capital of France?")
+        page.press("#input", "Enter")
+        page.wait_for_selector("#log .assistant.done", timeout=5 * WAIT_MS)
+        assert page.locator("#log .failed").count() == 0, page.inner_html("#log")
+        assert page.locator("#log .assistant .token").count() > 0
+        assert page.locator("#log .assistant .token.thinking").count() == 0
+        assert "Paris" in page.locator("#log .assistant").inner_text()
     finally:
         page.close()
         assert server.stop() == 0
