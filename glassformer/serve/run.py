@@ -71,6 +71,9 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
                          context=context) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget,
                     reasoning_budget)
+    if reasoning_budget is not None and served.thinking is None:
+        raise GlassformerError(f"--reasoning-budget is for reasoning models: {name}'s tokenizer "
+                               "and chat template have no </think>; leave the flag out")
     sock = open_socket(host, port)
     where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     print(f"glassformer serve: {name} at {where}/v1 (chat page: {where}/); Ctrl-C stops",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serve_models import SPECIAL_NAMES, thinking_model
+from serve_models import SPECIAL_NAMES, save_chat_model, thinking_model
 from starlette.testclient import TestClient
 
 from glassformer.cli import main
@@ -179,3 +179,10 @@ def test_qwen3s_own_template_and_enable_thinking():
             tokens = [t["token"] for t in reply["logprobs"]["content"]]
             assert reply["message"]["reasoning"] is None and "</think>" not in tokens
             assert reply["message"]["content"] == "".join(tokens)
+
+
+def test_a_budget_for_a_model_that_does_not_think_is_one_line(tmp_path, capsys):
+    save_chat_model(tmp_path / "plain")
+    assert main(["serve", "--model", str(tmp_path / "plain"), "--port", "0",
+                 "--reasoning-budget", "4"]) != 0
+    assert "have no </think>" in capsys.readouterr().err
