@@ -38,11 +38,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
+    add_template_budget_arguments(parser)
     parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                         help="a reasoning model (<think> ... </think>) thinks at most N tokens "
                              "per reply; then </think> is written for it and it answers "
                              "(default: no limit)")
-    add_template_budget_arguments(parser)
 
 
 def served_name(model: str) -> str:

@@ -171,8 +171,8 @@ class Engine:
         masked = mask_rows(logits, constraints)                     # refused tokens: -inf
         ids = sample(masked, [seq.settings.sampling for seq in seqs],
                      [seq.rng for seq in seqs])                     # (n,) generate()'s sampler
-        force_rows(ids, seqs)                                       # reasoning budgets
         advance_rows(constraints, ids)
+        force_rows(ids, seqs)              # reasoning budgets (rows without a grammar only)
         infos = self.token_infos(logits, ids, seqs)                 # the model's own log-probs
         self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):

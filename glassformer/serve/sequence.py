@@ -125,10 +125,10 @@ class Sequence:
             self.finish("stop")
             return
         self.new_tokens += 1
-        if self.reasoning is not None:
-            self.reasoning.count()
         if info is not None:
             self.pending.append(info)
+        if self.reasoning is not None:
+            self.reasoning.count()
         self.feed.ids.append(token_id)
         step = next(self.text)
         if self.add_text(step.text):
