@@ -71,6 +71,9 @@ def check_family(model) -> None:
     if model.family.kind not in (CAUSAL, ENCODER):
         raise GlassformerError(f"hook points cover causal LMs and BERT-style encoders; "
                                f"{model.arch} is an encoder-decoder")
+    if model.family.new_cache is not None:   # a hybrid: Gated DeltaNet layers beside attention
+        raise GlassformerError(f"hook points cover attention layers; {model.arch} mixes Gated "
+                               "DeltaNet (linear attention) layers in, which have none yet")
 
 
 def cache_bytes(model, ids, names=None) -> int:

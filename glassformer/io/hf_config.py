@@ -80,6 +80,6 @@ def check_hf_config(hf: dict, record: ModelType) -> None:
                                    f"{record.name} loader; it may change the model's math, so "
                                    "glassformer refuses to guess")
     for layer_type in hf.get("layer_types") or ():
-        if layer_type not in LAYER_TYPES:
+        if layer_type not in LAYER_TYPES + record.layer_types:
             raise GlassformerError(f"config.json layer_types holds {layer_type!r}; glassformer "
                                    "implements full_attention and sliding_attention only")

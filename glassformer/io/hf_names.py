@@ -23,7 +23,8 @@ import re
 import numpy as np
 
 from glassformer.errors import CheckpointError
-from glassformer.io.hf.records import FamilyNames, Rename, Split, Squeeze, Stack, file_prefix
+from glassformer.io.hf.records import (Convert, FamilyNames, Rename, Split, Squeeze, Stack,
+                                      file_prefix)
 from glassformer.io.hf.registry import hf_family
 from glassformer.models.registry import family
 
@@ -36,7 +37,7 @@ def family_names(arch: str) -> FamilyNames:
 def _rows(names: FamilyNames, n_layer: int, n_dec_layer: int = 0) -> list:
     """Every table row with "{i}" filled in, layer rows prefixed with "blocks.{i}." (an
     encoder-decoder's: "enc.blocks.{i}." and, for its n_dec_layer layers, "dec.blocks.{i}.")."""
-    rows = list(names.top)
+    rows = list(names.top)    # a Convert row of `top` has no "{i}" to fill
     stacks = ((names.layer, names.layer_ours, n_layer),
               (names.dec_layer, names.dec_layer_ours, n_dec_layer))
     for table, ours, count in stacks:
@@ -46,6 +47,9 @@ def _rows(names: FamilyNames, n_layer: int, n_dec_layer: int = 0) -> list:
                 if isinstance(row, Split):
                     rows.append(Split(tuple(mine + o for o in row.ours), row.theirs.format(i=i),
                                       row.interleaved))
+                elif isinstance(row, Convert):
+                    rows.append(row._replace(ours=tuple(mine + o for o in row.ours),
+                                             theirs=tuple(t.format(i=i) for t in row.theirs)))
                 elif isinstance(row, Stack):  # "{e}" stays for the expert index
                     rows.append(Stack(mine + row.ours, row.theirs.replace("{i}", str(i)),
                                       row.transpose))
@@ -64,7 +68,10 @@ def hf_shapes(arch: str, cfg) -> dict[str, tuple[int, ...]]:
     ours = family(arch).param_shapes(cfg)
     shapes = {}
     for row in _rows_of(arch, cfg):
-        if isinstance(row, Split):
+        if isinstance(row, Convert):
+            if row.ours[0] in ours:
+                shapes.update(zip(row.theirs, row.shapes(cfg, *(ours[n] for n in row.ours))))
+        elif isinstance(row, Split):
             if row.ours[0] in ours:
                 parts = [ours[name] for name in row.ours]
                 shapes[row.theirs] = parts[0][:-1] + (sum(p[-1] for p in parts),)
@@ -91,6 +98,12 @@ def to_glassformer(arch: str, cfg, tensors: dict[str, np.ndarray]) -> dict[str, 
     """
     params = {}
     for row in _rows_of(arch, cfg):
+        if isinstance(row, Convert):
+            if row.theirs[0] in tensors:
+                arrays = row.load(cfg, *(tensors[key] for key in row.theirs))
+                params.update((name, np.ascontiguousarray(array, dtype=np.float32))
+                              for name, array in zip(row.ours, arrays))
+            continue
         if isinstance(row, Stack):
             if row.theirs.format(e=0) in tensors:
                 params[row.ours] = _stacked(row, tensors)
@@ -146,6 +159,12 @@ def to_hf(arch: str, cfg, params: dict[str, np.ndarray]) -> dict[str, np.ndarray
     prefix = file_prefix(hf_family(arch), cfg)   # none in a bare-model file (BertModel)
     tensors = {}
     for row in _rows_of(arch, cfg):
+        if isinstance(row, Convert):
+            if row.ours[0] in params:
+                for key, array in zip(row.theirs, row.save(cfg, *(params[n] for n in row.ours))):
+                    key = key if key.startswith(names.outside) else prefix + key
+                    tensors[key] = np.ascontiguousarray(array, dtype=np.float32)
+            continue
         if isinstance(row, Split):
             if row.ours[0] not in params:
                 continue

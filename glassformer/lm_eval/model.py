@@ -3,10 +3,11 @@
     lm_eval.simple_evaluate(model="glassformer", model_args="pretrained=smollm2,adapter=A",
                             tasks=[...])
 
-    loglikelihood            requests grouped by context: each group is one score_requests call
-                             (tasks/evaluate/score.py), its shared context run once and every
-                             continuation read from the KV cache; groups of up to `batch_size`
-                             rows
+    loglikelihood            requests grouped by context (an item's choices), groups batched
+                             together (tasks/evaluate/batches.py) and scored by score_batch
+                             (tasks/evaluate/score.py): each shared context run once, every
+                             continuation read from the KV cache; up to `batch_size` rows a
+                             forward
     loglikelihood_rolling    the text in windows of the model's context (requests.py), scored
                              `batch_size` windows at a time; the sum of every token's log-prob
     generate_until           greedy (glassformer.generate, temperature 0) up to max_gen_toks,
@@ -27,7 +28,8 @@ from glassformer.generate.stream import generated_ids
 from glassformer.io.named_models import load_model
 from glassformer.lm_eval.requests import (cut_at_stop, encode_request, prefix_token,
                                           rolling_windows)
-from glassformer.tasks.evaluate.score import score_requests
+from glassformer.tasks.evaluate.batches import plan_batches
+from glassformer.tasks.evaluate.score import score_batch, score_requests
 from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 DEFAULT_MAX_GEN_TOKS = 256     # lm-eval's hf backend default
@@ -78,14 +80,20 @@ class GlassformerLM(LM):
         groups = defaultdict(list)                     # context -> indices of its requests
         for index, request in enumerate(requests):
             groups[request.args[0]].append(index)
+        chunks = [chunk for indices in groups.values()
+                  for chunk in _chunks(indices, self.batch_size)]
+        encoded = [[encode_request(tokenizer, *requests[i].args[:2], context_len) for i in chunk]
+                   for chunk in chunks]
         answers = [None] * len(requests)
-        for indices in tqdm(list(groups.values()), disable=disable_tqdm, desc="loglikelihood"):
-            for chunk in _chunks(indices, self.batch_size):
-                encoded = [encode_request(tokenizer, *requests[i].args[:2], context_len)
-                           for i in chunk]
-                for index, answer in zip(chunk, self._score(encoded)):
-                    answers[index] = answer
-                    self.cache_hook.add_partial("loglikelihood", requests[index].args, answer)
+        progress = tqdm(total=len(requests), disable=disable_tqdm, desc="loglikelihood")
+        for batch in plan_batches(encoded, rows=self.batch_size):
+            for c, scored in zip(batch, score_batch(self.model, [encoded[c] for c in batch])):
+                for index, logps, greedy in zip(chunks[c], scored.logps, scored.greedy):
+                    answers[index] = (float(sum(logps)), greedy)
+                    self.cache_hook.add_partial("loglikelihood", requests[index].args,
+                                                answers[index])
+                progress.update(len(chunks[c]))
+        progress.close()
         return answers
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:

@@ -48,6 +48,10 @@ class Family:
                                       # positions) instead of stopping
     windows: Callable | None = None   # cfg -> each layer's sliding attention window W, or None
                                       # where it attends to every key (None: no layer slides)
+    new_cache: Callable | None = None   # (cfg, batch, max_len, dtype) -> its own cache, for a
+                                        # family whose cache is not one KVCache of L layers
+                                        # (a hybrid's: blocks/delta_state.py); None: KVCache
+    cache_bytes: Callable | None = None  # (cfg, batch, max_len, dtype) -> that cache's bytes
 
 
 def _value_problem(value, hint) -> str | None:

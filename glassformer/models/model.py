@@ -114,6 +114,9 @@ class Model:
         weights' dtype. ring: a windowed layer keeps only its window (blocks/kv_cache.py), for a
         decoding loop that only appends (generate); a cache that is cut back or copied column by
         column (chat, serve) keeps every position."""
+        if self.family.new_cache is not None:   # a hybrid's: KV cache and recurrent states
+            return self.family.new_cache(self.cfg, batch, max_len or self.context_len,
+                                         self.params["tok_emb"].dtype)
         return KVCache.allocate(self.kv_layout(), n_layer=self.cfg.n_layer, batch=batch,
                                 max_len=max_len or self.context_len,
                                 dtype=self.params["tok_emb"].dtype,
@@ -122,6 +125,9 @@ class Model:
     def cache_bytes(self, batch: int, max_len: int | None = None, *, ring: bool = False) -> int:
         """Bytes `new_cache(batch, max_len, ring=ring)` would take, asked before allocating (a
         budget)."""
+        if self.family.cache_bytes is not None:
+            return self.family.cache_bytes(self.cfg, batch, max_len or self.context_len,
+                                           self.params["tok_emb"].dtype)
         return KVCache.bytes_for(self.kv_layout(), layers=self.cfg.n_layer, rows=batch,
                                  context=max_len or self.context_len,
                                  dtype=self.params["tok_emb"].dtype,

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from glassformer.errors import GlassformerError
 from glassformer.models import (bert, deepseek_v3, gemma3, gpt2, gpt_oss, llama, mixtral, moe,
-                                 seq2seq)
+                                qwen3_5, qwen3_next, seq2seq)
 from glassformer.models.family import Family
 
 # arch name -> its Family record
 FAMILIES: dict[str, Family] = {f.name: f for f in (gpt2.FAMILY, llama.FAMILY, bert.FAMILY,
                                                    seq2seq.FAMILY, moe.FAMILY, mixtral.FAMILY,
                                                    deepseek_v3.FAMILY, gemma3.FAMILY,
-                                                   gpt_oss.FAMILY)}
+                                                   gpt_oss.FAMILY, qwen3_next.FAMILY,
+                                                   qwen3_5.FAMILY)}
 
 
 def family(arch: str) -> Family:

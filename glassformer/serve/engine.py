@@ -45,6 +45,13 @@ class Engine:
     """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int):
+        if model.family.new_cache is not None:
+            # note: rows join and leave by columns of one shared KV cache; a linear-attention
+            # layer's state is one matrix per row, with no columns to realign
+            raise GlassformerError(f"glassformer serve batches rows by KV-cache columns; "
+                                   f"{model.arch} keeps a recurrent state per row in its linear-attention "
+                                   "layers, which serve does not batch yet (use glassformer "
+                                   "chat or generate)")
         self.model = model
         self.max_queue = max_queue
         self.rows = RowCache.allocate(model, max_batch, max_len)

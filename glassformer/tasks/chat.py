@@ -198,7 +198,7 @@ class ChatSession:
         self.kv_cache.keep(keep)
         if self.kv_cache.max_len < need:
             self.kv_cache = self.kv_cache.with_room(size)   # the kept positions come along
-        return keep
+        return self.kv_cache.length   # keep, or 0 for a hybrid's state that had to start over
 
     def generated(self, prompt_ids: list[int], stats: TurnStats, **generate_kwargs
                   ) -> Iterator[int]:

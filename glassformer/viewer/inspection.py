@@ -132,6 +132,11 @@ def inspect(model, text_or_ids, *, attention_mask=None, target=None, decoder_inp
     if model.family.kind == ENCODER_DECODER or target is not None or decoder_input_ids is not None:
         return inspect_seq2seq(model, text_or_ids, target=target,
                                decoder_input_ids=decoder_input_ids, attention_mask=attention_mask)
+    if model.family.new_cache is not None:
+        # note: its linear-attention layers have no attention weights to draw
+        raise GlassformerError(f"the viewer draws attention layers; {model.arch} mixes Gated "
+                               "DeltaNet (linear attention, no weights) with attention, which it "
+                               "does not show yet")
     ids = _ids_of(model, text_or_ids)
     key_mask = np.ones(ids.shape, bool) if attention_mask is None else \
         np.asarray(attention_mask).astype(bool)

@@ -9,6 +9,7 @@ import pytest
 from glassformer.blocks.kv_cache import KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.models import (bert, deepseek_v3, gemma3, gpt2, gpt_oss, llama, mixtral, moe,
+                                qwen3_5, qwen3_next,
                                 seq2seq)
 from glassformer.models.model import Model
 from glassformer.models.registry import FAMILIES, arch_of, config_from_dict, family
@@ -37,6 +38,9 @@ CONFIGS = [
                         final_softcap=30.0),
     gpt_oss.GptOssConfig(**TINY, n_experts=3, expert_d_ff=5, sliding_window=2,
                          full_layers=(1,)),
+    qwen3_next.Qwen3NextConfig(n_layer=3, full_layers=(1,), n_experts=3, shared_d_ff=5,
+                               dense_layers=(2,)),
+    qwen3_5.Qwen35Config(n_layer=2, full_layers=(0,)),
 ]
 
 
@@ -71,7 +75,8 @@ def test_registry_holds_each_module_record():
     assert FAMILIES == {"gpt2": gpt2.FAMILY, "llama": llama.FAMILY, "bert": bert.FAMILY,
                         "transformer": seq2seq.FAMILY, "moe": moe.FAMILY,
                         "mixtral": mixtral.FAMILY, "deepseek_v3": deepseek_v3.FAMILY,
-                        "gemma3": gemma3.FAMILY, "gpt_oss": gpt_oss.FAMILY}
+                        "gemma3": gemma3.FAMILY, "gpt_oss": gpt_oss.FAMILY,
+                        "qwen3_next": qwen3_next.FAMILY, "qwen3_5": qwen3_5.FAMILY}
     for name, fam in FAMILIES.items():
         assert fam.name == name == fam.config.ARCH
     assert gpt2.FAMILY.sliding_context and not llama.FAMILY.sliding_context

@@ -13,6 +13,7 @@ from glassformer.explain.parts.activation import GELU, SILU, SWIGLU
 from glassformer.explain.parts.attention import ATTENTION
 from glassformer.explain.parts.attention_block import MHA
 from glassformer.explain.parts.cross_attention import CROSS_ATTENTION
+from glassformer.explain.parts.delta_rule import DELTA_RULE
 from glassformer.explain.parts.dpo import DPO
 from glassformer.explain.parts.embedding import EMBEDDING
 from glassformer.explain.parts.eval import EVAL
@@ -31,7 +32,8 @@ from glassformer.explain.parts.window import WINDOW
 
 PARTS: dict[str, Part] = {part.name: part for part in (
     ATTENTION, LAYER_NORM, RMS_NORM, GELU, SILU, SWIGLU, SOFTMAX, CROSS_ENTROPY, EMBEDDING, ROPE,
-    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE, DPO, GRPO, WINDOW, SINK, QUANT)}
+    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE, DPO, GRPO, WINDOW, SINK, QUANT,
+    DELTA_RULE)}
 # Walkthroughs of what a whole model is used for: forward only, no gradient to check.
 WALKTHROUGHS: dict[str, Part] = {part.name: part for part in (EVAL,)}
 

@@ -12,8 +12,10 @@ from glassformer.gradcheck.cases import attention_block
 from glassformer.gradcheck.cases import bert_mlm
 from glassformer.gradcheck.cases import clamped_swiglu
 from glassformer.gradcheck.cases import cross_entropy
+from glassformer.gradcheck.cases import delta_rule
 from glassformer.gradcheck.cases import dropout
 from glassformer.gradcheck.cases import embedding
+from glassformer.gradcheck.cases import gated_delta_block
 from glassformer.gradcheck.cases import layer_norm
 from glassformer.gradcheck.cases import linear
 from glassformer.gradcheck.cases import lora
@@ -55,6 +57,8 @@ _MODULES = [
     bert_mlm,
     moe_balance,
     sae,
+    delta_rule,
+    gated_delta_block,
 ]
 
 ALL_CASES = [case for module in _MODULES for case in module.CASES]

@@ -41,6 +41,17 @@ class Stack(NamedTuple):
     transpose: bool      # each slice as Rename's transpose
 
 
+class Convert(NamedTuple):
+    """Tensors that are not a rename: HF's joined or interleaved layout, or a stored offset
+    (Qwen3-Next's per-head interleaved projections, its zero-centred norms). Its three functions
+    are written once, beside the table that uses them (io/hf/qwen3_next.py)."""
+    ours: tuple[str, ...]    # glassformer names ("{i}" rows: layer-local)
+    theirs: tuple[str, ...]  # HF keys, "{i}" for the layer index
+    load: Callable           # (cfg, *HF tensors) -> our arrays, in `ours` order
+    save: Callable           # (cfg, *our arrays) -> HF tensors, in `theirs` order
+    shapes: Callable         # (cfg, *our shapes) -> HF shapes, in `theirs` order
+
+
 class Squeeze(NamedTuple):
     ours: str            # glassformer name of a (N,) vector
     theirs: str          # HF key of the same values as a (1, N) row (BART's final_logits_bias)
@@ -93,6 +104,8 @@ class ModelType(NamedTuple):
     reads: frozenset          # keys from_hf reads, or may ignore (the family file says why)
     required: dict            # switch key -> the values glassformer implements
     from_hf: Callable         # (config.json dict, **HFFamily.from_tensors) -> config
+    layer_types: tuple = ()   # layer_types it reads beyond io/hf_config.py's LAYER_TYPES
+                              # (a hybrid's "linear_attention")
 
 
 def save_tokenizer_files(tokenizer, folder, cfg) -> None:

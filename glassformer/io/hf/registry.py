@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from glassformer.errors import GlassformerError
 from glassformer.io.hf import (bert, deepseek_v3, gemma3, gpt2, gpt_oss, llama, mixtral, moe,
-                               seq2seq)
+                               qwen3_next, seq2seq)
 from glassformer.io.hf.records import HFFamily, ModelType
 
 # glassformer arch -> its HFFamily
 FAMILIES: dict[str, HFFamily] = {f.arch: f for f in (gpt2.FAMILY, llama.FAMILY, bert.FAMILY,
                                                      seq2seq.FAMILY, moe.FAMILY, mixtral.FAMILY,
                                                      deepseek_v3.FAMILY, gemma3.FAMILY,
-                                                     gpt_oss.FAMILY)}
+                                                     gpt_oss.FAMILY, qwen3_next.FAMILY,
+                                                     qwen3_next.FAMILY_3_5)}
 # config.json model_type -> its ModelType, in the order error messages list them
 MODEL_TYPES: dict[str, ModelType] = {t.name: t for f in FAMILIES.values() for t in f.model_types}
 

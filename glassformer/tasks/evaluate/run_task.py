@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from glassformer.errors import GlassformerError
-from glassformer.tasks.evaluate.encode import encode_pair
+from glassformer.tasks.evaluate.batches import plan_batches
+from glassformer.tasks.evaluate.encode import Encoded, encode_pair
 from glassformer.tasks.evaluate.items import read_items
 from glassformer.tasks.evaluate.metrics import centred, pick
 from glassformer.tasks.evaluate.prompts import requests
-from glassformer.tasks.evaluate.score import score_requests
+from glassformer.tasks.evaluate.score import Scored, score_batch
 from glassformer.tasks.evaluate.tasks_table import CHOICE, LM, TaskSpec
 
 
@@ -36,12 +37,14 @@ class TaskResult(NamedTuple):
     items: list[dict]            # per item: line, logliks, token_logps, pred, pred_norm, gold
 
 
-def score_item(model, spec: TaskSpec, items, index: int, shots: int) -> tuple[dict, int, bool]:
-    """One item's record, the positions it ran and whether its prompt was truncated."""
-    encoded = [encode_pair(model.tokenizer, context, continuation, model.context_len)
-               for context, continuation in requests(spec, items, index, shots)]
-    scored = score_requests(model, encoded)
-    item = items[index]
+def encode_item(model, spec: TaskSpec, items, index: int, shots: int) -> list[Encoded]:
+    """items[index]'s requests (one an option) as the tokens the model reads and scores."""
+    return [encode_pair(model.tokenizer, context, continuation, model.context_len)
+            for context, continuation in requests(spec, items, index, shots)]
+
+
+def item_record(spec: TaskSpec, item, scored: Scored) -> dict:
+    """One item's record: its options' log-likelihoods and the options they pick."""
     sums = [sum(logps) for logps in scored.logps]
     record = {"line": item.line, "gold": item.gold, "logliks": sums,
               "token_logps": scored.logps}
@@ -51,27 +54,29 @@ def score_item(model, spec: TaskSpec, items, index: int, shots: int) -> tuple[di
         record["pred"] = pick(sums)
     if spec.kind == CHOICE:
         record["pred_norm"] = pick(sums, [len(option) for option in item.options])
-    return record, scored.tokens, any(e.truncated for e in encoded)
+    return record
 
 
 def evaluate_task(model, spec: TaskSpec, data_dir: str | Path, *, limit: int | None = None,
                   shots: int | None = None,
                   on_item: Callable[[int, int], None] | None = None) -> TaskResult:
     """Score the first `limit` items of a task (all by default) with `shots` examples each
-    (default: the task's DCLM count); on_item(done, total) after each."""
+    (default: the task's DCLM count), several items a forward (batches.py); on_item(done,
+    total) as items finish."""
     if model.tokenizer is None:
         raise GlassformerError("this model has no tokenizer: evaluation needs the text encoded")
     items = read_items(Path(data_dir) / spec.file, spec.kind)
     shots = spec.shots if shots is None else shots
     total = len(items) if limit is None else min(limit, len(items))
-    start, tokens, truncated, records = time.perf_counter(), 0, 0, []
-    for index in range(total):
-        record, ran, cut = score_item(model, spec, items, index, shots)
-        records.append(record)
-        tokens += ran
-        truncated += cut
+    start, tokens, records = time.perf_counter(), 0, [None] * total
+    encoded = [encode_item(model, spec, items, index, shots) for index in range(total)]
+    for batch in plan_batches(encoded):
+        for index, scored in zip(batch, score_batch(model, [encoded[i] for i in batch])):
+            records[index] = item_record(spec, items[index], scored)
+            tokens += scored.tokens
         if on_item is not None:
-            on_item(index + 1, total)
+            on_item(sum(record is not None for record in records), total)
+    truncated = sum(any(e.truncated for e in group) for group in encoded)
     acc = sum(r["pred"] == r["gold"] for r in records) / total
     acc_norm = (sum(r["pred_norm"] == r["gold"] for r in records) / total
                 if spec.kind == CHOICE else None)

@@ -1,18 +1,20 @@
-"""Scoring one item's requests: their shared beginning runs once, each option continues from the
-KV cache.
+"""Scoring items' requests: each item's shared beginning runs once, each option continues from
+the KV cache, and several items share each forward.
 
-    prefix     the longest run of tokens every request's inputs begin with (the few-shot
+    prefix     the longest run of tokens every request of an item begins with (the few-shot
                examples and the query of a multiple-choice item; the examples and the common
                start of the context options of a schema item), cut so that it stops before any
                request's first scored position
-    1. forward(prefix) into a one-row cache                                   (1, P)
-    2. the cache repeated to one row per request (KVCache.select_rows)        (N rows)
-    3. forward(rest of each request's inputs, right-padded) from position P   (N, R)
+    1. forward(every item's prefix, right-padded) into a cache, one row an item   (G, P)
+    2. the cache repeated to one row per request (KVCache.select_rows)            (N rows)
+    3. forward(rest of each request's inputs, right-padded) from its item's prefix (N, R)
     4. log_softmax at the scored positions; a request's log-likelihood is the sum over its
        continuation's tokens, and it is greedy when every one is the argmax
 
-Right padding needs no mask: a causal model's real positions never see the padding after them.
-The result equals running each request's whole sequence from scratch (tests: within 1e-5).
+Right padding after a row's real tokens needs no mask: a causal model's real positions never see
+the padding after them. The padding between a shorter prefix and the longest one is in the
+cache, before the rest: those keys are masked and the rest's positions count from the row's own
+prefix. The result equals running each request's whole sequence from scratch (tests: 1e-5).
 """
 from __future__ import annotations
 
@@ -40,25 +42,73 @@ def shared_prefix(requests: list[Encoded]) -> int:
     return length
 
 
+def _prefix(requests: list[Encoded]) -> int:
+    """The prefix an item runs once: shared, and short of its longest input (every row of the
+    second forward reads at least one position)."""
+    return min(shared_prefix(requests), max(len(r.inputs) for r in requests) - 1)
+
+
+def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
+    """Several items' requests (one group an item) in two forwards, each item's prefix once.
+
+        1. every item's prefix, right-padded, in one forward into a G-row cache      (G, P)
+           (last_only: the prefix's logits are never read)
+        2. the cache rows repeated, one per request, from its item's row             (N rows)
+        3. every request's rest, right-padded, in one forward                         (N, R)
+           row n at positions p_n, p_n + 1, ... (p_n its item's prefix) with the keys
+           [p_n, P) masked: they hold another item's longer prefix's padding
+        4. the LM head and log_softmax at each request's scored positions only
+           (family.forward's head_rows: no logits for padding or unscored rest tokens)
+
+    With one item (or prefixes of one length) there is nothing to mask: positions and mask
+    are left to the model's defaults. Equal to scoring each item alone (tests: within 1e-5).
+    """
+    prefixes = [_prefix(group) for group in groups]
+    longest_prefix = max(prefixes)
+    owners = np.asarray([g for g, group in enumerate(groups) for _ in group], np.int64)  # (N,)
+    flat = [request for group in groups for request in group]
+    starts = [prefixes[g] for g in owners]                                            # p_n
+    width = max(len(r.inputs) - p for r, p in zip(flat, starts))                       # R
+    cache = model.new_cache(len(groups), max_len=longest_prefix + width)
+    if longest_prefix:
+        head = np.zeros((len(groups), longest_prefix), np.int64)                        # (G, P)
+        for g, group in enumerate(groups):
+            head[g, :prefixes[g]] = group[0].inputs[:prefixes[g]]
+        model.forward(head, kv_cache=cache, last_only=True)
+        cache.advance(longest_prefix)
+    cache = cache.select_rows(owners)
+    rest = np.zeros((len(flat), width), np.int64)                                       # (N, R)
+    for row, (request, start) in enumerate(zip(flat, starts)):
+        rest[row, :len(request.inputs) - start] = request.inputs[start:]
+    ragged = {}
+    if min(prefixes) < longest_prefix:
+        keys = np.ones((len(flat), longest_prefix + width), bool)                    # (N, P + R)
+        for row, start in enumerate(starts):
+            keys[row, start:longest_prefix] = False
+        positions = np.asarray(starts, np.int64)[:, None] + np.arange(width)           # (N, R)
+        positions = np.minimum(positions, model.context_len - 1)   # padding: any valid place
+        ragged = {"key_mask": keys, "positions": positions}
+    rows, cols = [], []                  # the scored positions: the head runs on those alone
+    for row, (request, start) in enumerate(zip(flat, starts)):
+        n, end = len(request.targets), len(request.inputs) - start
+        rows += [row] * n
+        cols += range(end - n, end)
+    logits, _ = model.family.forward(model.params, rest, model.cfg, kv_cache=cache,
+                                     head_rows=(np.asarray(rows), np.asarray(cols)),
+                                     **ragged)                                   # (sum n, V)
+    scored, at = [], 0
+    for group, prefix in zip(groups, prefixes):
+        logps, greedy = [], []
+        for request in group:
+            n = len(request.targets)
+            scores, _ = log_softmax_forward(logits[at:at + n].astype(np.float64))     # (n, V)
+            logps.append(scores[np.arange(n), request.targets].tolist())
+            greedy.append(bool(np.all(scores.argmax(-1) == request.targets)))
+            at += n
+        scored.append(Scored(logps, greedy, prefix + sum(len(r.inputs) - prefix for r in group)))
+    return scored
+
+
 def score_requests(model, requests: list[Encoded]) -> Scored:
     """Each request's per-token log-likelihoods and greediness, the prefix computed once."""
-    rows = len(requests)
-    longest = max(len(r.inputs) for r in requests)
-    prefix = min(shared_prefix(requests), longest - 1)   # every forward reads a position
-    cache = model.new_cache(1, max_len=max(longest, 1))
-    if prefix:
-        model.forward(requests[0].inputs[None, :prefix], kv_cache=cache)   # (1, P)
-        cache.advance(prefix)
-    cache = cache.select_rows(np.zeros(rows, np.int64))
-    rest = np.zeros((rows, longest - prefix), np.int64)                    # (N, R), right-padded
-    for row, request in enumerate(requests):
-        rest[row, :len(request.inputs) - prefix] = request.inputs[prefix:]
-    logits, _ = model.forward(rest, kv_cache=cache)                        # (N, R, V)
-    logps, greedy = [], []
-    for row, request in enumerate(requests):
-        n = len(request.targets)
-        end = len(request.inputs) - prefix
-        scores, _ = log_softmax_forward(logits[row, end - n:end].astype(np.float64))  # (n, V)
-        logps.append(scores[np.arange(n), request.targets].tolist())
-        greedy.append(bool(np.all(scores.argmax(-1) == request.targets)))
-    return Scored(logps, greedy, prefix + sum(len(r.inputs) - prefix for r in requests))
+    return score_batch(model, [requests])[0]

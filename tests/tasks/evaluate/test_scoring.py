@@ -10,7 +10,8 @@ from glassformer.tasks.evaluate.items import Item, read_items
 from glassformer.tasks.evaluate.metrics import centred, pick, stderr
 from glassformer.tasks.evaluate.prompts import draw_shots, requests
 from glassformer.tasks.evaluate.run_task import evaluate_task
-from glassformer.tasks.evaluate.score import score_requests
+from glassformer.tasks.evaluate.batches import plan_batches
+from glassformer.tasks.evaluate.score import score_batch, score_requests, shared_prefix
 from glassformer.tasks.evaluate.tasks_table import CHOICE, SCHEMA, TASKS
 
 from eval_fixtures import DATA, tiny_model
@@ -36,6 +37,38 @@ def test_cached_prefix_equals_scoring_each_sequence_from_scratch(model, task):
             np.testing.assert_allclose(got, from_scratch(model, request), atol=1e-5)
 
 
+@pytest.mark.parametrize("task,shots", [("arc_easy", 2), ("winograd", 0), ("lambada_openai", 1)])
+def test_items_batched_together_score_as_each_alone(model, task, shots):
+    """Prefixes of different lengths in one forward (masked padding, own positions) change
+    nothing: each item's log-probs equal score_requests on it alone, and evaluate_task's."""
+    spec = TASKS[task]
+    items = read_items(DATA / spec.file, spec.kind)     # the whole file, as evaluate_task draws
+    groups = [[encode_pair(model.tokenizer, c, x, model.context_len)
+               for c, x in requests(spec, items, index, shots)] for index in range(5)]
+    assert len({shared_prefix(group) for group in groups}) > 1       # ragged prefixes
+    batched = score_batch(model, groups)
+    result = evaluate_task(model, spec, DATA, limit=5, shots=shots)
+    for group, together, record in zip(groups, batched, result.items):
+        alone = score_requests(model, group)
+        for got, want in zip(together.logps, alone.logps):
+            np.testing.assert_allclose(got, want, atol=1e-5)
+        assert together.greedy == alone.greedy and together.tokens == alone.tokens
+        np.testing.assert_allclose(record["logliks"], [sum(x) for x in alone.logps], atol=1e-5)
+
+
+def test_plan_batches_keeps_every_item_once_within_the_limits(model):
+    spec = TASKS["arc_easy"]
+    items = read_items(DATA / spec.file, spec.kind)[:30]
+    groups = [[encode_pair(model.tokenizer, c, x, model.context_len)
+               for c, x in requests(spec, items, index, index % 4)] for index in range(30)]
+    batches = plan_batches(groups, rows=9, positions=1500)
+    assert sorted(i for batch in batches for i in batch) == list(range(30))
+    for batch in batches:
+        rows = sum(len(groups[i]) for i in batch)
+        longest = max(len(r.inputs) for i in batch for r in groups[i])
+        assert len(batch) == 1 or (rows <= 9 and rows * longest <= 1500)
+
+
 def test_truncation_keeps_the_last_tokens(model):
     encoded = encode_pair(model.tokenizer, "a" * 1000 + " b ", "cd", model.context_len)
     assert encoded.truncated and len(encoded.inputs) == model.context_len
@@ -56,15 +89,16 @@ def test_an_oracle_scores_centred_one(monkeypatch, model):
 
     spec = TASKS["copa"]
     items = read_items(DATA / spec.file, spec.kind)
-    state = {"index": 0}
+    golds = {}      # the first request's inputs -> its item's gold (items are batched, reordered)
+    for index, item in enumerate(items[:30]):
+        golds[run_task.encode_item(model, spec, items, index, 0)[0].inputs.tobytes()] = item.gold
 
-    def oracle(model, encoded):
-        gold = items[state["index"]].gold
-        state["index"] += 1
-        return Scored([[0.0 if i == gold else -9.0] for i in range(len(encoded))],
-                      [True] * len(encoded), 1)
+    def oracle(model, groups):
+        return [Scored([[0.0 if i == golds[group[0].inputs.tobytes()] else -9.0]
+                        for i in range(len(group))], [True] * len(group), 1)
+                for group in groups]
 
-    monkeypatch.setattr(run_task, "score_requests", oracle)
+    monkeypatch.setattr(run_task, "score_batch", oracle)
     result = evaluate_task(model, spec, DATA, limit=30)
     assert result.acc == 1.0 and result.acc_norm == 1.0 and result.centred == 1.0
 

