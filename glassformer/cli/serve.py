@@ -43,6 +43,10 @@ def add_arguments(parser) -> None:
                              "steps of the running replies, so they keep their pace; 0 feeds "
                              f"it in one piece (default: {PREFILL_CHUNK})")
     add_template_budget_arguments(parser)
+    parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
+                        help="a reasoning model (<think> ... </think>) thinks at most N tokens "
+                             "per reply; then </think> is written for it and it answers "
+                             "(default: no limit)")
 
 
 PREFILL_CHUNK = 64    # a few decode steps of 8 rows on SmolLM2: docs/performance.md
@@ -60,6 +64,8 @@ def run(args) -> int:
         raise GlassformerError(f"--prefill-chunk must be >= 0 (0: off), got {args.prefill_chunk}")
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
+    if args.reasoning_budget is not None and args.reasoning_budget < 0:
+        raise GlassformerError(f"--reasoning-budget must be >= 0, got {args.reasoning_budget}")
     budget = template_budget(args)
     model = load_model_shown(args.model, adapter=args.adapter,
                              dequantize=args.dequantize)
@@ -67,4 +73,5 @@ def run(args) -> int:
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
                  context=args.context, embed_max_length=embed_max_length,
-                 template_budget=budget, prefill_chunk=args.prefill_chunk)
+                 template_budget=budget, prefill_chunk=args.prefill_chunk,
+                 reasoning_budget=args.reasoning_budget)

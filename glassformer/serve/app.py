@@ -2,10 +2,11 @@
 
     GET  /                      the chat page (page.py)
     GET  /health                {"status": "ok"}
-    GET  /v1/models             the one model served
+    GET  /v1/models             the one model served (chat_template: whether it can chat)
     POST /v1/completions        a causal model continues text          (engine.py)
                                 (echo: the prompt's own log-probabilities, echo.py)
     POST /v1/chat/completions   its chat template, then the same       (tasks/chat.py's rules)
+                                (a reasoning model's thinking apart: reasoning.py)
     POST /v1/embeddings         a sentence encoder's vectors           (tasks/embed.py)
 
 A request is checked before it reaches the engine: its body (body.py: at most MAX_BODY_BYTES,
@@ -43,6 +44,7 @@ from glassformer.serve.guard import Guard
 from glassformer.serve.page import chat_page
 from glassformer.serve.echo import echo_body, echoed
 from glassformer.serve.prompts import chat_prompt, text_prompts
+from glassformer.serve.reasoning import thinking_of
 from glassformer.serve.sequence import Sequence, Settings
 from glassformer.serve.structured import Grammars, response_schema
 from glassformer.serve.tools import tool_messages, tool_plan
@@ -56,11 +58,15 @@ class Served:
     """What the routes share: the model, its name, the engine (causal models), the key."""
 
     def __init__(self, model, name: str, engine=None, api_key: str | None = None,
-                 embed_max_length: int = 256, template_budget=None):
+                 embed_max_length: int = 256, template_budget=None,
+                 reasoning_budget: int | None = None):
         self.model, self.name, self.engine, self.api_key = model, name, engine, api_key
         self.embed_max_length = embed_max_length
         self.template_budget = template_budget   # chat templates' render limits (None: default)
         self.grammars = Grammars(model)          # response_format's tables (structured.py)
+        self.thinking = (thinking_of(model, template_budget, reasoning_budget)   # <think>
+                         if model.tokenizer is not None and model.family.kind == CAUSAL
+                         else None)                                        # (reasoning.py)
 
 
 def create_app(served: Served) -> Starlette:
@@ -129,7 +135,20 @@ def check_kind(served: Served, kind: str, what: str) -> None:
 # --- routes ---------------------------------------------------------------------------------
 
 async def page(request):
-    return HTMLResponse(chat_page(request.app.state.served.name))
+    served = request.app.state.served
+    return HTMLResponse(chat_page(served.name, has_chat_template(served)))
+
+
+def has_chat_template(served: Served) -> bool:
+    """Whether the model can chat: a causal model whose tokenizer has a template (or ChatML's
+    tokens); the page opens in completion mode otherwise."""
+    if served.model.family.kind != CAUSAL:
+        return True
+    try:
+        chat_template_of(served.model.tokenizer, served.template_budget)
+    except GlassformerError:
+        return False
+    return True
 
 
 async def health(request):
@@ -140,7 +159,8 @@ async def models(request):
     served = request.app.state.served
     check_key(request, served)
     return JSONResponse({"object": "list", "data": [
-        {"id": served.name, "object": "model", "created": 0, "owned_by": "glassformer"}]})
+        {"id": served.name, "object": "model", "created": 0, "owned_by": "glassformer",
+         "chat_template": has_chat_template(served)}]})
 
 
 async def embeddings(request):
@@ -214,10 +234,13 @@ async def generate(request, *, chat: bool):
         table = await run_in_threadpool(served.grammars.table, schema, stop_ids)
         for seq in sequences:
             seq.constraint = RowConstraint.start(table)
+    reasoning = chat and served.thinking is not None
+    for seq in sequences if reasoning else []:   # thinking apart from the answer
+        seq.reasoning = served.thinking.start(served.model.tokenizer, seq.prompt)
     prefix = "chatcmpl" if chat else "cmpl"
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
                             protocol.include_usage(body) if stream else False, per_prompt=n,
-                            tools=plan)
+                            tools=plan, reasoning=reasoning)
     try:
         served.engine.submit(sequences)
     except QueueFull as err:

@@ -11,7 +11,8 @@ reply in flight in the same forward. Its loop, once per step:
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
        generate() uses: all rows in one call) after its grammar's mask when its request
-       asked for a response_format (generate/constrain/), and stops on its own conditions;
+       asked for a response_format (generate/constrain/), and stops on its own conditions
+       (a reasoning budget spent puts the closing tag in place of the sample: reasoning.py);
        a finished row leaves, the others go on
 
 The server's ASGI side talks to the engine only through `submit` (a bounded waiting list: a full
@@ -37,6 +38,7 @@ from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
 from glassformer.serve.metrics import Metrics
 from glassformer.serve.prefill import Prefill
+from glassformer.serve.reasoning import force_rows
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
 
@@ -224,6 +226,7 @@ class Engine:
                      [seq.rng for seq in seqs],                     # (n,) generate()'s sampler
                      history=[History(seq.prompt, seq.output) for seq in seqs])
         advance_rows(constraints, ids)
+        force_rows(ids, seqs)              # reasoning budgets (rows without a grammar only)
         infos = self.token_infos(logits, ids, seqs)                 # the model's own log-probs
         self.next_tokens[rows] = ids
         for seq, row, token_id, info in zip(seqs, rows, ids, infos):

@@ -7,6 +7,8 @@ taken as they are (no BOS added: lm-evaluation-harness sends its own), each chec
 vocabulary. `/v1/chat/completions` renders its `messages` with the model's own
 chat template in Jinja's sandbox, exactly as `glassformer chat` does (tasks/chat.py's
 ChatSession: its prompt_ids and stop_ids); a template that raises is the request's 400.
+`chat_template_kwargs` (as vLLM takes it: Qwen3's `{"enable_thinking": false}`) are more
+variables for the template; the names the renderer itself takes are refused.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from glassformer.tokenizers.end_of_text import end_of_text_ids
 
 MAX_PROMPTS = 256          # prompts in one request
 TOOL_KEYS = ("tool_calls", "tool_call_id", "name")   # kept for templates that render tools
+RESERVED = ("messages", "add_generation_prompt", "budget", "template")   # render_chat's own
 PROMPT_FORMS = (f"a non-empty string, token ids, or a list of at most {MAX_PROMPTS} "
                 "non-empty strings or lists of token ids")
 
@@ -89,8 +92,26 @@ def chat_prompt(model, body: dict, budget=None, tools=None) -> tuple[list[int], 
     """tools: given to a template that renders them (serve/tools.py), else None."""
     messages = check_messages(body.get("messages"))
     template = chat_template_of(model.tokenizer, budget)
+    extra = template_kwargs(body)
     if tools is not None:
-        template = template._replace(variables={**template.variables, "tools": tools})
+        extra["tools"] = tools
+    if extra:
+        template = template._replace(variables={**template.variables, **extra})
     session = ChatSession(model, template)
     return session.prompt_ids(messages), session.stop_ids()
 
+
+
+def template_kwargs(body: dict) -> dict:
+    """chat_template_kwargs: an object of variables for the template (a copy)."""
+    value = body.get("chat_template_kwargs")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad("chat_template_kwargs", "an object of template variables, such as "
+                  "{\"enable_thinking\": false}", value)
+    taken = [name for name in value if name in RESERVED or name.startswith("_")]
+    if taken:
+        raise bad("chat_template_kwargs", f"variables other than {', '.join(RESERVED)} and "
+                  "names starting with '_'", taken[0])
+    return dict(value)

@@ -35,6 +35,7 @@ class Request(NamedTuple):
     include_usage: bool = False
     per_prompt: int = 1      # n: choices p*n .. p*n+n-1 continue prompt p
     tools: object = None     # the request's ToolPlan (tools.py): replies may be tool calls
+    reasoning: bool = False  # replies' thinking is split off (reasoning.py): message.reasoning
 
 
 def event_sink(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue):
@@ -63,6 +64,7 @@ async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
     """The whole response body once every choice is finished."""
     n = len(request.sequences)
     texts, tokens = [[] for _ in range(n)], [[] for _ in range(n)]
+    thoughts = [[] for _ in range(n)]
     finished: dict[int, Finished] = {}
     try:
         while len(finished) < n:
@@ -74,7 +76,7 @@ async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
                     raise asyncio.CancelledError from None
                 continue
             if isinstance(event, Delta):
-                texts[event.index].append(event.text)
+                (thoughts if event.reasoning else texts)[event.index].append(event.text)
                 tokens[event.index].extend(event.tokens)
             else:
                 finished[event.index] = event
@@ -87,6 +89,9 @@ async def collect(request: Request, disconnected) -> tuple[dict, Usage]:
     usage = total_usage([finished[i].usage for i in range(n)], request.per_prompt)
     choices = [whole_choice(request, i, "".join(texts[i]), tokens[i], finished[i].reason)
                for i in range(n)]
+    if request.reasoning:   # as vLLM: null when the reply did not think
+        for choice, thought in zip(choices, thoughts):
+            choice["message"]["reasoning"] = "".join(thought) or None
     kind = "chat.completion" if request.chat else "text_completion"
     return {**envelope(kind, request.request_id, request.model), "choices": choices,
             "usage": usage_body(usage)}, usage
@@ -136,7 +141,7 @@ async def stream(request: Request, record: dict) -> AsyncIterator[str]:
                 break
             if isinstance(event, Finished):
                 usages[event.index] = event.usage
-            if request.tools is not None and isinstance(event, Delta):
+            if request.tools is not None and isinstance(event, Delta) and not event.reasoning:
                 held[event.index].append(event.text)
                 continue
             if request.tools is not None:
@@ -166,7 +171,8 @@ def chunk_choice(request: Request, event, offsets: list[int]) -> dict:
         text, tokens, reason = event.text, event.tokens, None
     wants = request.sequences[index].settings.logprobs is not None and tokens
     if request.chat:
-        delta = {"content": text} if reason is None else {}
+        field = "reasoning" if isinstance(event, Delta) and event.reasoning else "content"
+        delta = {field: text} if reason is None else {}
         return {"index": index, "delta": delta,
                 "logprobs": chat_logprobs(tokens) if wants else None, "finish_reason": reason}
     logprobs = completion_logprobs(tokens, offsets[index]) if wants else None

@@ -56,7 +56,8 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
-          template_budget=None, prefill_chunk: int = 0) -> int:
+          template_budget=None, prefill_chunk: int = 0,
+          reasoning_budget: int | None = None) -> int:
     try:
         import uvicorn
 
@@ -73,7 +74,11 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
                                "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
                          prefill_chunk=prefill_chunk) if kind == CAUSAL else None
-    served = Served(model, name, engine, api_key, embed_max_length, template_budget)
+    served = Served(model, name, engine, api_key, embed_max_length, template_budget,
+                    reasoning_budget)
+    if reasoning_budget is not None and served.thinking is None:
+        raise GlassformerError(f"--reasoning-budget is for reasoning models: {name}'s tokenizer "
+                               "and chat template have no </think>; leave the flag out")
     sock = open_socket(host, port)
     where = f"http://{host if ':' not in host else f'[{host}]'}:{sock.getsockname()[1]}"
     print(f"glassformer serve: {name} at {where}/v1 (chat page: {where}/); Ctrl-C stops",

@@ -8,6 +8,9 @@ reads, in the engine's thread:
                                string found ends the reply there (it is not sent, as OpenAI)
              --> Delta(text, tokens) ... then Finished(reason, usage)
 
+A chat reply of a reasoning model (`reasoning`, reasoning.py's Reasoning) is split once more:
+its thinking's Deltas have `reasoning` True, its answer's False.
+
 Each event goes to `on_event` (the server hands it to its asyncio loop). A sequence ends at a
 stop id (the tokenizer's end of text or turn: reason "stop", the id not part of the reply), a
 stop string ("stop"), max_tokens ("length") or when its client leaves (`cancelled`, set from
@@ -47,6 +50,7 @@ class Delta(NamedTuple):
     index: int
     text: str
     tokens: list[TokenInfo]
+    reasoning: bool = False              # text of the thinking (reasoning.py), not the answer
 
 
 class Usage(NamedTuple):
@@ -101,6 +105,7 @@ class Sequence:
     rng: np.random.Generator = None
     cancelled: bool = False              # set by the server when the client leaves
     constraint: object = None            # a RowConstraint (response_format), or None
+    reasoning: object = None             # a Reasoning (reasoning.py): thinking split off
     cached_tokens: int = 0
     new_tokens: int = 0
     finished: bool = False
@@ -126,6 +131,8 @@ class Sequence:
         self.output.append(token_id)
         if info is not None:
             self.pending.append(info)
+        if self.reasoning is not None:
+            self.reasoning.count()
         self.feed.ids.append(token_id)
         step = next(self.text)
         if self.add_text(step.text):
@@ -139,7 +146,7 @@ class Sequence:
         held = self.held + text
         found = [held.find(stop) for stop in self.settings.stop if stop in held]
         if found:
-            self.send(held[:min(found)])
+            self.send(held[:min(found)], last=True)
             self.held = ""
             self.finish("stop", flush=False)
             return True
@@ -148,9 +155,21 @@ class Sequence:
         self.held = held[len(held) - keep:]
         return False
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, last: bool = False) -> None:
+        if self.reasoning is not None:
+            return self.send_split(text, last)
         if text or self.pending:
             self.on_event(Delta(self.index, text, self.pending))
+            self.pending = []
+
+    def send_split(self, text: str, last: bool) -> None:
+        """A reasoning model's text as thinking and answer Deltas (the tokens go with the
+        first; they wait for text while it is held back, unless this is the last send)."""
+        parts = self.reasoning.split(text) + (self.reasoning.flush() if last else [])
+        if not parts and last and self.pending:
+            parts = [(self.reasoning.thinking, "")]
+        for thinking, piece in parts:
+            self.on_event(Delta(self.index, piece, self.pending, thinking))
             self.pending = []
 
     def usage(self) -> Usage:
@@ -163,7 +182,7 @@ class Sequence:
         self.finished = True
         if flush and reason != "cancelled":
             tail = "".join(step.text for step in self.text)      # the feed is empty: a flush
-            self.send(self.held + tail)
+            self.send(self.held + tail, last=True)
         self.on_event(Finished(self.index, reason, self.usage(), message))
 
 

@@ -66,3 +66,24 @@ def save_chat_model(path, max_seq_len: int = 256, n_bytes: int = 128, model: Mod
     model.tokenizer.config = TokenizerConfig(TEMPLATE, {"eos_token": "<|im_end|>"})
     save_pretrained(model, path)
     return path
+
+
+# Qwen3-style: the generation prompt opens <think> unless enable_thinking is false, which closes it
+# (as Qwen3's own template does, there with an empty thinking)
+THINKING_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}{% else %}{{ '<think>\\n' }}{% endif %}{% endif %}")
+
+
+def thinking_model() -> Model:
+    """tiny_chat_model with <think> and </think> as control tokens and THINKING_TEMPLATE."""
+    names = SPECIAL_NAMES + ("<think>", "</think>")
+    tokenizer = BPETokenizer({bytes([b]): b for b in range(128)}, [],
+                             special_tokens={name: 128 + i for i, name in enumerate(names)})
+    tokenizer.config = TokenizerConfig(THINKING_TEMPLATE, {"eos_token": "<|im_end|>"})
+    cfg = llama.LlamaConfig(vocab_size=tokenizer.vocab_size, max_seq_len=128, n_layer=2,
+                            n_head=4, n_kv_head=2, d_model=32)
+    return Model(cfg, sharpened(llama.init_params(cfg, np.random.default_rng(0))), tokenizer)
