@@ -162,3 +162,23 @@ def test_bad_pages_are_one_line(shown, tmp_path, capsys):
     assert main(["sae", "features", "--model", "tiny", "--data", str(data), "--sae",
                  str(tmp_path), "--feature", "x"]) == 2
     assert "--html" in capsys.readouterr().err
+
+
+def test_inline_view_frames_the_same_page(shown, tmp_path, open_page):
+    from glassformer.viewer.interp_page import heads_section, interp_page_data, interp_view
+    scores = {"induction": head_scores(shown, "induction", seq_len=10, batch=2)}
+    view = interp_view(interp_page_data("tiny", heads=heads_section(
+        scores, threshold=0.4, seq_len=10, batch=2, seed=0)), lang="zh")
+    assert "InterpView(tiny: heads)" == repr(view)
+    markup = view._repr_html_()
+    assert markup.startswith("<iframe") and "glassformer-view" in markup
+    path = tmp_path / "nb.html"
+    path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{markup}'
+                    "</body></html>", encoding="utf-8")
+    watched = open_page(path)
+    frame = watched.page.wait_for_selector("iframe.glassformer-view").content_frame()
+    frame.wait_for_function("() => window.glassformerViewer !== undefined")
+    assert frame.evaluate(f"{V}.lang()") == "zh"
+    np.testing.assert_allclose(frame.evaluate(f"{V}.headScores('induction')"),
+                               scores["induction"], atol=1e-4)
+    assert watched.errors == []
