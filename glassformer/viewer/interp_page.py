@@ -83,8 +83,9 @@ def heads_section(scores: dict, *, threshold: float, seq_len: int, batch: int,
                   seed: int) -> dict:
     """{kind: (L, H) scores} as grids, with the heads above threshold named, best first."""
     kinds = {}
-    for kind, grid in scores.items():
-        grid = np.asarray(grid)
+    order = sorted(scores, key=lambda kind: (kind != "induction", kind))   # induction first
+    for kind in order:
+        grid = np.asarray(scores[kind])
         above = sorted(((int(l), int(h), float(grid[l, h]))
                         for l, h in np.argwhere(grid > threshold)), key=lambda x: -x[2])
         kinds[kind] = {"scores": _rounded(grid),

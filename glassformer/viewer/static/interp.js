@@ -115,7 +115,7 @@ function headsSection() {
   const grids = [];
   Object.keys(H.kinds).forEach(function (kind) {
     const k = H.kinds[kind];
-    const cols = k.scores[0].map(function (_, h) { return "H" + h; });
+    const cols = k.scores[0].map(function (_, h) { return String(h); });   /* head numbers */
     const canvas = GF.heatmap(k.scores, { colour: function (v) { return GF.blue(v); },
       rowLabels: k.scores.map(function (_, l) { return "L" + l; }), colLabels: cols,
       describe: function (i, j, v) { return t(kind) + "  L" + i + "H" + j + "   " + v.toFixed(3); } });
