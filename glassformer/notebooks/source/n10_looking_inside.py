@@ -17,7 +17,8 @@ computed by glassformer from the forward's own `ctx`, with no PyTorch:
 3. **direct logit attribution**: split the answer's logit into what each head and MLP wrote;
 4. **a sparse autoencoder** (SAE), trained in a minute, whose features we read off the text.
 
-We use SmolLM2-135M (notebook 6). On a laptop CPU the whole notebook takes about a minute.
+We use SmolLM2-135M (notebook 6). On a laptop CPU the whole notebook takes a minute or two;
+the patching cell, 30 forward passes, is the longest.
 """, """
 # 10 · 看进模型内部：归纳头、激活修补、logit 归因、稀疏自编码器
 
@@ -32,7 +33,8 @@ TransformerLens、SAELens 和 ARENA 课程所教的；这里由 glassformer 直�
 3. **直接 logit 归因**：把答案的 logit 拆成每个注意力头和每个 MLP 各自写入的份额；
 4. **稀疏自编码器**（SAE）：一分钟训练出来，再从文本里读出它的特征。
 
-我们用第 6 课的 SmolLM2-135M。在笔记本电脑的 CPU 上，整个笔记本大约一分钟跑完。
+我们用第 6 课的 SmolLM2-135M。在笔记本电脑的 CPU 上，整个笔记本一两分钟跑完；
+最慢的是激活修补那一格，要做 30 次前向计算。
 """),
     setup(),
     code("""
