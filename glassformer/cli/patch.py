@@ -12,9 +12,11 @@ import json
 
 from glassformer.cli.common import (add_cache_argument, add_model_argument, load_model_shown,
                                      one_token, tokens_of)
+from glassformer.cli.interp_html import add_html_arguments, check_html, write_html
 from glassformer.interpret.attribution import attribution_patch
 from glassformer.interpret.patching import KINDS, check_same_length, logit_diff_metric, patch
 from glassformer.interpret.render import patching_json, patching_text
+from glassformer.viewer.interp_page import interp_page_data, patching_section
 
 NAME = "patch"
 HELP = "activation patching: which layer and position carry a clean prompt's answer"
@@ -36,9 +38,11 @@ def add_arguments(parser) -> None:
                              "one backward) instead of real patching")
     add_cache_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the tables as JSON")
+    add_html_arguments(parser, "the heat-maps")
 
 
 def run(args) -> int:
+    check_html(args)
     model = load_model_shown(args.model)
     clean, corrupt = tokens_of(model, args.clean), tokens_of(model, args.corrupt)
     check_same_length(clean[None], corrupt[None])
@@ -55,4 +59,7 @@ def run(args) -> int:
         print(json.dumps(patching_json(result, pieces)))
     else:
         print(patching_text(result, pieces))
+    write_html(args, interp_page_data(str(args.model), patching=patching_section(
+        result, pieces, clean_text=args.clean, corrupt_text=args.corrupt, target=args.target,
+        other=args.other, estimate=args.attribution)))
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 
 from glassformer.cli.common import add_model_argument, add_seed_argument, load_model_shown
+from glassformer.cli.interp_html import add_html_arguments, check_html, write_html
 from glassformer.errors import GlassformerError
 from glassformer.interpret.sae.activations import hook_width
 from glassformer.interpret.sae.model import SAEConfig
@@ -14,10 +15,13 @@ from glassformer.interpret.sae.run import StreamConfig, evaluate_folder, train_a
 from glassformer.interpret.sae.train import SAETrainConfig
 from glassformer.io.jsonl import read_text
 from glassformer.packaged import data_help, data_path
+from glassformer.viewer.interp_page import interp_page_data
+from glassformer.viewer.sae_page import sae_folder_section
 
 NAME = "sae"
 HELP = ("sparse autoencoders on a model's residual stream: `train` one (ReLU + L1 or TopK, saved "
-        "in SAELens's folder format), `eval` one (explained variance, L0, CE loss recovered)")
+        "in SAELens's folder format), `eval` one (explained variance, L0, CE loss recovered), "
+        "`features`: a page of its features")
 
 
 def _add_common(cmd, *, tokens: bool) -> None:
@@ -43,7 +47,8 @@ def _add_common(cmd, *, tokens: bool) -> None:
 
 def add_arguments(parser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True,
-                                    help="train (make an SAE) or eval (measure one)")
+                                    help="train (make an SAE), eval (measure one) or features "
+                                         "(a page of its features)")
     train = actions.add_parser("train", help="train an SAE on one hook's activations",
                                description="train an SAE on one hook's activations over a text")
     _add_common(train, tokens=True)
@@ -90,6 +95,64 @@ def add_arguments(parser) -> None:
                           help="start N tokens into the text (0); a train run's --tokens gives "
                                "its held-out positions, the ones its report measured")
     evaluate.set_defaults(run_action=run_eval)
+    add_features_action(actions)
+
+
+def add_features_action(actions) -> None:
+    """`sae features`: a saved SAE's feature pages (viewer/sae_page.py) as one HTML page."""
+    features = actions.add_parser("features", help="write a page of a saved SAE's features: "
+                                                   "top activating contexts, logit effect",
+                                  description="the features of a saved SAE over a text: each "
+                                              "one's top activating contexts and logit effect, "
+                                              "as one offline HTML page")
+    add_seed_argument(features, default=argparse.SUPPRESS)
+    add_model_argument(features, "causal LM whose activations the SAE reads")
+    features.add_argument("--data", required=True, type=data_path, metavar="TEXT",
+                          help=data_help("UTF-8 text the model reads"))
+    features.add_argument("--sae", required=True, metavar="DIR",
+                          help="an SAE folder: cfg.json + sae_weights.safetensors")
+    features.add_argument("--hook", default=None, metavar="NAME",
+                          help="where it reads (default: the folder's hook_name)")
+    features.add_argument("--tokens", type=int, default=4096, metavar="N",
+                          help="positions of the text searched for top contexts (4096)")
+    features.add_argument("--skip-tokens", type=int, default=0, metavar="N",
+                          help="start N tokens into the text (0)")
+    features.add_argument("--context", type=int, default=StreamConfig.context, metavar="T",
+                          help=f"tokens per window the model reads ({StreamConfig.context})")
+    features.add_argument("--rows-per-forward", type=int, default=StreamConfig.rows_per_forward,
+                          metavar="B", help="windows per forward pass "
+                                            f"({StreamConfig.rows_per_forward})")
+    features.add_argument("--feature", default=None, metavar="F,G,...",
+                          help="the features to show (default: the --count that fire hardest)")
+    features.add_argument("--count", type=int, default=8,
+                          help="features shown when --feature is not given (8)")
+    add_html_arguments(features, "the feature pages")
+    features.set_defaults(run_action=run_features)
+
+
+def run_features(args) -> int:
+    if args.html is None:
+        raise GlassformerError("sae features writes a page: give --html PAGE")
+    check_html(args)
+    stream = StreamConfig(tokens=args.tokens, eval_tokens=1, context=args.context,
+                          rows_per_forward=args.rows_per_forward)
+    if args.skip_tokens < 0 or args.count < 1:
+        raise GlassformerError(f"--skip-tokens must be >= 0 and --count >= 1, got "
+                               f"{args.skip_tokens} and {args.count}")
+    try:
+        chosen = None if args.feature is None else [int(f) for f in args.feature.split(",")]
+    except ValueError:
+        raise GlassformerError(f"--feature takes comma-separated integers, got {args.feature!r}")
+    text = read_text(args.data)
+    model = load_model_shown(args.model)
+    section = sae_folder_section(model, args.sae, text, args.hook, tokens=stream.tokens,
+                                 context=stream.context, skip_tokens=args.skip_tokens,
+                                 features=chosen, count=args.count,
+                                 rows_per_forward=stream.rows_per_forward)
+    write_html(args, interp_page_data(str(args.model), sae=section))
+    print(f"{len(section['features'])} features of {section['name']} at {section['hook']}: "
+          + ", ".join(f"#{f['index']} (max {f['max']:.2f})" for f in section["features"]))
+    return 0
 
 
 def _stream(args, tokens: int) -> StreamConfig:

@@ -23,7 +23,7 @@ def course_files(lang: str) -> list[Path]:
     """The notebooks of one language, in course order."""
     if lang not in LANGS:
         raise GlassformerError(f"expected --lang en or zh, got {lang!r}")
-    return sorted((HERE / lang).glob("*.ipynb"))
+    return sorted((HERE / lang).glob("*.ipynb"), key=lambda path: int(path.name.split("_")[0]))
 
 
 def find_data(name: str, start: str | Path | None = None) -> Path | None:

@@ -10,6 +10,8 @@
     page.py        the one self-contained HTML file (static/*.css, *.js inline)
     figures.py     the same views as PNG figures (matplotlib, the `plot` extra)
     seq2seq_page.py, seq2seq_figures.py   the encoder-decoder page's data and PNG figures
+    interp_page.py, sae_page.py   the interpretability page (interpret/'s results: patching,
+                   attribution, head scores) and an SAE's feature pages, static/interp.js
 
 docs/viewer.md describes the page and its `window.glassformerViewer` contract.
 """

@@ -14,4 +14,5 @@ NOTEBOOKS = [
     pytest.param("7_mixture_of_experts_and_latent_attention", id="7", marks=SLOW),
     pytest.param("8_learning_from_preferences_and_rewards", id="8", marks=SLOW),
     pytest.param("9_serving_a_model", id="9", marks=SLOW),
+    pytest.param("10_looking_inside", id="10", marks=SLOW),
 ]

@@ -54,7 +54,7 @@ def test_find_data_walks_up_to_shared_data(tmp_path):
 def test_notebooks_command_copies_the_course(tmp_path, capsys):
     assert main(["notebooks", "--lang", "zh", "--out", str(tmp_path / "course")]) == 0
     copied = sorted(p.name for p in (tmp_path / "course").iterdir())
-    assert copied == [f"{name}.ipynb" for name in NAMES]
+    assert copied == sorted(f"{name}.ipynb" for name in NAMES)   # by name: 10_ before 1_
     out = capsys.readouterr().out
     assert "jupyter lab" in out and str(tmp_path / "course") in out
     assert main(["notebooks", "--lang", "en", "--out", str(tmp_path / "course")]) == 2
@@ -68,3 +68,9 @@ def test_copy_refuses_a_file_and_an_unknown_language(tmp_path):
         copy_course("en", tmp_path / "file")
     with pytest.raises(GlassformerError, match="expected --lang en or zh, got 'fr'"):
         copy_course("fr", tmp_path)
+
+
+def test_course_files_are_in_chapter_order():
+    from glassformer.notebooks import course_files
+    numbers = [int(path.name.split("_")[0]) for path in course_files("en")]
+    assert numbers == list(range(1, len(NAMES) + 1))      # 10 after 9, not after 1

@@ -33,7 +33,7 @@ def assert_quiet(watched):
 
 
 FRAMES = {"1": 2, "2": 4, "3": 3, "4": 0, "5": 2, "6": 2,   # framed views each notebook draws
-          "7": 3, "8": 2, "9": 0}
+          "7": 3, "8": 2, "9": 0, "10": 5}
 
 
 @pytest.mark.parametrize("lang", LANGS)
