@@ -15,7 +15,7 @@ never a slab), in one vectorized loop per block:
 and every row of x takes its dot product with that row (`_dots`). The widened values are the
 reference's (fastmath may fuse d * q + m into one rounding), the sums are float32 in another order
 than BLAS's, so the two paths agree to float32 rounding (tests/kernels/test_quant_kernels.py
-states the tolerance), not bit for bit. The float16 scales are decoded exactly by `_halves`.
+states the tolerance), not bit for bit. A float16 scale is read exactly from a table (`_half`).
 
 One thread: on 2 shared cores numba's parallel loops measured 10-20x slower under load (its
 threads wait on each other, as OpenBLAS's do: blas.py), and a decode step is one product at a time.
@@ -32,21 +32,16 @@ FAST = {"reassoc", "contract", "arcp"}   # reorder sums (SIMD), fuse multiply-ad
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
 
 
+# every float16 bit pattern's value as float32 (NumPy's exact conversion), 256 KiB: a scale is
+# one lookup (numba has no float16 loads; decoding the bits by hand measured 2.5x slower)
+HALF_VALUES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(
+    np.float32)
+
+
 @jit
-def _halves(row, nb, nbytes, at, word, out):
-    """out[b] = the float16 at bytes at, at+1 of block b of `row` (nb blocks of nbytes), exactly:
-    its 15 low bits shifted into a float32's place, times 2^112, re-biases the exponent (a
-    subnormal half becomes a normal float); all-ones exponents are inf/NaN; then the sign."""
-    bits = out.view(np.uint32)
-    for b in range(nb):
-        h = np.uint32(row[b * nbytes + at]) | (np.uint32(row[b * nbytes + at + 1]) << 8)
-        word[b] = h
-        bits[b] = (h & 0x7FFF) << 13
-    for b in range(nb):
-        value = out[b] * np.float32(5.192296858534828e33)                # 2^112
-        if (word[b] & 0x7C00) == 0x7C00:
-            value = np.float32(np.inf) if (word[b] & 0x3FF) == 0 else np.float32(np.nan)
-        out[b] = -value if word[b] & 0x8000 else value
+def _half(halves, row, at):
+    """The float16 stored little-endian at row[at], row[at + 1], as float32."""
+    return halves[np.int64(row[at]) | (np.int64(row[at + 1]) << 8)]
 
 
 @jit
@@ -65,16 +60,15 @@ def _dots(x, wrow, y, r):
 # into scalar code; a run-time one gets it vectorized (4x faster, measured).
 
 @jit
-def q8_0_product(x, blocks, y):
+def q8_0_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q8_0 blocks (R, C / 32 * 34)."""
     rows, nb = blocks.shape[0], x.shape[1] // 32
     width = blocks.shape[1] // nb - 2                                    # 32 codes a block
-    wrow, word, d = np.empty(x.shape[1], np.float32), np.empty(nb, np.uint32), np.empty(nb, np.float32)
+    wrow = np.empty(x.shape[1], np.float32)
     for r in range(rows):
         row = blocks[r]
-        _halves(row, nb, 34, 0, word, d)
         for b in range(nb):
-            at, o, scale = b * 34 + 2, b * 32, d[b]
+            at, o, scale = b * 34 + 2, b * 32, _half(halves, row, b * 34)
             for j in range(width):
                 code = np.float32(row[at + j])                       # int8 stored as uint8
                 wrow[o + j] = scale * (code - np.float32(256.0) if code >= 128 else code)
@@ -82,16 +76,15 @@ def q8_0_product(x, blocks, y):
 
 
 @jit
-def q4_0_product(x, blocks, y):
+def q4_0_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q4_0 blocks (R, C / 32 * 18)."""
     rows, nb = blocks.shape[0], x.shape[1] // 32
     half = blocks.shape[1] // nb - 2                                     # 16 bytes of codes
-    wrow, word, d = np.empty(x.shape[1], np.float32), np.empty(nb, np.uint32), np.empty(nb, np.float32)
+    wrow = np.empty(x.shape[1], np.float32)
     for r in range(rows):
         row = blocks[r]
-        _halves(row, nb, 18, 0, word, d)
         for b in range(nb):
-            at, o, scale = b * 18 + 2, b * 32, d[b]
+            at, o, scale = b * 18 + 2, b * 32, _half(halves, row, b * 18)
             for j in range(half):
                 code = np.float32(row[at + j])
                 high = np.floor(code * np.float32(0.0625))           # byte >> 4
@@ -101,18 +94,16 @@ def q4_0_product(x, blocks, y):
 
 
 @jit
-def q4_1_product(x, blocks, y):
+def q4_1_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q4_1 blocks (R, C / 32 * 20)."""
     rows, nb = blocks.shape[0], x.shape[1] // 32
     half = blocks.shape[1] // nb - 4                                     # 16 bytes of codes
-    wrow, word = np.empty(x.shape[1], np.float32), np.empty(nb, np.uint32)
-    d, m = np.empty(nb, np.float32), np.empty(nb, np.float32)
+    wrow = np.empty(x.shape[1], np.float32)
     for r in range(rows):
         row = blocks[r]
-        _halves(row, nb, 20, 0, word, d)
-        _halves(row, nb, 20, 2, word, m)
         for b in range(nb):
-            at, o, scale, low = b * 20 + 4, b * 32, d[b], m[b]
+            at, o = b * 20 + 4, b * 32
+            scale, low = _half(halves, row, b * 20), _half(halves, row, b * 20 + 2)
             for j in range(half):
                 code = np.float32(row[at + j])
                 high = np.floor(code * np.float32(0.0625))
@@ -122,18 +113,17 @@ def q4_1_product(x, blocks, y):
 
 
 @jit
-def q5_0_product(x, blocks, y):
+def q5_0_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q5_0 blocks (R, C / 32 * 22)."""
     rows, nb = blocks.shape[0], x.shape[1] // 32
     half = blocks.shape[1] // nb - 6                                     # 16 bytes of codes
-    wrow, word, d = np.empty(x.shape[1], np.float32), np.empty(nb, np.uint32), np.empty(nb, np.float32)
+    wrow = np.empty(x.shape[1], np.float32)
     for r in range(rows):
         row = blocks[r]
-        _halves(row, nb, 22, 0, word, d)
         for b in range(nb):
-            at, o, scale = b * 22, b * 32, d[b]
-            top = (np.uint32(row[at + 2]) | (np.uint32(row[at + 3]) << 8)
-                   | (np.uint32(row[at + 4]) << 16) | (np.uint32(row[at + 5]) << 24))
+            at, o, scale = b * 22, b * 32, _half(halves, row, b * 22)
+            top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
+                   | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
             for j in range(half):
                 code = np.float32(row[at + 6 + j])
                 high = np.floor(code * np.float32(0.0625))
@@ -146,26 +136,24 @@ def q5_0_product(x, blocks, y):
 
 
 @jit
-def q4_k_product(x, blocks, y):
+def q4_k_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q4_K super-blocks (R, C / 256 * 144)."""
     rows, nb = blocks.shape[0], x.shape[1] // 256
     sub = (blocks.shape[1] // nb - 16) // 4                              # 32 bytes a pair
-    wrow, word = np.empty(x.shape[1], np.float32), np.empty(nb, np.uint32)
-    d, dmin = np.empty(nb, np.float32), np.empty(nb, np.float32)
+    wrow = np.empty(x.shape[1], np.float32)
     step, floor = np.empty(8, np.float32), np.empty(8, np.float32)
     for r in range(rows):
         row = blocks[r]
-        _halves(row, nb, 144, 0, word, d)
-        _halves(row, nb, 144, 2, word, dmin)
         for b in range(nb):
             at = b * 144
+            d, dmin = _half(halves, row, at), _half(halves, row, at + 2)
             for j in range(4):    # the 6-bit scales and minimums (q4_k.scales_and_mins)
                 low, mid = np.int64(row[at + 4 + j]), np.int64(row[at + 8 + j])
                 top = np.int64(row[at + 12 + j])
-                step[j] = d[b] * np.float32(low & 0x3F)
-                floor[j] = dmin[b] * np.float32(mid & 0x3F)
-                step[j + 4] = d[b] * np.float32((top & 0x0F) | ((low >> 2) & 0x30))
-                floor[j + 4] = dmin[b] * np.float32((top >> 4) | ((mid >> 2) & 0x30))
+                step[j] = d * np.float32(low & 0x3F)
+                floor[j] = dmin * np.float32(mid & 0x3F)
+                step[j + 4] = d * np.float32((top & 0x0F) | ((low >> 2) & 0x30))
+                floor[j + 4] = dmin * np.float32((top >> 4) | ((mid >> 2) & 0x30))
             for pair in range(4):
                 base, o = at + 16 + pair * 32, b * 256 + pair * 64
                 s0, f0 = step[2 * pair], floor[2 * pair]
@@ -186,5 +174,5 @@ def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> n
     """ops/quant/product.rows_t_product's twin: x (N, C) float32 @ W^T -> y (N, R) float32."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     y = np.empty((x.shape[0], blocks.shape[0]), np.float32)             # (N, R)
-    PRODUCTS[kind](x, np.ascontiguousarray(blocks), y)
+    PRODUCTS[kind](x, np.ascontiguousarray(blocks), HALF_VALUES, y)
     return y

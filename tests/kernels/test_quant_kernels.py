@@ -47,18 +47,22 @@ def test_product_matches_the_reference(path, kind, n):
     assert (np.abs(got - expected) <= TOL * bound + 1e-30).all()
 
 
-@NEEDS_NUMBA
-def test_float16_scales_are_decoded_exactly():
-    """Every one of the 65,536 float16 patterns (subnormals, zeros, inf, NaN) as numpy widens it."""
-    kernels = quant_kernels("numba")
-    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    row = halves.view(np.uint8)                                          # 2 bytes a "block"
-    out = np.empty(65536, np.float32)
-    kernels._halves(row, 65536, 2, 0, np.empty(65536, np.uint32), out)
-    expected = halves.astype(np.float32)
-    nan = np.isnan(expected)
-    assert np.isnan(out[nan]).all()
-    assert np.array_equal(out[~nan].view(np.uint32), expected[~nan].view(np.uint32))
+@pytest.mark.parametrize("path", PATHS)
+def test_scales_of_every_float16_magnitude(path):
+    """Q8_0 blocks whose scales run over the finite float16 patterns (zeros, subnormals, the
+    largest), each with code 1 at its own column: the product reads each scale exactly."""
+    halves = np.arange(0, 65536, 7, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    halves = halves[np.isfinite(halves)]                                 # (S,)
+    blocks = np.zeros((len(halves), 34), np.uint8)
+    blocks[:, :2] = halves.view(np.uint8).reshape(-1, 2)
+    blocks[:, 2] = 1                                                     # w = d at column 0
+    cols = 32 * len(halves)
+    one_row = blocks.reshape(1, -1)                                      # (1, S * 34)
+    for picked in (np.arange(16), np.arange(len(halves) - 16, len(halves))):
+        x = np.zeros((16, cols), np.float32)
+        x[np.arange(16), 32 * picked] = 1.0                              # row i reads one block
+        got = product_of(path)(x, "q8_0", one_row, cols)[:, 0]           # (16,)
+        assert np.array_equal(got, halves[picked].astype(np.float32))
 
 
 @pytest.mark.parametrize("path", PATHS)
