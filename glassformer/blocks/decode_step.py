@@ -15,6 +15,10 @@ everything else in one pass each.
     m        = hidden @ w_down                             BLAS
     x, xn    = add_norm_rows(h, m, b_down, next norm1)     x = h + m, and the next layer's norm
 
+A weight kept in GGUF blocks (ops/quant/matrix.py's QuantizedMatrix) takes the same `xn @ w`:
+its product reads the blocks (compiled, kernels/quant_numba.py, on this path), never packed with
+its neighbours, so q, k, v (and gate, up) are then one product each.
+
 `kernels` is a module with those kernels: kernels/decode_numba.py on the fast path, or
 kernels/decode_numpy.py, their NumPy twins, which the tests run to check this composition
 against block_forward. models/common.py's `layers_forward` is the one caller, for the layers that

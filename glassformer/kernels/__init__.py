@@ -14,6 +14,10 @@ compiled loop; the products themselves stay BLAS calls.
     decode_numba.py  the same kernels as numba loops, JIT-compiled with cache=True (compiled once
                      per machine, under the user's cache: choice.py's cache_dir)
 
+    quant_numba.py   x @ W^T for a few rows (a decode step) read from a quantized W's GGUF blocks
+                     (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K), the twin of ops/quant/product.py's
+                     rows_t_product; chosen in one place, ops/quant/matrix.py's product
+
 Every kernel in decode_numba.py has the name, arguments and results of its twin in
 decode_numpy.py, and tests/kernels/ checks the two agree. Where the kernels are used is decided
 in one place: models/common.py's layers_forward hands a one-token cached step to

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -57,8 +58,8 @@ def cache_dir() -> Path:
     return Path(base) / "glassformer" / "numba"
 
 
-def _compiled() -> ModuleType:
-    """decode_numba.py, imported (and numba with it) on first use, its cache set first."""
+def _compiled(name: str = "decode_numba") -> ModuleType:
+    """kernels/<name>.py, imported (and numba with it) on first use, its cache set first."""
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +73,7 @@ def _compiled() -> ModuleType:
         # note: set before decode_numba.py's decorators run, which is when numba picks the
         # folder; NUMBA_CACHE_DIR, when set, was already read by numba itself
         numba.config.CACHE_DIR = str(folder)
-    return importlib.import_module("glassformer.kernels.decode_numba")
+    return importlib.import_module(f"glassformer.kernels.{name}")
 
 
 def decode_kernels(setting: str | None = None) -> ModuleType | None:
@@ -81,3 +82,12 @@ def decode_kernels(setting: str | None = None) -> ModuleType | None:
     if kernel_choice(setting) != "numba":
         return None
     return _compiled()
+
+
+def quant_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled quantized products (quant_numba.py) when the choice is numba, else None: the
+    caller (ops/quant/matrix.py, the one place that asks) then runs ops/quant/product.py."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.quant_numba")
+    return loaded if loaded is not None else _compiled("quant_numba")   # no mkdir per product

@@ -16,6 +16,9 @@ What a float32 weight does, the record does too, reading the blocks:
 so ops/linear.py, the tied LM head and an embedding lookup run unchanged; `x @ M` reaches
 `__rmatmul__` because NumPy defers to an operand that sets `__array_ufunc__ = None`.
 Anything else (arithmetic, np.asarray) is refused: `dequantize()` first, on purpose.
+
+A few float32 rows times W^T (a decode step) run on kernels/quant_numba.py's compiled twin when
+GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`); product.py stays the reference.
 """
 from __future__ import annotations
 
@@ -24,8 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.kernels.choice import quant_kernels
 from glassformer.ops.quant.formats import format_of
 from glassformer.ops.quant.product import dequantize_rows, rows_product, rows_t_product
+
+COMPILED_ROWS = 16   # x @ W^T with at most this many float32 rows runs compiled (a decode step:
+#                      kernels/quant_numba.py) when kernels/choice.py says so; more rows, the
+#                      backward's dy @ W and float64 stay on product.py (BLAS wins with many rows)
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +78,10 @@ class QuantizedMatrix:
                                    f"matrix of shape {self.shape}")
         rows = x.reshape(-1, c_in)                                      # (..., in) -> (N, in)
         product = rows_t_product if self.transposed else rows_product
+        if self.transposed and rows.shape[0] <= COMPILED_ROWS and rows.dtype == np.float32:
+            compiled = quant_kernels()     # the one place the compiled products are chosen
+            if compiled is not None:
+                product = compiled.rows_t_product
         y = product(rows, self.kind, self.blocks, self.cols)            # (N, out)
         return y.reshape(x.shape[:-1] + (c_out,))
 
