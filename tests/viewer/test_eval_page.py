@@ -13,7 +13,8 @@ from glassformer.io.jsonl import read_text
 from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.tasks.evaluate.items import read_items
-from glassformer.tasks.evaluate.run_task import score_item
+from glassformer.tasks.evaluate.run_task import encode_item, item_record
+from glassformer.tasks.evaluate.score import score_requests
 from glassformer.tasks.evaluate.tasks_table import TASKS
 from glassformer.tokenizers.char import CharTokenizer
 
@@ -41,7 +42,8 @@ def test_item_page_shows_each_options_token_probabilities(tiny, tmp_path, monkey
                  "--shots", "2", "--view", "4", "--html", str(out), "--lang", "en"]) == 0
     assert "wrote" in capsys.readouterr().out
     items = read_items(DATA / "arc_easy.jsonl", "multiple_choice")
-    record, _, _ = score_item(tiny, TASKS["arc_easy"], items, 3, 2)   # line 4 = index 3
+    spec = TASKS["arc_easy"]                                           # line 4 = index 3
+    record = item_record(spec, items[3], score_requests(tiny, encode_item(tiny, spec, items, 3, 2)))
     watched = open_page(out)
     page = watched.page
     assert page.evaluate(f"{V}.options()") == list(items[3].options)
