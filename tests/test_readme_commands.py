@@ -212,6 +212,18 @@ STEPS = {
     "glassformer attribute --model smollm2 --prompt 'The Eiffel Tower is in the city of' "
     "--target ' Paris' --other ' Rome'":
         skip("SmolLM2 loads for seconds; tests/cli/test_interpret_commands.py runs attribute"),
+    # 16. quantized weights (ops/quant/)
+    "glassformer explain quant": fast(),
+    "glassformer quantize --model smollm2 --type q4_k --out smollm2.q4_k.gguf":
+        skip("requantizes the 135M SmolLM2 (tens of seconds): tests/io/test_gguf_quantize.py "
+             "runs quantize on a tiny file, tests/real/test_smollm2_quantized.py on SmolLM2"),
+    "glassformer eval --model smollm2.q4_k.gguf --data tinyshakespeare":
+        skip("reads the file the command above writes (minutes on 135M weights); the "
+             "figures and their commands are in docs/performance.md"),
+    "glassformer generate --model smollm2 --dequantize Hello":
+        slow("--max-new-tokens 2", TINY),
+    "glassformer generate --model smollm2 --dequantize '你好'":
+        slow("--max-new-tokens 2", TINY),
 }
 
 

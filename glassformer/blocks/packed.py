@@ -48,7 +48,7 @@ def packed_whole(parts: list[np.ndarray]) -> np.ndarray | None:
     >>> packed_whole([a, b]).shape, packed_whole([b, a])
     ((2, 3), None)
     """
-    whole = parts[0].base
+    whole = getattr(parts[0], "base", None)     # a QuantizedMatrix has none: never packed
     if not isinstance(whole, np.ndarray) or not whole.flags.c_contiguous:
         return None
     width = sum(part.shape[-1] for part in parts)

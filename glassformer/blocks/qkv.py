@@ -51,8 +51,8 @@ def _joined(params: dict, several_tokens: bool
     b = None if biases is None else packed_whole(biases)
     if w is not None and (biases is None or b is not None):
         return w, b
-    if not several_tokens:
-        return None
+    if not several_tokens or not all(isinstance(w, np.ndarray) for w in weights):
+        return None           # one token, or quantized weights (ops/quant/): three products
     if w is None:
         w = np.concatenate(weights, axis=-1)                                # (C, (H+2K) D)
     if biases is not None and b is None:

@@ -23,6 +23,7 @@ from glassformer.cli import eval as eval_command  # note: `as`, not to hide the 
 from glassformer.cli import notebooks
 from glassformer.cli import attribute, heads, patch  # interpretability (glassformer/interpret/)
 from glassformer.cli import sae  # sparse autoencoders (glassformer/interpret/sae/)
+from glassformer.cli import quantize  # GGUF files in ops/quant/'s block formats
 from glassformer.cli.common import add_seed_argument, blas_sized_to_free_cores
 from glassformer.errors import GlassformerError
 from glassformer.kernels.choice import CHOICES, KERNELS_ENV, kernel_choice
@@ -31,7 +32,7 @@ from glassformer.version import package_version
 # The command modules, in the order `--help` lists them.
 COMMANDS = [attention, explain, gradcheck, train, finetune, eval_command, convert, tokenizer,
             generate, chat, embed, fill_mask, translate, show, serve, notebooks,
-            patch, attribute, heads, sae]
+            patch, attribute, heads, sae, quantize]
 
 
 class ShowVersion(argparse.Action):

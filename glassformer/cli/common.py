@@ -137,10 +137,19 @@ def add_adapter_argument(parser) -> None:
                              "it), merged into the model's weights on load")
 
 
-def load_model_shown(name_or_path, adapter=None):
-    """load_model (a path or a packaged name, and an adapter if given) inside a loading line."""
+def load_model_shown(name_or_path, adapter=None, dequantize: bool = False):
+    """load_model (a path or a packaged name, and an adapter if given) inside a loading line;
+    dequantize: a GGUF's quantized matrices widened to float32 (--dequantize)."""
     with loading_line(str(name_or_path) if adapter is None else f"{name_or_path} + {adapter}"):
-        return load_model(name_or_path, adapter=adapter)
+        return load_model(name_or_path, adapter=adapter, dequantize=dequantize)
+
+
+def add_dequantize_argument(parser) -> None:
+    """--dequantize, for a command that loads --model (a GGUF file's weights stay quantized)."""
+    parser.add_argument("--dequantize", action="store_true",
+                        help="widen a GGUF file's quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) to "
+                             "float32 on load; by default they stay in their blocks, about the "
+                             "file's size in memory")
 
 
 def add_model_argument(parser, what: str) -> None:

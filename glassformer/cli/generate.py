@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+from glassformer.cli.common import (add_adapter_argument, add_dequantize_argument,
+                                    add_model_argument,
                                     add_sampling_arguments, load_model_shown, print_stream,
                                     report_speed, sampling_kwargs)
 from glassformer.errors import GlassformerError
@@ -23,6 +24,7 @@ HELP = ("continue a prompt with a model (a glassformer training run, an HF folde
 def add_arguments(parser) -> None:
     add_model_argument(parser, "model to load")
     add_adapter_argument(parser)
+    add_dequantize_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "
                              "for a char-level model every character must be in its corpus")
@@ -40,7 +42,7 @@ def run(args) -> int:
     if args.json_schema not in (None, "json_object"):       # checked before the model loads
         schema = read_json_object(Path(args.json_schema))
         compile_schema(schema)
-    model = load_model_shown(args.model, args.adapter)
+    model = load_model_shown(args.model, args.adapter, args.dequantize)
     kwargs = sampling_kwargs(args)
     if args.json_schema is not None:
         kwargs["constraint"] = schema_table(model, schema)

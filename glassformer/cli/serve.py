@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from glassformer.cli.common import (add_adapter_argument, add_model_argument,
+from glassformer.cli.common import (add_adapter_argument, add_dequantize_argument,
+                                    add_model_argument,
                                     add_template_budget_arguments, check_at_least_one,
                                     load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
@@ -20,6 +21,7 @@ def add_arguments(parser) -> None:
     add_model_argument(parser, "model to serve: a causal LM (completions, chat) or a sentence "
                                "encoder such as minilm (embeddings)")
     add_adapter_argument(parser)
+    add_dequantize_argument(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: 127.0.0.1, this machine only; "
                              "0.0.0.0 opens it to the network)")
@@ -50,7 +52,8 @@ def run(args) -> int:
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
     budget = template_budget(args)
-    model = load_model_shown(args.model, adapter=args.adapter)
+    model = load_model_shown(args.model, adapter=args.adapter,
+                             dequantize=args.dequantize)
     embed_max_length = max_length_of(resolve_path(args.model, MODEL), MAX_LENGTH)
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,

@@ -2,8 +2,12 @@
 
 A GGUF file holds metadata (key -> value: the architecture's hyperparameters under `llama.*`, the
 tokenizer under `tokenizer.*`) and tensors, many of them quantised (Q4_1: blocks of 32 weights
-sharing a float16 scale and minimum). The `gguf` package parses the file and dequantises with
-NumPy alone (`gguf.quants.dequantize`); everything is widened to float32 here.
+sharing a float16 scale and minimum). The `gguf` package parses the file. By default a matrix
+stored in a format of ops/quant/ (Q8_0, Q4_0, Q4_1, Q4_K) stays in its blocks, a QuantizedMatrix
+that the products read directly: the linear weights, the LM head and the token embedding (its
+rows dequantized on lookup), so the model's memory is about the file's size. Other tensors (norms,
+float16) are widened to float32. `dequantize=True` widens everything to float32
+(`gguf.quants.dequantize`, any type gguf reads), the behaviour before quantized weights.
 
 Three layout facts to undo, each on one line in `_convert`:
 
@@ -49,6 +53,8 @@ from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
 from glassformer.models.registry import family
+from glassformer.ops.quant import FORMATS, QuantizedMatrix, is_quantized
+from glassformer.ops.quant.formats import scales_finite
 from glassformer.tokenizers.gguf_check import check_gguf
 from glassformer.tokenizers.bpe_files import gguf_tokenizer
 
@@ -81,21 +87,24 @@ LLAMA_KEYS = {
     "context_length": "max_seq_len",
 }
 FLOAT_FIELDS = ("rope_theta", "norm_eps")   # the other fields are integers
+FLOAT_TYPES = ("F32", "F16", "BF16", "F64")   # tensor types that are always widened to float32
 
 
-def load_gguf(path: str | Path, *, with_tokenizer: bool = True):
+def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool = False):
     """A `Model` (LLaMA family) from a llama-architecture GGUF file, tokenizer attached.
 
     with_tokenizer: also build the tokenizer from the file's metadata (glassformer.load_tokenizer).
+    dequantize: widen quantized matrices to float32 instead of keeping their blocks.
     """
     path = Path(path)
-    return gguf_model(open_gguf(path), path, with_tokenizer=with_tokenizer)
+    return gguf_model(open_gguf(path), path, with_tokenizer=with_tokenizer,
+                      dequantize=dequantize)
 
 
-def gguf_model(reader, path: Path, *, with_tokenizer: bool = True):
+def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: bool = False):
     """The `Model` of an open GGUF file (see load_gguf)."""
     cfg = llama_config(reader, path)
-    params = read_params(reader, cfg, path)
+    params = read_params(reader, cfg, path, dequantize=dequantize)
     lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
     tokenizer = None
     if with_tokenizer:
@@ -179,8 +188,9 @@ def expected_tensors(cfg) -> dict[str, tuple[str, bool, str | None]]:
     return table
 
 
-def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
-    """Every tensor, dequantised to float32 and converted to glassformer's names and layouts.
+def read_params(reader, cfg, path: Path, *, dequantize: bool = False) -> dict[str, np.ndarray]:
+    """Every tensor converted to glassformer's names and layouts: float32, or a QuantizedMatrix
+    for a matrix in an ops/quant/ format unless `dequantize`.
 
     Key sets are compared both ways and every shape is checked before any dequantisation.
     """
@@ -198,9 +208,10 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
         if stored != tuple(want):
             raise CheckpointError(f"{path}: tensor {gguf_name} (-> {name}) has shape {stored}, "
                                   f"expected {tuple(want)}")
-    params = {name: _convert(tensors[gguf_name], transpose, heads and getattr(cfg, heads), path)
+    params = {name: _convert(tensors[gguf_name], transpose, heads and getattr(cfg, heads), path,
+                             dequantize)
               for gguf_name, (name, transpose, heads) in table.items()}
-    if cfg.tie_embeddings:
+    if cfg.tie_embeddings and not is_quantized(params["tok_emb"]):
         # note: the tied LM head computes x @ tok_emb.T at every generated token. Kept
         # column-major, tok_emb.T is a C-contiguous (C, V) matrix, which OpenBLAS multiplies by a
         # vector faster than the transposed row-major one (docs/performance.md; SmolLM2's is
@@ -209,8 +220,36 @@ def read_params(reader, cfg, path: Path) -> dict[str, np.ndarray]:
     return params
 
 
-def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.ndarray:
-    """One GGUF tensor -> a fresh float32 array in glassformer's layout."""
+def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path,
+             dequantize: bool = True):
+    """One GGUF tensor -> a fresh float32 array in glassformer's layout, or its QuantizedMatrix
+    (a matrix in a quantized type, unless `dequantize`)."""
+    kind = tensor.tensor_type.name
+    if not dequantize and len(tensor.shape) == 2 and kind not in FLOAT_TYPES:
+        return kept_quantized(tensor, transpose, rope_heads, path)
+    return _widened(tensor, transpose, rope_heads, path)
+
+
+def kept_quantized(tensor, transpose: bool, rope_heads: int | None, path: Path):
+    """A quantized GGUF matrix as a QuantizedMatrix: its blocks copied (rows reordered for RoPE
+    as in _widened: a row's blocks move with it), `transposed` for a linear weight."""
+    kind = tensor.tensor_type.name
+    if kind.lower() not in FORMATS:
+        raise CheckpointError(
+            f"{path}: tensor {tensor.name} uses {kind}, which glassformer does not keep "
+            f"quantized (supported: {', '.join(name.upper() for name in FORMATS)}); load it "
+            "with --dequantize (dequantize=True) to widen it to float32")
+    blocks = np.array(tensor.data, dtype=np.uint8)        # (out rows, row bytes): a fresh copy
+    if not scales_finite(kind.lower(), blocks):
+        raise CheckpointError(f"{path}: tensor {tensor.name} has a non-finite scale (NaN or inf)")
+    if rope_heads is not None:
+        blocks = unpermute_rope_rows(blocks, rope_heads)  # whole rows move: any row layout works
+    cols = int(tensor.shape[0])                           # ggml's ne0: weights a row
+    return QuantizedMatrix(kind.lower(), np.ascontiguousarray(blocks), cols, transpose)
+
+
+def _widened(tensor, transpose: bool, rope_heads: int | None, path: Path) -> np.ndarray:
+    """One GGUF tensor, any type gguf reads, as a fresh float32 array in glassformer's layout."""
     from gguf.quants import dequantize  # imported here, as GGUFReader is: only GGUF needs it
 
     try:

@@ -12,8 +12,11 @@ from glassformer.models.model import Model
 from glassformer.packaged import MODEL, resolve_path
 
 
-def load_model(name_or_path: str | Path, *, adapter: str | Path | None = None) -> Model:
+def load_model(name_or_path: str | Path, *, adapter: str | Path | None = None,
+               dequantize: bool = False) -> Model:
     """A `Model` from a packaged name (see packaged.py) or a path that load_pretrained takes: a
     .gguf file, an HF folder or a glassformer run/checkpoint folder; with `adapter`, a LoRA
-    adapter folder (PEFT's format) merged into it (io/peft.py)."""
-    return load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter)
+    adapter folder (PEFT's format) merged into it (io/peft.py); `dequantize`: a GGUF's quantized
+    matrices widened to float32 (load_pretrained)."""
+    return load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter,
+                           dequantize=dequantize)

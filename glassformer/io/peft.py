@@ -57,6 +57,7 @@ from glassformer.models.family import CAUSAL, ENCODER
 from glassformer.models.model import Model
 from glassformer.models.registry import family
 from glassformer.ops.lora import init_lora, lora_merge, lora_scale
+from glassformer.ops.quant import is_quantized
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -149,6 +150,8 @@ def merge_adapters(model: Model, adapters: dict, lora_cfg: LoraConfig | None = N
         weight = adapted_weight(key)
         adapter = adapter_of(adapters, weight)
         parts = _parts_of(weight)
+        # a quantized base weight (ops/quant/) is merged in float32: W + s A B is off its grid
+        params.update({p: params[p].dequantize() for p in parts if is_quantized(params[p])})
         joined = np.concatenate([params[p] for p in parts], axis=1) if len(parts) > 1 \
             else params[parts[0]]                                           # (C_in, C_out)
         merged = lora_merge(joined, adapter.a, adapter.b, adapter.scale)
@@ -217,8 +220,15 @@ def _probe(params: dict, adapters: dict) -> dict:
     """A few values of the first adapted base weight: {"weight": name, "values": [...]}."""
     first = next(adapted_weight(k) for k in adapters if is_adapter_key(k))
     part = _parts_of(first)[0]
-    values = np.asarray(params[part][0, :PROBE_VALUES], dtype=np.float64)
+    values = _probe_values(params[part], PROBE_VALUES)
     return {"weight": part, "values": [float(v) for v in values]}
+
+
+def _probe_values(weight, n: int) -> np.ndarray:
+    """weight[0, :n] as float64 (of a quantized weight only the first n stored rows widened)."""
+    if is_quantized(weight):
+        weight = weight.first_rows(n).dequantize()
+    return np.asarray(weight[0, :n], np.float64)
 
 
 def load_adapter(directory, model: Model) -> tuple[dict, LoraConfig]:
@@ -376,7 +386,7 @@ def _check_probe(folder: Path, model: Model, metadata: dict, config: dict) -> No
         return  # written by peft: the shapes were the check
     try:
         probe = json.loads(metadata[PROBE_KEY])
-        ours = np.asarray(model.params[probe["weight"]][0, :len(probe["values"])], np.float64)
+        ours = _probe_values(model.params[probe["weight"]], len(probe["values"]))
     except (ValueError, KeyError, TypeError, IndexError):
         raise CheckpointError(f"{folder / ADAPTER_WEIGHTS}: unreadable {PROBE_KEY} metadata") \
             from None

@@ -39,6 +39,7 @@ from glassformer.io.safetensors import load_safetensors, read_safetensors_header
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
+from glassformer.ops.quant import is_quantized
 from glassformer.ops.position import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
@@ -58,28 +59,31 @@ CONVERT_HINT = ("convert it once, in an environment you trust, with transformers
                 "safetensors.torch.save_file)")
 
 
-def load_pretrained(path, *, tokenizer: bool = True, adapter=None) -> Model:
+def load_pretrained(path, *, tokenizer: bool = True, adapter=None,
+                    dequantize: bool = False) -> Model:
     """A Model from a Hugging Face folder, a glassformer run/checkpoint folder, a .gguf file, or
     a name the CLI takes (smollm2, minilm: glassformer/packaged.py).
 
     tokenizer: also load the folder's tokenizer, when it has one (model.tokenizer, else None).
     adapter: a LoRA adapter folder in PEFT's format (io/peft.py), checked against the model and
     merged into its weights (W + s A B), so the Model runs at the base model's speed.
+    dequantize: widen a GGUF file's quantized matrices to float32; by default they stay in their
+    blocks (io/gguf.py, ops/quant/), about the file's size in memory.
     """
-    model = _load_model(path, tokenizer)
+    model = _load_model(path, tokenizer, dequantize)
     if adapter is None:
         return model
     adapters, _ = load_adapter(adapter, model)
     return merge_adapters(model, adapters)
 
 
-def _load_model(path, tokenizer: bool) -> Model:
+def _load_model(path, tokenizer: bool, dequantize: bool = False) -> Model:
     """load_pretrained without an adapter."""
     folder = Path(path)
     if not folder.exists() and str(path) in packaged_names(MODEL):
         folder = packaged_path(str(path), MODEL)
     if folder.is_file() and folder.suffix == ".gguf":  # llama.cpp's format: io/gguf.py
-        return load_gguf(folder, with_tokenizer=tokenizer)
+        return load_gguf(folder, with_tokenizer=tokenizer, dequantize=dequantize)
     if folder.is_file():
         if folder.suffix in PICKLE_SUFFIXES:
             raise CheckpointError(f"{folder} is a pickle file, which glassformer never loads "
@@ -127,6 +131,9 @@ def save_pretrained(model: Model, directory) -> Path:
     cfg = replace(model.cfg, **hf.hf_always)
     params = {name: model.params.get(name, np.zeros(shape, np.float32))
               for name, shape in family(model.arch).param_shapes(cfg).items()}
+    # an HF folder holds float tensors: a quantized weight (ops/quant/) is widened as it is written
+    params = {name: value.dequantize() if is_quantized(value) else value
+              for name, value in params.items()}
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = hf_names.to_hf(model.arch, cfg, params)

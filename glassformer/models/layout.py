@@ -31,8 +31,8 @@ ROW_MAJOR = ("attn.wo", "mlp.w_up", "lm_head")
 
 def _packable(params: dict, names: list[str]) -> bool:
     """Every name present, all of one dtype, with the same leading dims (the same input)."""
-    if not all(name in params for name in names):
-        return False
+    if not all(isinstance(params.get(name), np.ndarray) for name in names):
+        return False                  # absent, or a QuantizedMatrix (ops/quant/): left as it is
     parts = [params[name] for name in names]
     return (len({part.dtype for part in parts}) == 1 and parts[0].ndim in (1, 2)
             and len({part.shape[:-1] for part in parts}) == 1)
@@ -54,6 +54,8 @@ def lay_out_for_decoding(params: dict) -> None:
                 params.update(zip(names, views))                 # the originals are dropped here
                 packed.update(names)
     for key, value in params.items():
+        if not isinstance(value, np.ndarray):
+            continue                  # a QuantizedMatrix: its blocks are laid out as stored
         widening = value.ndim == 2 and value.shape[0] <= value.shape[1]
         if key.endswith(ROW_MAJOR) and key not in packed and widening:
             params[key] = np.ascontiguousarray(value)            # no copy when it already is

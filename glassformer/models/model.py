@@ -24,7 +24,9 @@ class Model:
         self.family = family(self.arch)
         self.cfg = cfg
         self.params = dict(params)
-        if "tok_emb" in params and "lm_head" not in params and self.family.kind != ENCODER:
+        tok_emb = params.get("tok_emb")
+        if (isinstance(tok_emb, np.ndarray) and "lm_head" not in params   # not a QuantizedMatrix
+                and self.family.kind != ENCODER):
             # note: a tied LM head computes x @ tok_emb.T at every generated token, a third of the
             # bytes a small model reads per token. Column-major, tok_emb.T is a row-major (C, V)
             # matrix, which the matrix-vector product streams faster (figures: docs/performance.md).

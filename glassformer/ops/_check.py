@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
+from glassformer.ops.quant.matrix import QuantizedMatrix
 
 FLOAT_DTYPES = (np.float32, np.float64)
 
@@ -23,6 +24,14 @@ def check_float(name: str, x) -> np.ndarray:
         raise GlassformerError(
             f"expected {name} to have dtype float32 or float64, got {x.dtype}")
     return x
+
+
+def check_weight(name: str, w) -> object:
+    """Return `w` if it is a float32/float64 ndarray or a block-quantized weight (ops/quant/:
+    a QuantizedMatrix multiplies and looks rows up as a float32 array does), else raise."""
+    if isinstance(w, QuantizedMatrix):
+        return w
+    return check_float(name, w)
 
 
 def check_same_dtype(**arrays: np.ndarray) -> None:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.ops._check import check_float, check_shape
+from glassformer.ops._check import check_shape, check_weight
 from glassformer.ops._ids import check_ids
 
 
@@ -51,7 +51,7 @@ def embedding_forward(ids: np.ndarray, table: np.ndarray
     >>> out.tolist()
     [[[4.0, 5.0], [0.0, 1.0]]]
     """
-    check_float("table", table)
+    check_weight("table", table)   # or a QuantizedMatrix: rows dequantized on lookup
     sizes = check_shape("table", table, ("V", "C"), {})
     n_rows = sizes["V"]
     check_ids("ids", ids, n_rows, label="token id",

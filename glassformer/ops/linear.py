@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.ops._check import check_float, check_same_dtype, check_shape
+from glassformer.ops._check import check_float, check_same_dtype, check_shape, check_weight
 
 
 class LinearCtx(NamedTuple):
@@ -42,7 +42,7 @@ def linear_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
     (2, 4)
     """
     check_float("x", x)
-    check_float("w", w)
+    check_weight("w", w)   # or a QuantizedMatrix: ops/quant/
     sizes: dict = {}
     check_shape("w", w, ("C_in", "C_out"), sizes)
     check_shape("x", x, ("...", "C_in"), sizes)

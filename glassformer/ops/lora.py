@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.ops._check import check_float, check_same_dtype, check_shape
+from glassformer.ops._check import check_float, check_same_dtype, check_shape, check_weight
 from glassformer.ops.dropout import DropoutCtx, dropout_backward, dropout_forward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 
@@ -144,7 +144,7 @@ def lora_forward(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, a: np.nd
     >>> bool(np.allclose(y, x @ w))     # B starts at zero: the base layer's output
     True
     """
-    check_float("w", w)
+    check_weight("w", w)   # the frozen base may be quantized (QLoRA)
     check_shape("w", w, ("C_in", "C_out"), {"C_in": a.shape[0], "C_out": b.shape[-1]})
     delta, adapter = lora_delta_forward(x, a, b, scale=scale, dropout=dropout, train=train,
                                         rng=rng)                             # (..., C_out)

@@ -68,6 +68,9 @@ FORWARD_KEYS = {
             "expert.0", "y", "load", "mean_prob", "aux_loss", "z_loss"],
     "window": ["causal", "window_mask", "hidden", "scores", "weights", "out", "ring"],
     "sink": ["sinks", "plain", "weights", "row_sums", "sink_share", "out", "out_plain"],
+    "quant": ["w", "q8_0_d", "q8_0_codes", "q8_0_back", "q4_0_d", "q4_0_codes", "q4_0_bytes",
+              "q4_0_back", "q4_1_dm", "q4_1_codes", "q4_1_back", "k_w", "k_scales", "k_dd",
+              "k_codes", "k_back", "errors", "x", "y"],
 }
 BACKWARD_KEYS = {
     "dpo": ["G", "dseq", "dlogits"],
@@ -94,6 +97,7 @@ BACKWARD_KEYS = {
     "moe": ["G", "drouter", "dw_down", "dx", "daux_logits", "aux_check"],
     "window": ["G", "dscores", "dq", "dk", "dv"],
     "sink": ["G", "dsinks", "dq"],
+    "quant": ["G", "dx"],
 }
 
 
@@ -451,3 +455,18 @@ def test_moe_reads_the_block_and_checks_the_balance_loss():
     aux, _ = load_balance_forward(ctx.logits[None], ctx.router.indices[None])
     assert forward["aux_loss"] == aux
     assert backward["aux_check"] < FD_TOL and result.check.ok
+
+
+def test_quant_blocks_are_the_formats_and_y_is_their_product():
+    from glassformer.ops.quant import q4_1, q4_k
+
+    result = explain_part("quant", {}, seed=0, grad="ones")
+    forward, backward = values(result), values(result, "backward")
+    w = inputs_of("quant")["w"].astype(np.float32)
+    back = q4_1.dequantize(q4_1.quantize(w[None, :32]))[0]
+    np.testing.assert_array_equal(forward["q4_1_back"], back)
+    np.testing.assert_allclose(forward["y"], forward["x"] @ back[:, None], rtol=1e-5)
+    np.testing.assert_allclose(backward["dx"], back[None], rtol=1e-6)        # G = 1: dx = W
+    assert forward["errors"][0] < forward["errors"][1]                     # Q8_0 finer than Q4_0
+    np.testing.assert_array_equal(forward["k_back"],
+                                  q4_k.dequantize(q4_k.quantize(w[None]))[0, :32])

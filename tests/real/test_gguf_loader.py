@@ -95,7 +95,8 @@ def test_q8_0_file_dequantises_close_to_the_float_weights(tmp_path):
     params = init_params(CFG, np.random.default_rng(2))
     write_gguf(tmp_path / "q8.gguf", CFG, gguf_tensors(CFG, params),
                qtype=gguf.GGMLQuantizationType.Q8_0)
-    model = load_pretrained(tmp_path / "q8.gguf", tokenizer=False)
+    # dequantize=True: widened to float32 (by default Q8_0 matrices stay quantized: ops/quant/)
+    model = load_pretrained(tmp_path / "q8.gguf", tokenizer=False, dequantize=True)
     for name, value in params.items():
         assert model.params[name].shape == value.shape, name
         assert np.abs(model.params[name] - value).max() <= Q8_TOLERANCE, name

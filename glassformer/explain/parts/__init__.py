@@ -22,6 +22,7 @@ from glassformer.explain.parts.lora import LORA
 from glassformer.explain.parts.mla import MLA
 from glassformer.explain.parts.moe import MOE
 from glassformer.explain.parts.norm import LAYER_NORM, RMS_NORM
+from glassformer.explain.parts.quant import QUANT
 from glassformer.explain.parts.residual_block import BLOCK
 from glassformer.explain.parts.rope import ROPE
 from glassformer.explain.parts.sink import SINK
@@ -30,7 +31,7 @@ from glassformer.explain.parts.window import WINDOW
 
 PARTS: dict[str, Part] = {part.name: part for part in (
     ATTENTION, LAYER_NORM, RMS_NORM, GELU, SILU, SWIGLU, SOFTMAX, CROSS_ENTROPY, EMBEDDING, ROPE,
-    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE, DPO, GRPO, WINDOW, SINK)}
+    LORA, MHA, MLA, CROSS_ATTENTION, BLOCK, GPT2, MOE, DPO, GRPO, WINDOW, SINK, QUANT)}
 # Walkthroughs of what a whole model is used for: forward only, no gradient to check.
 WALKTHROUGHS: dict[str, Part] = {part.name: part for part in (EVAL,)}
 

@@ -52,6 +52,7 @@ from glassformer.io.peft import (LoraConfig, adapter_constants, init_adapters, l
 from glassformer.io.safetensors import write_atomically
 from glassformer.models.family import CAUSAL
 from glassformer.models.registry import family as family_of
+from glassformer.ops.quant import is_quantized
 from glassformer.packaged import MODEL, hub_id, resolve_path
 from glassformer.train.data import file_fingerprint
 from glassformer.train.datasets.chat import is_chat_file
@@ -83,15 +84,18 @@ class Base(NamedTuple):
     frozen: dict           # read, never updated: base weights and adapter constants, or {}
 
 
-def load_base(name_or_path: str):
-    """The base model, float32, with its tokenizer; only causal LMs can be fine-tuned here."""
-    model = load_model(name_or_path)
+def load_base(name_or_path: str, *, keep_quantized: bool = False):
+    """The base model, float32, with its tokenizer; only causal LMs can be fine-tuned here.
+    keep_quantized: a GGUF's quantized matrices stay in their blocks (ops/quant/): a LoRA run's
+    frozen base (QLoRA), whose products read the blocks and whose adapters are float32."""
+    model = load_model(name_or_path, dequantize=not keep_quantized)
     if family_of(model.arch).kind != CAUSAL:
         raise GlassformerError(f"finetune needs a causal LM (gpt2 or llama family), got "
                                f"{model.arch}")
     if model.tokenizer is None:
         raise GlassformerError(f"{name_or_path} has no tokenizer, so the data cannot be encoded")
-    model.params = {key: np.ascontiguousarray(value, dtype=np.float32)
+    model.params = {key: value if is_quantized(value) else
+                    np.ascontiguousarray(value, dtype=np.float32)
                     for key, value in model.params.items()}
     return model
 
@@ -208,7 +212,7 @@ def run_finetune(*, model: str, data: str, out_dir: str, train_cfg: TrainConfig,
     train_cfg = dataclasses.replace(train_cfg, objective=objective.name)
     check_data_lines(data, objective)
     fit_defaults(train_cfg, typed, decay_spans_run=True)   # two typed flags that conflict: now
-    base_model = load_base(model)
+    base_model = load_base(model, keep_quantized=lora_cfg is not None)
     train_cfg, notes = fit_defaults(train_cfg, typed, context=base_model.cfg.max_seq_len,
                                     decay_spans_run=True)
     hooks = RunHooks(on_note, noted_first(notes, on_note, on_start), on_step, should_stop, steps)
@@ -302,7 +306,7 @@ def resume_finetune(*, out_dir: str, data: str | None = None, given: dict | None
         train_cfg, changed = resumed_config(saved, given or {})
         check_train_config(train_cfg)
         data_record, data_note = resume_data(out, data, allow_new_data)
-        base_model = load_base(record["model_path"])
+        base_model = load_base(record["model_path"], keep_quantized=not record["full"])
         run = resume_run(ckpt)
         if record["full"]:
             base, lora_cfg = Base(base_model, run.params, {}), None

@@ -105,7 +105,7 @@ def _start_from(init: str | None, text: str, model_cfg_for, tokenizer_path: str 
     if init is None:
         tokenizer = CharTokenizer.from_text(text, objective.char_specials)
         return model_cfg_for(tokenizer.vocab_size), None, tokenizer
-    model = load_pretrained(init)
+    model = load_pretrained(init, dequantize=True)     # every weight trains: float32
     if family_of(model.arch).kind != objective.kind:
         raise GlassformerError(f"--init needs {kind_in_words(objective.kind)}, got {model.arch}")
     if model.tokenizer is None:

@@ -1,0 +1,112 @@
+"""QuantizedMatrix: a weight kept as GGUF blocks, usable where a float32 weight is.
+
+    QuantizedMatrix(kind="q4_1", blocks=(R, C/32*20) uint8, cols=C, transposed=...)
+
+The stored matrix W is (R, C), blocks running along each row (GGUF's layout: a linear weight is
+stored (out, in), the embedding (V, C)). glassformer multiplies inputs by (in, out) weights, so a
+linear weight is the record with `transposed=True`: it stands for W^T, shape (C, R).
+
+What a float32 weight does, the record does too, reading the blocks:
+
+    x @ M          M = W^T: rows_t_product (x @ W^T);  M = W: rows_product (x @ W)
+    M.T            the same blocks, `transposed` flipped (no copy)
+    M[ids]         rows of W (not transposed) dequantized: an embedding lookup
+    M.shape, M.ndim, M.dtype (float32: what its products give), M.size, M.nbytes (the blocks')
+
+so ops/linear.py, the tied LM head and an embedding lookup run unchanged; `x @ M` reaches
+`__rmatmul__` because NumPy defers to an operand that sets `__array_ufunc__ = None`.
+Anything else (arithmetic, np.asarray) is refused: `dequantize()` first, on purpose.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.ops.quant.formats import format_of
+from glassformer.ops.quant.product import dequantize_rows, rows_product, rows_t_product
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedMatrix:
+    """A block-quantized matrix (module docstring). kind: "q8_0", "q4_0", "q4_1" or "q4_k"."""
+    kind: str
+    blocks: np.ndarray       # (R, C / BLOCK * BYTES) uint8: row r's blocks, in order
+    cols: int                # C, weights a stored row
+    transposed: bool = False  # stands for W^T (C, R): a linear weight in (in, out) layout
+
+    __array_ufunc__ = None   # NumPy hands `x @ M` to __rmatmul__ instead of converting M
+
+    @property
+    def stored_shape(self) -> tuple[int, int]:
+        return (self.blocks.shape[0], self.cols)                        # (R, C)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, cols = self.stored_shape
+        return (cols, rows) if self.transposed else (rows, cols)
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    @property
+    def size(self) -> int:
+        return self.stored_shape[0] * self.cols
+
+    @property
+    def nbytes(self) -> int:
+        return self.blocks.nbytes
+
+    @property
+    def T(self) -> "QuantizedMatrix":
+        return QuantizedMatrix(self.kind, self.blocks, self.cols, not self.transposed)
+
+    def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
+        """x (..., shape[0]) @ self -> (..., shape[1])."""
+        c_in, c_out = self.shape
+        if x.shape[-1] != c_in:
+            raise GlassformerError(f"cannot multiply x of shape {x.shape} by a quantized "
+                                   f"matrix of shape {self.shape}")
+        rows = x.reshape(-1, c_in)                                      # (..., in) -> (N, in)
+        product = rows_t_product if self.transposed else rows_product
+        y = product(rows, self.kind, self.blocks, self.cols)            # (N, out)
+        return y.reshape(x.shape[:-1] + (c_out,))
+
+    def __getitem__(self, ids) -> np.ndarray:
+        """Rows of the stored W (an embedding lookup): ids (...) -> (..., C) float32."""
+        if self.transposed:
+            raise GlassformerError("row lookup of a transposed quantized matrix")
+        ids = np.asarray(ids)
+        picked = self.blocks[ids.reshape(-1)]                           # (N, row bytes)
+        return dequantize_rows(self.kind, picked, self.cols).reshape(ids.shape + (self.cols,))
+
+    def first_rows(self, n: int) -> "QuantizedMatrix":
+        """The first n stored rows (R -> n), no copy: for a look at a few values of a large W."""
+        return QuantizedMatrix(self.kind, self.blocks[:n], self.cols, self.transposed)
+
+    def dequantize(self) -> np.ndarray:
+        """The whole matrix as float32, in the shape this record stands for."""
+        w = dequantize_rows(self.kind, self.blocks, self.cols)          # (R, C)
+        return w.T if self.transposed else w
+
+
+def quantize_matrix(w: np.ndarray, kind: str, *, transposed: bool = False) -> QuantizedMatrix:
+    """Stored W (R, C) float -> its QuantizedMatrix (C a multiple of the format's block).
+    transposed=True gives the record standing for W^T (a linear weight from nn.Linear layout)."""
+    fmt = format_of(kind)
+    rows, cols = w.shape
+    if cols % fmt.BLOCK:
+        raise GlassformerError(f"cannot quantize a ({rows}, {cols}) matrix to {kind.upper()}: "
+                               f"its rows of {cols} are not a multiple of the block, {fmt.BLOCK}")
+    blocks = fmt.quantize(np.asarray(w, np.float32).reshape(-1, fmt.BLOCK))   # (R*C/B, BYTES)
+    return QuantizedMatrix(kind.lower(), blocks.reshape(rows, -1), cols, transposed)
+
+
+def quantize_weight(w: np.ndarray, kind: str) -> QuantizedMatrix:
+    """A glassformer (in, out) weight -> the record of its (out, in) rows, transposed=True."""
+    return quantize_matrix(np.ascontiguousarray(w.T), kind, transposed=True)
+
+
+def is_quantized(w) -> bool:
+    return isinstance(w, QuantizedMatrix)
