@@ -38,8 +38,12 @@ from glassformer.ops.attention import _block_of, _check_bias, _check_inputs, che
 from glassformer.ops.softcap import check_cap
 from glassformer.ops.softmax import masked_logits, row_max
 
-QUERY_TILE = 256   # rows per query tile
-KEY_TILE = 512     # keys per key tile: a (H, 256, 512) float32 tile is a few MiB, L2-sized
+QUERY_TILE = 128   # rows per query tile
+KEY_TILE = 256     # keys per key tile: an (H, 128, 256) float32 tile is about 1 MiB, L2-sized
+# Backward keeps ~4 tiles alive at once (scores/probs, dprobs/dscores, the soft cap's tanh), so
+# its tiles are smaller; the saved lse is per row, so the two passes need not share a tiling.
+BACKWARD_QUERY_TILE = 64
+BACKWARD_KEY_TILE = 128
 
 
 class TiledAttentionCtx(NamedTuple):
@@ -63,8 +67,6 @@ class TiledAttentionCtx(NamedTuple):
     softcap: float | None
     sinks: np.ndarray | None
     bias: np.ndarray | None
-    query_tile: int = QUERY_TILE
-    key_tile: int = KEY_TILE
 
 
 class _Tile(NamedTuple):
@@ -112,13 +114,13 @@ def _tile_rule(tile: _Tile, t: int, s: int, window: int | None) -> np.ndarray | 
     return allowed
 
 
-def _tile_scores(ctx: TiledAttentionCtx, tile: _Tile, k_t: np.ndarray):
+def _tile_scores(ctx: TiledAttentionCtx, tile: _Tile, q_scaled: np.ndarray, k_t: np.ndarray):
     """One tile's scores, as the whole op forms them: (scores (..., bT, bS) with -inf where not
-    allowed, tanh of the soft cap or None). k_t is K^T (..., D, S), made contiguous once."""
+    allowed, tanh of the soft cap or None). q_scaled is Q * scale and k_t is K^T (..., D, S),
+    each made once for all tiles (the scale costs an O(T) pass, not one per tile)."""
     t, s = ctx.q.shape[-2], ctx.k.shape[-2]
-    q_i = ctx.q[..., tile.q0:tile.q1, :]                            # (..., bT, D)
+    q_i = q_scaled[..., tile.q0:tile.q1, :]                         # (..., bT, D)
     scores = q_i @ k_t[..., tile.k0:tile.k1]                        # (..., D, bS) -> (..., bT, bS)
-    scores *= ctx.scale
     tanh = None
     if ctx.softcap is not None:
         tanh = np.tanh(scores * (1.0 / ctx.softcap))                # ops/softcap.py's rule
@@ -187,18 +189,21 @@ def tiled_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     ctx = TiledAttentionCtx(q=q, k=k, v=v, out=None, lse=None, scale=scale, mask=mask,
                             causal=causal, window=window,
                             softcap=None if softcap is None else check_cap(softcap),
-                            sinks=sinks, bias=bias, query_tile=_check_tile(query_tile),
-                            key_tile=_check_tile(key_tile))
+                            sinks=sinks, bias=bias)
+    query_tile, key_tile = _check_tile(query_tile), _check_tile(key_tile)
     lead = q.shape[:-2]
     out = np.empty(lead + (t, v.shape[-1]), q.dtype)                    # (..., T, Dv)
     lse = np.empty(lead + (t, 1), q.dtype)                              # (..., T, 1)
+    q_scaled = q * scale                                                # (..., T, D)
     k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))                  # (..., D, S)
-    for q0, q1, row in tiles(t, s, causal, window, ctx.query_tile, ctx.key_tile):
-        out[..., q0:q1, :], lse[..., q0:q1, :] = _query_tile(ctx, row, lead + (q1 - q0, 1), k_t)
+    for q0, q1, row in tiles(t, s, causal, window, query_tile, key_tile):
+        out[..., q0:q1, :], lse[..., q0:q1, :] = _query_tile(ctx, row, lead + (q1 - q0, 1),
+                                                             q_scaled, k_t)
     return out, ctx._replace(out=out, lse=lse)
 
 
-def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, k_t: np.ndarray):
+def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
+                k_t: np.ndarray):
     """The online softmax over one query tile's key tiles: (out (..., bT, Dv), lse (..., bT, 1)).
 
     m: running row max; l: running sum of exp(score - m); acc: running sum of exp(score - m) v.
@@ -209,10 +214,11 @@ def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, k_t: np.ndarray)
     l = np.zeros(rows, ctx.q.dtype) if sink is None else np.ones(rows, ctx.q.dtype)
     acc = np.zeros(rows[:-1] + (ctx.v.shape[-1],), ctx.q.dtype)                # (..., bT, Dv)
     for tile in row:
-        scores, _ = _tile_scores(ctx, tile, k_t)                    # (..., bT, bS)
+        scores, _ = _tile_scores(ctx, tile, q_scaled, k_t)          # (..., bT, bS)
         m_new = np.maximum(m, row_max(scores))                      # (..., bT, 1)
         shift = np.where(np.isneginf(m_new), 0.0, m_new).astype(m.dtype)  # finite: no inf - inf
-        exps = np.exp(scores - shift)                               # (..., bT, bS), 0 if masked
+        scores -= shift                                             # in place: a fresh tile
+        exps = np.exp(scores, out=scores)                           # (..., bT, bS), 0 if masked
         rescale = np.exp(m - shift)                                 # old terms' new scale
         l = l * rescale + row_sum(exps)
         acc *= rescale
@@ -225,7 +231,9 @@ def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, k_t: np.ndarray)
     return out, lse
 
 
-def tiled_attention_backward(dout: np.ndarray, ctx: TiledAttentionCtx) -> tuple[np.ndarray, ...]:
+def tiled_attention_backward(dout: np.ndarray, ctx: TiledAttentionCtx, *,
+                             query_tile: int = BACKWARD_QUERY_TILE,
+                             key_tile: int = BACKWARD_KEY_TILE) -> tuple[np.ndarray, ...]:
     """(dq, dk, dv), shaped like the forward's q, k, v; (dq, dk, dv, dsinks) with sinks.
 
     Each tile's weights are recomputed from the saved lse, p = exp(score - lse), and
@@ -238,25 +246,30 @@ def tiled_attention_backward(dout: np.ndarray, ctx: TiledAttentionCtx) -> tuple[
     dq = np.zeros_like(q)                                           # (..., T, D)
     dk = np.zeros(k.shape, q.dtype)                                 # (..., S, D), k's lead
     dv = np.zeros(v.shape, q.dtype)                                 # (..., S, Dv)
+    q_scaled = q * ctx.scale                                        # (..., T, D)
     k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))              # (..., D, S)
     v_t = np.ascontiguousarray(np.swapaxes(v, -1, -2))              # (..., Dv, S)
-    for q0, q1, row in tiles(t, s, ctx.causal, ctx.window, ctx.query_tile, ctx.key_tile):
+    for q0, q1, row in tiles(t, s, ctx.causal, ctx.window, _check_tile(query_tile),
+                             _check_tile(key_tile)):
         dout_i, q_i = dout[..., q0:q1, :], q[..., q0:q1, :]         # (..., bT, Dv), (..., bT, D)
         dots_i, lse_i = row_dots[..., q0:q1, :], ctx.lse[..., q0:q1, :]
         for tile in row:
             keys = slice(tile.k0, tile.k1)
-            scores, tanh = _tile_scores(ctx, tile, k_t)             # (..., bT, bS)
-            probs = np.exp(scores - lse_i)                          # the forward's weights
+            scores, tanh = _tile_scores(ctx, tile, q_scaled, k_t)   # (..., bT, bS)
+            scores -= lse_i
+            probs = np.exp(scores, out=scores)                      # the forward's weights
             dv_tile = np.swapaxes(probs, -1, -2) @ dout_i           # (..., bS, bT) @ (..., bT, Dv)
             dv[..., keys, :] += sum_to_shape(dv_tile, v.shape[:-2] + dv_tile.shape[-2:])
             dprobs = dout_i @ v_t[..., keys]                        # (..., bT, Dv) @ (..., Dv, bS)
-            dscores = (dprobs - dots_i) * probs                     # softmax backward, with D
+            dprobs -= dots_i
+            dscores = np.multiply(dprobs, probs, out=dprobs)        # softmax backward, with D
             if tanh is not None:
                 dscores *= 1.0 - tanh * tanh                        # back through the soft cap
-            dscores *= ctx.scale
             dq[..., q0:q1, :] += dscores @ k[..., keys, :]          # (..., bT, bS) @ (..., bS, D)
             dk_tile = np.swapaxes(dscores, -1, -2) @ q_i            # (..., bS, bT) @ (..., bT, D)
             dk[..., keys, :] += sum_to_shape(dk_tile, k.shape[:-2] + dk_tile.shape[-2:])
+    dq *= ctx.scale                                                 # d scores / d q = K * scale
+    dk *= ctx.scale
     if ctx.sinks is None:
         return dq, dk, dv
     sink_probs = np.exp(_sink_column(ctx, lead + (t, 1)) - ctx.lse)  # (..., T, 1)
