@@ -36,7 +36,7 @@ from glassformer.ops._rows import row_sum
 from glassformer.ops._shapes import sum_to_shape
 from glassformer.ops.attention import _block_of, _check_bias, _check_inputs, check_window
 from glassformer.ops.softcap import check_cap
-from glassformer.ops.softmax import masked_logits, row_max
+from glassformer.ops.softmax import SAFE_ROW_SUM, masked_logits, row_max
 
 QUERY_TILE = 128   # rows per query tile
 KEY_TILE = 256     # keys per key tile: an (H, 128, 256) float32 tile is about 1 MiB, L2-sized
@@ -204,6 +204,39 @@ def tiled_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
 
 def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
                 k_t: np.ndarray):
+    """One query tile: (out (..., bT, Dv), lse (..., bT, 1)), first without a running max."""
+    unshifted = _query_tile_unshifted(ctx, row, rows, q_scaled, k_t)
+    if unshifted is not None:
+        return unshifted
+    return _query_tile_shifted(ctx, row, rows, q_scaled, k_t)
+
+
+def _query_tile_unshifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
+                          k_t: np.ndarray):
+    """The sums with shift m = 0, or None when a row's sum leaves [2^-64, 2^64].
+
+    note: any shift gives the same softmax (docs/derivations/tiled_attention.md); 0 needs no row
+    max, no rescaling and no subtraction, about half of a tile's elementwise passes. It is safe
+    while no exp overflows or every term underflows, which the row sum shows afterwards, as
+    ops/softmax.py's first try does; then the tile is redone with the running max (a row that
+    sees no key lands there too, and outputs 0).
+    """
+    sink = _sink_column(ctx, rows)
+    acc = np.zeros(rows[:-1] + (ctx.v.shape[-1],), ctx.q.dtype)                # (..., bT, Dv)
+    with np.errstate(over="ignore", invalid="ignore"):      # an overflow is caught below
+        l = np.zeros(rows, ctx.q.dtype) if sink is None else np.exp(sink)    # (..., bT, 1)
+        for tile in row:
+            scores, _ = _tile_scores(ctx, tile, q_scaled, k_t)      # (..., bT, bS)
+            exps = np.exp(scores, out=scores)                       # 0 where masked
+            l += row_sum(exps)
+            acc += exps @ ctx.v[..., tile.k0:tile.k1, :]            # (..., bS, Dv) -> (..., bT, Dv)
+    if not (np.all(l >= SAFE_ROW_SUM) and np.all(l <= 1.0 / SAFE_ROW_SUM)):
+        return None
+    return acc / l, np.log(l)
+
+
+def _query_tile_shifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
+                        k_t: np.ndarray):
     """The online softmax over one query tile's key tiles: (out (..., bT, Dv), lse (..., bT, 1)).
 
     m: running row max; l: running sum of exp(score - m); acc: running sum of exp(score - m) v.

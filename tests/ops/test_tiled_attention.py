@@ -89,3 +89,20 @@ def test_bad_arguments_get_one_clear_error(kwargs, words):
     q, k, v = _inputs(np.random.default_rng(0), (1, 2), (1, 2), 4, 4)
     with pytest.raises(GlassformerError, match=words):
         tiled_attention_forward(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("shift", [100.0, -100.0])
+def test_scores_beyond_exp_range_take_the_running_max_and_still_equal(shift):
+    """Scores shifted by +-100 (a constant bias) overflow exp, or underflow it, without a running
+    max: those tiles are redone with it, and the result is still the whole op's."""
+    rng = np.random.default_rng(3)
+    q, k, v = (a.astype(np.float64) for a in _inputs(rng, (1, 2), (1, 2), 40, 40))
+    bias = np.full((1, 1), shift)                                    # the same for every score
+    want, whole = attention_forward(q, k, v, causal=True, bias=bias)
+    got, tiled = tiled_attention_forward(q, k, v, causal=True, bias=bias, query_tile=16,
+                                         key_tile=8)
+    np.testing.assert_allclose(got, want, atol=1e-10)
+    assert np.isfinite(tiled.lse).all()
+    dout = rng.standard_normal(want.shape)
+    for mine, theirs in zip(tiled_attention_backward(dout, tiled), attention_backward(dout, whole)):
+        np.testing.assert_allclose(mine, theirs, atol=1e-10)
