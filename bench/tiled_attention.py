@@ -8,9 +8,10 @@
 SmolLM2-135M's attention shape by default (9 query heads, 3 key/value heads, D 64), float32.
 Per length: the forward as prefill runs it (no weights kept), forward + backward as training runs
 it, each side's CPU time (process_time, best of --repeats: a busy machine disturbs it less than
-wall time) and the peak of NumPy's / torch's allocations during the call (tracemalloc for NumPy;
-torch's CPU allocator is not traced, so its column is the (T, S) weights it must hold,
-computed, not measured). Ratios are against the whole op and against torch.
+wall time) and, for the two NumPy sides, the peak of NumPy's allocations during training
+(tracemalloc; torch's allocator is not traced). weights_mib is the size of one (B, H, T, S)
+float32 array, for scale. torch gets (B, H, T, D) tensors (3-D ones send it to a slow path).
+Ratios are against the whole op and against torch.
 Last line: one JSON object.
 """
 from __future__ import annotations
@@ -62,7 +63,7 @@ def sides(q, k, v, dout, torch):
     def tiled_train():
         tiled_attention_backward(dout, tiled_attention_forward(q, k, v, causal=True)[1])
 
-    tq, tk, tv, tdout = (torch.from_numpy(np.ascontiguousarray(a.squeeze(0)))
+    tq, tk, tv, tdout = (torch.from_numpy(np.ascontiguousarray(a))       # (B, H or K, T, D)
                          for a in (q.reshape(q.shape[0], -1, *q.shape[-2:]),
                                    k[:, :, 0], v[:, :, 0],
                                    dout.reshape(dout.shape[0], -1, *dout.shape[-2:])))
