@@ -12,6 +12,11 @@ Shapes: x (B, T, C) -> q (B, H, T, D), k/v (B, K, S, D) -> out (B, T, H*D) -> y 
 Backward returns grads under the forward's param names, dx, and dmemory (cross-attention only).
 Cached decoding (kv_cache given) is inference only: its ctx cannot be run backward.
 
+Long sequences (TILED_FROM queries or more) run tiled attention (ops/tiled_attention.py) when
+no one will read the weights: generation's prefill (a KV cache) and training (train=True). Its ctx
+keeps each row's logsumexp, O(T), instead of the (T, S) weights; other forwards (explain, the
+viewer, evaluation) keep the whole op, whose ctx holds the weights they show.
+
 The q, k, v projections (one joined product or three, LoRA adapters on them) are
 blocks/qkv.py's; the heads are split and merged by blocks/heads.py.
 
@@ -40,6 +45,12 @@ from glassformer.ops.linear import LinearCtx, linear_forward
 from glassformer.ops.lora import LoraLinearCtx
 from glassformer.ops.position import alibi_bias
 from glassformer.ops.rope import RopeCtx, rope_backward, rope_forward, rope_tables_at
+from glassformer.ops.tiled_attention import (TiledAttentionCtx, tiled_attention_backward,
+                                             tiled_attention_forward)
+
+# From this many queries a prefill or training forward attends by tiles (docs/performance.md:
+# measured equal to the whole op at ~256 queries, faster from 512, and O(T) memory).
+TILED_FROM = 512
 
 
 class AttentionBlockCtx(NamedTuple):
@@ -49,7 +60,7 @@ class AttentionBlockCtx(NamedTuple):
     v_proj: LinearCtx | LoraLinearCtx | None
     q_rope: RopeCtx | None
     k_rope: RopeCtx | None
-    attn: AttentionCtx
+    attn: AttentionCtx | TiledAttentionCtx     # tiled: no weights kept (TILED_FROM)
     out_proj: LinearCtx | LoraLinearCtx
     n_head: int
     cross: bool        # keys/values came from `memory`
@@ -192,13 +203,15 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
         key_mask = None if key_mask is None else key_mask[:, key_mask.shape[1] - k.shape[2]:]
     cached = kv_cache is not None or memory_kv is not None
     window = cfg.window_at(layer) if causal and memory is None else None
-    # cached (generation): no backward follows, so the (T, S) weights of each layer are not kept
-    out, attn = attention_forward(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
-                                  mask=_attention_mask(key_mask), causal=causal,
-                                  bias=_alibi(cfg, t, k.shape[2], q.dtype),
-                                  scale=cfg.attn_scale, window=window, softcap=cfg.attn_softcap,
-                                  sinks=_sinks(params, cfg), keep_weights=not cached)
-                                                                    # (B, K, G, T, D)
+    options = dict(mask=_attention_mask(key_mask), causal=causal,
+                   bias=_alibi(cfg, t, k.shape[2], q.dtype), scale=cfg.attn_scale,
+                   window=window, softcap=cfg.attn_softcap, sinks=_sinks(params, cfg))
+    if t >= TILED_FROM and (cached or train):   # no one reads these weights: O(T) memory
+        out, attn = tiled_attention_forward(_group(q, cfg.kv_heads), k[:, :, None],
+                                            v[:, :, None], **options)          # (B, K, G, T, D)
+    else:  # cached (generation): no backward follows, so the (T, S) weights are not kept
+        out, attn = attention_forward(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
+                                      keep_weights=not cached, **options)      # (B, K, G, T, D)
     out = out.reshape(b, cfg.n_head, t, -1)               # (B, K, G, T, D) -> (B, H, T, D)
     if hooks is not None:
         out = run_hook(hooks, f"blocks.{layer}.attn.hook_z", out, to_hook=heads_view,
@@ -222,7 +235,9 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
     b, t = dy.shape[:2]
     n_kv = ctx.attn.k.shape[1]
     dout = _group(split_heads(dout, ctx.n_head), n_kv)                      # (B, K, G, T, D)
-    dq, dk, dv, *dsinks = attention_backward(dout, ctx.attn)   # dsinks: [(K, G, 1, 1)] or []
+    backward = (tiled_attention_backward if isinstance(ctx.attn, TiledAttentionCtx)
+                else attention_backward)
+    dq, dk, dv, *dsinks = backward(dout, ctx.attn)   # dsinks: [(K, G, 1, 1)] or []
     if dsinks:
         grads["sinks"] = dsinks[0].reshape(ctx.n_head)                     # (K, G, 1, 1) -> (H,)
     dq = dq.reshape(b, ctx.n_head, t, -1)                 # (B, K, G, T, D) -> (B, H, T, D)
@@ -252,7 +267,10 @@ def attention_block_backward(dy: np.ndarray, ctx: AttentionBlockCtx
 def head_weights(ctx: AttentionBlockCtx) -> np.ndarray:
     """The attention weights per query head, (B, K, G, T, S) viewed as (B, H, T, S) (query head
     h = kv * G + g, as HF's repeat_kv orders them): exactly the float32 weights the forward
-    multiplied V by. Not kept by a cached (generation) forward."""
+    multiplied V by. Not kept by a cached (generation) forward nor a long training one."""
+    if isinstance(ctx.attn, TiledAttentionCtx):
+        raise GlassformerError("this attention ran by tiles (a long training forward) and kept "
+                               "no weights; run the forward with train=False to see them")
     probs = ctx.attn.softmax.probs                                          # (B, K, G, T, S)
     b, k, g, t, s = probs.shape
     return probs.reshape(b, k * g, t, s)

@@ -31,12 +31,14 @@ from glassformer.gradcheck.cases import seq2seq
 from glassformer.gradcheck.cases import sink
 from glassformer.gradcheck.cases import softmax
 from glassformer.gradcheck.cases import swiglu
+from glassformer.gradcheck.cases import tiled_attention
 from glassformer.gradcheck.core import GradcheckCase
 
 _MODULES = [
     linear,
     lora,
     attention,
+    tiled_attention,
     cross_entropy,
     dropout,
     embedding,
