@@ -36,6 +36,7 @@ from glassformer.interpret.patching import (Patching, PatchTable, check_same_len
                                             hook_name, logit_diff_metric)
 from glassformer.models.common import head_backward
 from glassformer.models.family import CAUSAL
+from glassformer.ops.quant import as_array
 
 
 class Attribution(NamedTuple):
@@ -53,7 +54,8 @@ class Attribution(NamedTuple):
 
 def unembed_direction(model, target: int, other: int | None) -> np.ndarray:
     """W_U[:, target] - W_U[:, other] (C,) float64 (W_U: lm_head, or tok_emb^T when tied)."""
-    w_u = model.params["lm_head"] if "lm_head" in model.params else model.params["tok_emb"].T
+    w_u = as_array(model.params["lm_head"] if "lm_head" in model.params
+                   else model.params["tok_emb"].T)                          # (C, V)
     vocab = w_u.shape[1]
     for token in (target, other):
         if token is not None and not 0 <= int(token) < vocab:
@@ -86,7 +88,7 @@ def residual_terms(model, cache, position: int, row: int = 0) -> tuple[list[str]
     for layer in range(model.cfg.n_layer):
         prefix = f"blocks.{layer}."
         heads = _head_terms(cache[prefix + "attn.hook_z"][row, position],
-                            model.params[prefix + "attn.wo"])
+                            as_array(model.params[prefix + "attn.wo"]))
         labels += [f"L{layer}H{h}" for h in range(heads.shape[0])]
         terms += list(heads)
         if prefix + "attn.bo" in model.params:
@@ -173,7 +175,7 @@ def attribution_patch(model, clean_ids, corrupt_ids, target: int, other: int | N
             name = hook_name(kind, layer)
             delta = (clean[name] - corrupt[name]).astype(np.float64)
             if kind == "z":
-                wo = model.params[f"blocks.{layer}.attn.wo"].astype(np.float64)
+                wo = as_array(model.params[f"blocks.{layer}.attn.wo"]).astype(np.float64)
                 dz = grads["resid_mid"][layer] @ wo.T                          # (B, T, H*D)
                 dz = dz.reshape(delta.shape)                                   # (B, T, H, D)
                 rows.append((delta * dz).sum(axis=(0, 1, 3)))                  # (H,)

@@ -30,6 +30,7 @@ from glassformer.interpret.sae.run import text_ids
 from glassformer.interpret.sae.saelens_folder import load_sae
 from glassformer.interpret.sae.stream import sink_mask, windows
 from glassformer.memory import check_memory
+from glassformer.ops.quant import as_array
 from glassformer.viewer.tokens import describe_tokens
 
 SPAN = 8          # tokens shown either side of a top activation
@@ -55,7 +56,8 @@ def feature_acts(model, params: dict, cfg, hook: str, windows_ids: np.ndarray, *
 
 def logit_effect(model, w_dec_row: np.ndarray) -> np.ndarray:
     """(V,) the logits one unit of the feature writes directly (module docstring)."""
-    w_u = model.params["lm_head"] if "lm_head" in model.params else model.params["tok_emb"].T
+    w_u = as_array(model.params["lm_head"] if "lm_head" in model.params
+                   else model.params["tok_emb"].T)                          # (C, V)
     direction = w_dec_row.astype(np.float64)
     if "norm_f.w" in model.params:
         direction = direction * model.params["norm_f.w"]

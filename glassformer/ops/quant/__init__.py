@@ -9,8 +9,8 @@
 Each format's dequantize equals `gguf.quants.dequantize` bit for bit (tests/ops/quant/).
 """
 from glassformer.ops.quant.formats import FORMATS, TYPE_IDS, format_of
-from glassformer.ops.quant.matrix import (QuantizedMatrix, is_quantized, quantize_matrix,
+from glassformer.ops.quant.matrix import (QuantizedMatrix, as_array, is_quantized, quantize_matrix,
                                           quantize_weight)
 
-__all__ = ["FORMATS", "TYPE_IDS", "QuantizedMatrix", "format_of", "is_quantized",
+__all__ = ["FORMATS", "TYPE_IDS", "QuantizedMatrix", "as_array", "format_of", "is_quantized",
            "quantize_matrix", "quantize_weight"]

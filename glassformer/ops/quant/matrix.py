@@ -122,3 +122,9 @@ def quantize_weight(w: np.ndarray, kind: str) -> QuantizedMatrix:
 
 def is_quantized(w) -> bool:
     return isinstance(w, QuantizedMatrix)
+
+
+def as_array(w):
+    """w as a float array: a QuantizedMatrix widened whole, anything else as it is (for readers
+    that slice or reshape a weight: interpretability's unembedding and per-head output rows)."""
+    return w.dequantize() if isinstance(w, QuantizedMatrix) else w
