@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.gradcheck.cases.attention import qkv_inputs
 from glassformer.gradcheck.core import GradcheckCase
 from glassformer.ops.position import alibi_bias
 from glassformer.ops.tiled_attention import tiled_attention_backward, tiled_attention_forward
@@ -13,13 +14,9 @@ TILES = {"query_tile": 2, "key_tile": 3}   # T, S of 5-7: two to four tiles each
 # (backward is tiled its own way, 3 x 2: the saved logsumexp is per row)
 
 
-def _qkv(rng, lead_q=(2, 2), lead_kv=None, t=5, s=5, d=4, dv=3):
-    lead_kv = lead_q if lead_kv is None else lead_kv
-    return {
-        "q": rng.standard_normal(lead_q + (t, d)),
-        "k": rng.standard_normal(lead_kv + (s, d)),
-        "v": rng.standard_normal(lead_kv + (s, dv)),
-    }
+def _qkv(rng, **sizes):
+    """The attention cases' inputs (cases/attention.py), 5 queries and keys by default."""
+    return qkv_inputs(rng, **({"t": 5, "s": 5} | sizes))
 
 
 def _case(mode, make, *, causal=False, window=None, softcap=None):
