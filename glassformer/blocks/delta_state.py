@@ -182,6 +182,24 @@ class HybridCache(KVCache):
                            states=self.states, kv_layout=self.kv_layout,
                            state_layout=self.state_layout, batch=self.batch, capacity=max_len)
 
+    def first_rows(self, rows: int) -> "HybridCache":
+        """The first `rows` rows as views of this cache: what a forward writes there (keys,
+        values, states) lands here (a server's step over the rows in use, serve/rows.py)."""
+        states = {i: LayerState(conv=s.conv[:rows], recurrent=s.recurrent[:rows])
+                  for i, s in self.states.items()}
+        return HybridCache(k=[k[:rows] for k in self.k], v=[v[:rows] for v in self.v],
+                           length=self.length, slots=self.slots, states=states,
+                           kv_layout=self.kv_layout, state_layout=self.state_layout,
+                           batch=rows, capacity=self.capacity)
+
+    def copy_states(self, rows, source: "HybridCache", source_rows) -> None:
+        """Rows `rows` (N,) of every state take source's rows `source_rows` (N,): a prompt
+        prefilled in a cache of its own joins a server's row (its keys are copied by column,
+        serve/rows.py; a state has no columns, it is the row's whole past)."""
+        for i, state in self.states.items():
+            state.conv[rows] = source.states[i].conv[source_rows]
+            state.recurrent[rows] = source.states[i].recurrent[source_rows]
+
     def select_rows(self, rows: np.ndarray) -> "HybridCache":
         states = {i: LayerState(conv=s.conv[rows], recurrent=s.recurrent[rows])
                   for i, s in self.states.items()}
