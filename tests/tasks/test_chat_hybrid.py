@@ -3,7 +3,12 @@ turn once: the live state continues where the template re-renders nothing (ChatM
 checkpoint of the state is restored where it re-renders the reply differently (Qwen3.5's template
 drops the empty think block from earlier turns). Every reply equals a fresh session's, which
 prefills the whole conversation from its first token. The same for a LLaMA-shaped model (its KV
-cache is simply cut back). Random models, a byte-level tokenizer: no downloads."""
+cache is simply cut back). Qwen3.5's own templates (think and nothink) come from TRL, a test
+dependency, and a short copy of the nothink layout stands in where it is missing. Random models,
+a byte-level tokenizer: no downloads."""
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -30,6 +35,23 @@ QWEN35 = ChatTemplate(   # Qwen3.5's layout with thinking off: earlier replies l
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n<think>\n\n</think>\n\n' }}"
     "{% endif %}", {})
 THINK_IDS = 6         # <think> \n \n </think> \n \n: the generation prompt's part not shared
+TRL = importlib.util.find_spec("trl")   # a test dependency; it ships Qwen3.5's own templates
+TRL_TEMPLATES = Path(TRL.origin if TRL else ".").parent / "chat_templates"
+
+
+def trl_template(name: str):
+    """Qwen3.5's own template (nothink: <think>\n\n</think>\n\n opens the reply; think:
+    <think>\n), or a skip where TRL is not installed."""
+    path = TRL_TEMPLATES / name
+    if not path.is_file():
+        pytest.skip(f"TRL's {name} is not installed")
+    return ChatTemplate(path.read_text(encoding="utf-8"), {})
+
+
+TEMPLATES = {"qwen35": lambda: QWEN35, "chatml": lambda: CHATML,
+             "qwen3_5_nothink": lambda: trl_template("qwen3_5_nothink.jinja"),
+             "qwen3_5_think": lambda: trl_template("qwen3_5_think.jinja")}
+UNSHARED = {"qwen35": THINK_IDS, "qwen3_5_nothink": THINK_IDS, "qwen3_5_think": 2}  # <think> \n
 GREEDY = dict(temperature=0.0, max_new_tokens=10)
 MESSAGES = ("Read this: the cat sat on the mat.", "Where did it sit?", "And the dog?")
 
@@ -70,10 +92,13 @@ def fresh_reply(model, template, history: list[dict], text: str) -> tuple[str, i
     return say(fresh, text), fresh.turns[0].prefilled_tokens
 
 
-@pytest.mark.parametrize("which, template, source", [
-    ("hybrid", QWEN35, "checkpoint"), ("hybrid", CHATML, "cache"), ("dense", CHATML, "cache")])
-def test_three_turns_read_each_earlier_turn_once(which, template, source, request):
+@pytest.mark.parametrize("which, name, source", [
+    ("hybrid", "qwen35", "checkpoint"), ("hybrid", "qwen3_5_nothink", "checkpoint"),
+    ("hybrid", "qwen3_5_think", "checkpoint"), ("hybrid", "chatml", "cache"),
+    ("dense", "chatml", "cache"), ("dense", "qwen3_5_nothink", "cache")])
+def test_three_turns_read_each_earlier_turn_once(which, name, source, request):
     model = request.getfixturevalue(which)
+    template = TEMPLATES[name]()
     session = ChatSession(model, template)
     left = []          # per turn: its prompt, and how many ids it left in the cache
     for k, text in enumerate(MESSAGES):
@@ -86,12 +111,12 @@ def test_three_turns_read_each_earlier_turn_once(which, template, source, reques
         assert turn.prompt_tokens == len(prompt) == fresh_prefilled
         if k == 0:
             assert (turn.reused_tokens, turn.reused_from) == (0, "none")
-        elif source == "cache":   # the live cache: the last prompt and reply, all of them
+        elif name == "chatml":    # the live cache: the last prompt and reply, all of them
             assert turn.reused_from == "cache"
             assert turn.reused_tokens == left[-1][1]
-        else:                     # the state at the last turn's boundary
-            assert turn.reused_from == "checkpoint"
-            assert turn.reused_tokens == len(left[-1][0]) - THINK_IDS
+        else:                     # up to the last turn's boundary: a checkpoint of the state,
+            assert turn.reused_from == source                # or the KV cache cut back there
+            assert turn.reused_tokens == len(left[-1][0]) - UNSHARED[name]
         assert turn.prefilled_tokens == turn.prompt_tokens - turn.reused_tokens
         assert prompt[:turn.reused_tokens] == session.cached_ids[:turn.reused_tokens]
         held = len(session.cached_ids)                       # the prompt, then the reply
@@ -106,10 +131,10 @@ def test_three_turns_read_each_earlier_turn_once(which, template, source, reques
     total = sum(t.prefilled_tokens for t in session.turns)
     replies = sum(held - len(prompt) for prompt, held in left[:-1])
     last = len(left[-1][0])
-    if source == "cache":
+    if name == "chatml":
         assert total == last - replies
     else:
-        assert total == last + (len(MESSAGES) - 1) * THINK_IDS
+        assert total == last + (len(MESSAGES) - 1) * UNSHARED[name]
     if which == "hybrid":
         assert 0 < session.checkpoints.nbytes() <= MAX_CHECKPOINTS * session.kv_cache.nbytes()
         assert all(t.checkpoint_bytes > 0 for t in session.turns)
