@@ -13,7 +13,9 @@ maps a layer to its place there) and whose `states` hold the linear ones. The ge
 uses it as any KVCache (`length`, `advance`, `with_room`, `select_rows`). `keep` cannot cut it
 back, since a recurrent state cannot forget its last tokens: a chat that continues (the new
 prompt extends everything cached) keeps it whole and prefills only the new turn; one that must
-cut back (a regenerated reply) starts over from position 0.
+cut back (a regenerated reply) starts over from position 0, unless a `StateCheckpoint` taken at
+that point (`checkpoint`, at a chat's turn boundary) is given back with `restore`: a copy of every
+state (fixed bytes per row) and the KV length, since the full layers' keys before it are kept.
 
     layer:        0 linear   1 linear   2 linear   3 full     ...
     kept:         state      state      state      k, v (B, K, T_max, D)
@@ -54,6 +56,19 @@ class LayerState:
         return cls(conv=np.zeros((batch, layout.conv_width - 1, layout.conv_dim), dtype),
                    recurrent=np.zeros((batch, layout.v_heads, layout.k_head_dim,
                                        layout.v_head_dim), dtype))
+
+
+@dataclass(frozen=True)
+class StateCheckpoint:
+    """A HybridCache as it was after its first `length` positions: copies of every linear
+    layer's state; the full layers' keys and values before `length` stay in the cache itself
+    (only positions from `length` on are ever written again after a restore)."""
+    length: int
+    states: dict             # linear layer -> LayerState (copies)
+
+    def nbytes(self) -> int:
+        """What keeping this checkpoint costs: the states' bytes, whatever `length` is."""
+        return int(sum(s.conv.nbytes + s.recurrent.nbytes for s in self.states.values()))
 
 
 @dataclass
@@ -137,6 +152,27 @@ class HybridCache(KVCache):
             state.recurrent[...] = 0.0
         self.length = 0
 
+    def checkpoint(self) -> StateCheckpoint:
+        """Copy the states now (the cache as it is after `length` positions): one copy per
+        call, fixed bytes per row, whatever the context."""
+        return StateCheckpoint(self.length, {
+            i: LayerState(conv=s.conv.copy(), recurrent=s.recurrent.copy())
+            for i, s in self.states.items()})
+
+    def restore(self, checkpoint: StateCheckpoint) -> None:
+        """Go back to `checkpoint` (taken from this cache, at most `length` positions ago): its
+        states are copied in and `length` becomes its length. The caller makes sure no
+        position before that was written again since (a checkpoint past a restored one is
+        stale: the chat drops those)."""
+        if not 0 <= checkpoint.length <= self.length or set(checkpoint.states) != set(
+                self.states):
+            raise GlassformerError(f"cannot restore a checkpoint of {checkpoint.length} "
+                                   f"positions into a cache holding {self.length}")
+        for i, state in self.states.items():
+            state.conv[...] = checkpoint.states[i].conv
+            state.recurrent[...] = checkpoint.states[i].recurrent
+        self.length = checkpoint.length
+
     def with_room(self, max_len: int) -> "HybridCache":
         if max_len <= self.capacity:
             return self
@@ -145,6 +181,24 @@ class HybridCache(KVCache):
         return HybridCache(k=longer.k, v=longer.v, length=self.length, slots=self.slots,
                            states=self.states, kv_layout=self.kv_layout,
                            state_layout=self.state_layout, batch=self.batch, capacity=max_len)
+
+    def first_rows(self, rows: int) -> "HybridCache":
+        """The first `rows` rows as views of this cache: what a forward writes there (keys,
+        values, states) lands here (a server's step over the rows in use, serve/rows.py)."""
+        states = {i: LayerState(conv=s.conv[:rows], recurrent=s.recurrent[:rows])
+                  for i, s in self.states.items()}
+        return HybridCache(k=[k[:rows] for k in self.k], v=[v[:rows] for v in self.v],
+                           length=self.length, slots=self.slots, states=states,
+                           kv_layout=self.kv_layout, state_layout=self.state_layout,
+                           batch=rows, capacity=self.capacity)
+
+    def copy_states(self, rows, source: "HybridCache", source_rows) -> None:
+        """Rows `rows` (N,) of every state take source's rows `source_rows` (N,): a prompt
+        prefilled in a cache of its own joins a server's row (its keys are copied by column,
+        serve/rows.py; a state has no columns, it is the row's whole past)."""
+        for i, state in self.states.items():
+            state.conv[rows] = source.states[i].conv[source_rows]
+            state.recurrent[rows] = source.states[i].recurrent[source_rows]
 
     def select_rows(self, rows: np.ndarray) -> "HybridCache":
         states = {i: LayerState(conv=s.conv[rows], recurrent=s.recurrent[rows])

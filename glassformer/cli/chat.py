@@ -21,6 +21,7 @@ from glassformer.cli.common import (add_adapter_argument, add_model_argument,
 from glassformer.errors import GlassformerError
 from glassformer.generate.constrain import compile_schema, json_table, vocabulary_trie
 from glassformer.json_object import read_json_object
+from glassformer.memory import human_bytes
 from glassformer.tasks.chat import ChatSession, open_chat
 
 NAME = "chat"
@@ -100,13 +101,19 @@ def reply(session: ChatSession, text: str, args, constraint=None) -> None:
 
 
 def turn_stats(turn) -> str:
-    """[prefill: N tokens read (M reused), X tok/s | decode: K tokens, Y tok/s]"""
+    """[prefill: N tokens read (M reused), X tok/s | decode: K tokens, Y tok/s]; a hybrid
+    model's turn says when its reused tokens came from a turn checkpoint, and what the
+    checkpoints hold (tasks/chat_checkpoints.py)."""
     prefill_rate = turn.prefilled_tokens / max(turn.prefill_seconds, 1e-9)
     decoded = max(turn.new_tokens - 1, 0)  # the first token comes with the prefill
     decode_rate = decoded / turn.decode_seconds if turn.decode_seconds > 0 else 0.0
-    return (f"[prefill: {turn.prefilled_tokens} tokens ({turn.reused_tokens} reused from the "
-            f"cache) in {turn.prefill_seconds:.2f} s, {prefill_rate:.1f} tokens/s | decode: "
-            f"{decoded} tokens in {turn.decode_seconds:.2f} s, {decode_rate:.1f} tokens/s]")
+    source = ("a turn checkpoint of the state" if turn.reused_from == "checkpoint"
+              else "the cache")
+    kept = (f", turn checkpoints hold {human_bytes(turn.checkpoint_bytes)}"
+            if turn.checkpoint_bytes else "")
+    return (f"[prefill: {turn.prefilled_tokens} tokens ({turn.reused_tokens} reused from "
+            f"{source}{kept}) in {turn.prefill_seconds:.2f} s, {prefill_rate:.1f} tokens/s | "
+            f"decode: {decoded} tokens in {turn.decode_seconds:.2f} s, {decode_rate:.1f} tokens/s]")
 
 
 def system_prompt(session: ChatSession) -> str | None:

@@ -19,6 +19,8 @@ The server's ASGI side talks to the engine only through `submit` (a bounded wait
 one raises `QueueFull`, an HTTP 429) and `Sequence.cancelled`; the engine answers through each
 sequence's `on_event`. Greedy replies are the ones `generate` gives for the prompt alone (each
 row's keys and positions are its own: rows.py), to float rounding of batched matrix products.
+A hybrid model (Qwen3-Next, Qwen3.5) is served the same way, each row also carrying its
+linear-attention layers' fixed-size state (rows.py); its rows reuse no earlier request's prefix.
 """
 from __future__ import annotations
 
@@ -52,13 +54,6 @@ class Engine:
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
                  prefill_chunk: int = 0):
-        if model.family.new_cache is not None:
-            # note: rows join and leave by columns of one shared KV cache; a linear-attention
-            # layer's state is one matrix per row, with no columns to realign
-            raise GlassformerError(f"glassformer serve batches rows by KV-cache columns; "
-                                   f"{model.arch} keeps a recurrent state per row in its linear-attention "
-                                   "layers, which serve does not batch yet (use glassformer "
-                                   "chat or generate)")
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
         self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk

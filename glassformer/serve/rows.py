@@ -23,6 +23,14 @@ next turn of a chat) copies those keys instead of recomputing them (`reuse`).
 Every copy and gather here indexes rows and columns only, so `k` and `v` may differ in width:
 DeepSeek-V3's latent cache (blocks/kv_cache.py KVLayout: k the latent R, v the RoPE key Dr) is
 served the same way.
+
+A hybrid model (Qwen3-Next, Qwen3.5: blocks/delta_state.py HybridCache) keeps the keys and
+values of its full-attention layers in these columns, and per row a fixed-size state for each
+linear-attention layer, which has no columns: it is the row's whole past. A joining prompt's
+state is copied into its row with its keys (`place`); realigning moves keys only; an idle row
+fed a placeholder in a decode step spoils only its own state, which the next joiner there
+replaces. A free row's held ids are not reused for a hybrid (`reuse` is 0): its state has run on
+past them and cannot be cut back to a shared prefix.
 """
 from __future__ import annotations
 
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from glassformer.blocks.delta_state import HybridCache
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.serve.prefill import Prefill
 
@@ -62,6 +71,8 @@ class RowCache:
 
     def view(self, rows: int) -> KVCache:
         """The first `rows` rows as a KVCache of views: what a forward writes lands here."""
+        if isinstance(self.cache, HybridCache):
+            return self.cache.first_rows(rows)
         return KVCache(k=[k[:rows] for k in self.cache.k], v=[v[:rows] for v in self.cache.v],
                        length=self.cache.length)
 
@@ -94,7 +105,9 @@ class RowCache:
 
     def reuse(self, row: int, prompt: list[int]) -> int:
         """How many leading prompt ids row `row` already holds (at least one id is left to
-        feed, since the last prompt id's logits give the first new token)."""
+        feed, since the last prompt id's logits give the first new token); 0 for a hybrid."""
+        if isinstance(self.cache, HybridCache):
+            return 0
         held = self.held(row)
         n = min(len(held), len(prompt) - 1)
         differ = np.flatnonzero(held[:n] != np.asarray(prompt[:n]))
@@ -166,3 +179,5 @@ class RowCache:
             self.cache.v[layer][dest_rows, :, dest] = small.v[layer][from_rows, :, pick_col]
         self.live[dest_rows, dest] = True
         self.ids[dest_rows, dest] = ids
+        if isinstance(self.cache, HybridCache):                         # the rows' states
+            self.cache.copy_states(np.asarray(rows), small, source)

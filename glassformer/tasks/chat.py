@@ -32,6 +32,12 @@ context (prompt + max_new_tokens > max_seq_len), the oldest exchanges are droppe
 system prompt), the turn says so (`TurnStats.dropped_messages`), and the cache is rebuilt once
 from the first id that changed. Generation stops at `<|im_end|>` or the tokenizer's other
 end-of-text tokens, which are not printed or kept in the history.
+
+A hybrid model's cache (Qwen3-Next, Qwen3.5: a recurrent state per linear-attention layer) cannot
+be cut back to a shorter prefix; the session checkpoints its state once per turn at the turn
+boundary and goes back there instead (tasks/chat_checkpoints.py). Each turn records how many ids
+it prefilled and where the reused ones came from (`TurnStats`; `glassformer chat --stats` prints
+one line per turn).
 """
 from __future__ import annotations
 
@@ -48,6 +54,8 @@ from glassformer.generate.generate import check_cache_memory, generate
 from glassformer.generate.stream import StreamStep, stream_text
 from glassformer.io.pretrained import load_pretrained
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.tasks.chat_checkpoints import (FROM_NOTHING, TurnCheckpoints, can_cut_back,
+                                                common_prefix, prefill_to, turn_boundary)
 from glassformer.tokenizers.chat_template import (ChatTemplate, RenderBudget, chat_prompt_ids,
                                                   chat_template_of)
 from glassformer.tokenizers.end_of_text import end_of_text_ids
@@ -83,18 +91,13 @@ class TurnStats:
     prefill_seconds: float = 0.0  # until the first new token (prefill and its sampling)
     new_tokens: int = 0           # tokens generated, an end-of-turn token included
     decode_seconds: float = 0.0   # from the first new token to the last
+    reused_from: str = FROM_NOTHING  # chat_checkpoints.FROM_*: the live cache, a checkpoint
+    checkpoint_bytes: int = 0     # what the session's turn checkpoints hold (hybrids only)
 
     @property
     def prefilled_tokens(self) -> int:
         """The prompt ids this turn ran through the model."""
         return self.prompt_tokens - self.reused_tokens
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """How many leading ids a and b share."""
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
-    return int(differ[0]) if differ.size else n
 
 
 def oldest_exchange(messages: list[dict]) -> int:
@@ -117,6 +120,7 @@ class ChatSession:
     kv_cache: KVCache | None = None    # keys and values of cached_ids[:kv_cache.length]
     cached_ids: list[int] = field(default_factory=list)
     turns: list[TurnStats] = field(default_factory=list)
+    checkpoints: TurnCheckpoints = field(default_factory=TurnCheckpoints)  # a hybrid's states
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """The ids the model reads for `messages`, ending with the assistant's turn opening."""
@@ -152,10 +156,13 @@ class ChatSession:
         messages, prompt_ids, dropped = self.fit(
             self.messages + [{"role": "user", "content": text}], max_new_tokens)
         use_cache = generate_kwargs.get("use_cache", True)
-        reused = self.reuse_prefix(prompt_ids, max_new_tokens) if use_cache else 0
-        stats = TurnStats(len(prompt_ids), reused, dropped)
+        stats = TurnStats(len(prompt_ids), 0, dropped)
+        if use_cache:
+            stats.reused_tokens, stats.reused_from = self.reuse_prefix(prompt_ids,
+                                                                       max_new_tokens)
         self.turns.append(stats)
-        ids = self.generated(prompt_ids, stats, max_new_tokens=max_new_tokens,
+        boundary = self.boundary(messages, prompt_ids) if use_cache else 0
+        ids = self.generated(prompt_ids, stats, boundary=boundary, max_new_tokens=max_new_tokens,
                              **generate_kwargs)
         return self.reply(messages, ids)
 
@@ -179,9 +186,10 @@ class ChatSession:
             prompt_ids = self.prompt_ids(messages)
         return messages, prompt_ids, dropped
 
-    def reuse_prefix(self, prompt_ids: list[int], max_new_tokens: int = 1) -> int:
+    def reuse_prefix(self, prompt_ids: list[int], max_new_tokens: int = 1) -> tuple[int, str]:
         """Cut the KV cache back to the prefix it shares with prompt_ids, with room for the
-        prompt and max_new_tokens; returns the prefix's length.
+        prompt and max_new_tokens; returns the prefix's length and where it came from
+        (chat_checkpoints.FROM_*: a hybrid's state goes back to a turn checkpoint).
 
         The cache grows with use, CACHE_STEP positions at a time, and never past what this turn
         needs rounded up (nor the context): a model that declares a huge context gets a cache of
@@ -195,20 +203,34 @@ class ChatSession:
             self.kv_cache = self.model.new_cache(1, size)
         cached = self.cached_ids[:self.kv_cache.length]
         keep = min(common_prefix(cached, prompt_ids), len(prompt_ids) - 1)
-        self.kv_cache.keep(keep)
+        source = self.checkpoints.rewind(self.kv_cache, keep)   # a hybrid: maybe fewer
         if self.kv_cache.max_len < need:
             self.kv_cache = self.kv_cache.with_room(size)   # the kept positions come along
-        return self.kv_cache.length   # keep, or 0 for a hybrid's state that had to start over
+        return self.kv_cache.length, source
 
-    def generated(self, prompt_ids: list[int], stats: TurnStats, **generate_kwargs
-                  ) -> Iterator[int]:
+    def boundary(self, messages: list[dict], prompt_ids: list[int]) -> int:
+        """Where a hybrid's state is checkpointed this turn: the end of the prefix the next
+        turn's prompt will share (chat_checkpoints.turn_boundary), before the last prompt id
+        (fed by generate for its logits); 0 for a cache that can be cut back anywhere."""
+        if self.kv_cache is None or can_cut_back(self.kv_cache):
+            return 0
+        shared = turn_boundary(self.model.tokenizer, self.template, messages, prompt_ids)
+        return min(shared, len(prompt_ids) - 1)
+
+    def generated(self, prompt_ids: list[int], stats: TurnStats, boundary: int = 0,
+                  **generate_kwargs) -> Iterator[int]:
         """The reply's ids as generate() picks them, ending before an end-of-turn id; records
-        the ids fed to the cache (cached_ids) and the turn's timings as they happen."""
+        the ids fed to the cache (cached_ids) and the turn's timings as they happen.
+        boundary: a hybrid's prefill stops there first and checkpoints its state (0: none)."""
         # The cache's positions always hold the leading ids of this list, prompt then reply.
         self.cached_ids = list(prompt_ids)
         stop = self.stop_ids()
         kv_cache = self.kv_cache if generate_kwargs.get("use_cache", True) else None
         start = time.perf_counter()
+        if kv_cache is not None and boundary >= kv_cache.length and boundary > 0:
+            prefill_to(self.model, kv_cache, prompt_ids, boundary)   # the rest: generate's
+            self.checkpoints.save(kv_cache)
+            stats.checkpoint_bytes = self.checkpoints.nbytes()
         for step in generate(self.model, np.asarray([prompt_ids], dtype=np.int64), stop=stop,
                              kv_cache=kv_cache, **generate_kwargs):
             now = time.perf_counter()

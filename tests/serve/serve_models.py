@@ -1,11 +1,12 @@
 """Tiny models for the serve tests: a random LLaMA with a byte-level tokenizer and ChatML
 specials (as tests/tasks/test_chat_session.py builds it), the same with DeepSeek-V3's latent
-attention (MLA: its KV cache keeps a latent R and a RoPE key Dr, two widths), and a tiny BERT
+attention (MLA: its KV cache keeps a latent R and a RoPE key Dr, two widths), the same as a
+Qwen3.5-shaped hybrid (a recurrent state per row beside the KV columns), and a tiny BERT
 sentence encoder."""
 import numpy as np
 
 from glassformer.io.pretrained import save_pretrained
-from glassformer.models import bert, deepseek_v3, llama
+from glassformer.models import bert, deepseek_v3, llama, qwen3_5, qwen3_next
 from glassformer.models.model import Model
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
@@ -50,6 +51,17 @@ def tiny_mla_chat_model(max_seq_len: int = 256, seed: int = 0) -> Model:
         d_model=32, d_ff=48, q_lora_rank=12, kv_lora_rank=8, qk_nope_head_dim=6,
         qk_rope_head_dim=4, v_head_dim=6)
     params = deepseek_v3.FAMILY.init_params(cfg, np.random.default_rng(seed))
+    return Model(cfg, sharpened(params), tokenizer)
+
+
+def tiny_hybrid_chat_model(max_seq_len: int = 256, seed: int = 0) -> Model:
+    """tiny_chat_model's tokenizer on a Qwen3.5-shaped hybrid: Gated DeltaNet layers 0-2 (a
+    fixed state per row each) and gated full attention in layer 3 (keys and values by column);
+    chunks of 4 tokens, so a prompt runs several chunks of the delta rule."""
+    tokenizer = byte_tokenizer()
+    cfg = qwen3_5.Qwen35Config(vocab_size=tokenizer.vocab_size, max_seq_len=max_seq_len,
+                               n_layer=4, full_layers=(3,), chunk_size=4)
+    params = qwen3_next.init_params(cfg, np.random.default_rng(seed))
     return Model(cfg, sharpened(params), tokenizer)
 
 
