@@ -139,8 +139,8 @@ def test_long_prompt_logits_and_gradients_match(name, tmp_path):
     real = mask.astype(bool)
     assert np.abs(logits - out.detach().numpy())[real].max() <= HF_ATOL
     # gradients in float32 (transformers computes its norms, gates and delta rule in float32
-    # whatever the model's dtype, so a plain .double() would not be cleaner; float64 with its delta rule kept
-    # in float64: test_gradients_match_in_float64), from HF's init scale: at
+    # whatever the model's dtype, so a plain .double() would not be cleaner; with its delta
+    # rule kept in float64: test_gradients_match_in_float64), from HF's init scale: at
     # INIT_STD's wide weights float32 rounding alone moves five layers' gradients by ~5e-5
     reference = hf_model(name, std=GRAD_STD)
     reference.save_pretrained(tmp_path / "grad")
