@@ -52,8 +52,12 @@ MODEL_FLAGS = {
                                  "latent attention and sigmoid router; exports as "
                                  "DeepseekV3ForCausalLM); --arch llama or moe: window (a "
                                  "sliding window of --window keys in every layer; a llama "
-                                 "exports as MistralForCausalLM)"),
+                                 "exports as MistralForCausalLM); --arch llama: gated-delta "
+                                 "(Qwen3.5's hybrid: Gated DeltaNet layers, a full-attention "
+                                 "layer every --full-every; exports as Qwen3_5ForCausalLM)"),
     "--window": ("window", "--attention window: the keys W each query sees"),
+    "--full-every": ("full_every", "--attention gated-delta: one full-attention layer in K, "
+                                   "the others Gated DeltaNet (4 when not given, as Qwen3.5)"),
     "--kv-lora-rank": ("kv_lora_rank", "--attention mla: the latent width R cached per token "
                                        "and layer"),
 }

@@ -131,6 +131,14 @@ def test_state_bytes_per_row_do_not_grow_with_context():
         s.conv.nbytes + s.recurrent.nbytes for s in small.states.values())
 
 
+def test_state_bytes_measured_after_1k_and_32k_tokens():
+    """Measured, not computed: a linear-only model's HybridCache after a prefill of 1,024 and of
+    32,768 tokens holds the same bytes per row (the arrays' own .nbytes, bench/window_rss.py)."""
+    from bench.window_rss import DELTA_LENGTHS, delta_state_bytes
+    measured = delta_state_bytes()
+    assert tuple(measured) == DELTA_LENGTHS == (1024, 32768)
+    assert measured[1024] == measured[32768] > 0
+
 def test_a_continued_prompt_reuses_the_state_and_a_cut_back_starts_over():
     """Turn 2 extends turn 1 (prompt + reply): only its new tokens are prefilled, and its tokens
     equal a fresh run's. A cut back cannot forget a recurrent state: it empties the cache."""

@@ -48,6 +48,7 @@ from glassformer.tokenizers.pairs import BOS_ID, EOS_ID, PAD_ID
 from glassformer.train.loop import TrainConfig
 from glassformer.train.objectives import objective_of
 from glassformer.train.objectives.objective import KIND_WORDS
+from glassformer.train.recipes.gated_delta import gated_delta_model
 from glassformer.train.recipes.neighbour_heads import (HELD_KEYS, fits_neighbour_heads,
                                                        neighbour_heads_init, sinusoid_positions)
 
@@ -235,6 +236,7 @@ def with_shared_width(model: dict) -> dict:
 
 
 ATTENTIONS = ("mha", "mla")        # --arch moe's attentions; "window" is any RoPE decoder's
+# ("gated-delta" is --arch llama's: train/recipes/gated_delta.py)
 WINDOWED_ARCHS = ("llama", "moe")   # the families whose config has sliding_window
 
 
@@ -243,10 +245,17 @@ def with_attention(model: dict) -> dict:
     latent attention with a --kv-lora-rank latent, its sigmoid router with the selection bias,
     --shared-experts as n_shared_experts), which exports as DeepseekV3ForCausalLM; --attention
     window --window W: every layer of a llama or moe model attends through a sliding window of W
-    keys (its sliding_window; a llama exports as MistralForCausalLM); mha (or a recipe without
-    the setting) keeps the model as it is."""
+    keys (its sliding_window; a llama exports as MistralForCausalLM); --attention gated-delta
+    --full-every K: a llama as a Qwen3.5 hybrid (train/recipes/gated_delta.py); mha (or a recipe
+    without the setting) keeps the model as it is."""
     attention = model.get("attention", "mha")
     window = model.get("window")
+    if model.get("full_every") is not None and attention != "gated-delta":
+        raise GlassformerError("--full-every applies to --attention gated-delta only")
+    if attention == "gated-delta":
+        if window is not None:
+            raise GlassformerError("--window applies to --attention window only")
+        return gated_delta_model(model)
     if attention == "window":
         if model["arch"] not in WINDOWED_ARCHS:
             raise GlassformerError(f"--attention window needs --arch llama or moe (a RoPE "
