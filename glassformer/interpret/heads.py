@@ -44,12 +44,18 @@ def head_scores(model, kind: str, *, seq_len: int = 50, batch: int = 4, seed: in
                 bos: int | None = None, max_cache_mb: float | None = None) -> np.ndarray:
     """(L, H) scores of kind "induction", "previous_token" or "duplicate_token" on repeated
     random tokens (module docstring). bos: the id before the two copies (default 0).
+    The 1 + 2 seq_len tokens must fit the model's context (a 64-token run: seq_len <= 31).
     max_cache_mb: refuse before running when the patterns would take more."""
     if kind not in OFFSETS:
         raise GlassformerError(f"unknown head score {kind!r}; choose from {', '.join(OFFSETS)}")
     if seq_len < 2 or batch < 1:
         raise GlassformerError(f"seq_len must be at least 2 and batch at least 1, got "
                                f"{seq_len} and {batch}")
+    context = getattr(model.cfg, "max_seq_len", None)
+    if context is not None and 1 + 2 * seq_len > context:
+        raise GlassformerError(f"seq_len {seq_len} makes 1 + 2 x {seq_len} = {1 + 2 * seq_len} "
+                               f"tokens, past this model's context of {context}; use a seq_len "
+                               f"(--seq-len) of at most {(context - 1) // 2}")
     ids = repeated_tokens(model, seq_len, batch, seed, bos)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layer)]
     _, cache = run_with_cache(model, ids, names, max_cache_mb=max_cache_mb)

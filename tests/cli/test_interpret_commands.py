@@ -56,6 +56,14 @@ def test_bad_input_is_one_line(run_dir, capsys):
     assert "the clean one has 8 tokens, the corrupted one 6" in capsys.readouterr().err
     assert main(["attribute", "--model", run_dir, "--prompt", "the", "--target", "ee"]) == 2
     assert "--target 'ee' is 2 tokens" in capsys.readouterr().err
-    assert main(["heads", "--model", run_dir, "--max-cache-mb", "0.0001"]) == 2
+    assert main(["heads", "--model", run_dir, "--seq-len", "8", "--max-cache-mb",
+                 "0.0001"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-cache-mb" in err
+
+
+def test_heads_past_the_context_names_the_longest_copy_that_fits(run_dir, capsys):
+    assert main(["heads", "--model", run_dir]) == 2            # ARENA's 50 tokens; the context is 32
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1 + 2 x 50 = 101 tokens" in err and "at most 15" in err
+    assert main(["heads", "--model", run_dir, "--seq-len", "15"]) == 0

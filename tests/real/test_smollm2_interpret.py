@@ -22,6 +22,18 @@ def test_induction_heads_on_another_seed(smollm2):
     assert all(layer >= 17 for layer, _ in found)      # none in the first 17 layers
 
 
+@pytest.mark.parametrize("seed, seq_len, batch", [(2026, 30, 2), (11, 25, 2)])
+def test_the_docs_four_strongest_induction_heads_on_more_seeds(smollm2, seed, seq_len, batch):
+    """Seeds and lengths the docs do not list: the same heads lead, L18H6 first."""
+    with blas_threads(1):
+        scores = head_scores(smollm2, "induction", seq_len=seq_len, batch=batch, seed=seed)
+    strong = strong_heads(scores)
+    found = {(layer, head) for layer, head, _ in strong}
+    assert strong[0][:2] == (18, 6)
+    assert {(18, 6), (17, 3), (17, 4), (17, 5)} <= found
+    assert all(layer >= 17 for layer, _ in found)
+
+
 def test_the_subject_reaches_the_last_position_at_layer_23(smollm2):
     tok = smollm2.tokenizer
     clean = np.array(tok.encode("The Golden Gate Bridge is in the city of"))
