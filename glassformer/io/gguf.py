@@ -103,6 +103,14 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
 
 def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: bool = False):
     """The `Model` of an open GGUF file (see load_gguf)."""
+    from glassformer.io.gguf_hf import family_gguf_model   # io/gguf_hf.py imports this module
+    from glassformer.io.gguf_names import BY_GGUF_NAME
+
+    architecture = metadata(reader, "general.architecture", path)
+    if architecture in BY_GGUF_NAME:   # Gemma 3, Qwen3-Next, Qwen3.5: through their HF form
+        return family_gguf_model(reader, path, architecture, with_tokenizer=with_tokenizer)
+    if architecture == "gpt-oss":
+        refuse_gpt_oss(reader, path)
     cfg = llama_config(reader, path)
     params = read_params(reader, cfg, path, dequantize=dequantize)
     lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
@@ -110,6 +118,17 @@ def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: b
     if with_tokenizer:
         tokenizer = gguf_tokenizer(reader, path)   # the same reader: the file is parsed once
     return Model(cfg, params, tokenizer=tokenizer)
+
+
+def refuse_gpt_oss(reader, path: Path) -> None:
+    """gpt-oss GGUF files keep their experts in MXFP4, a type glassformer does not read: one
+    line naming it (the HF folder loads: io/hf/gpt_oss.py)."""
+    kinds = sorted({tensor.tensor_type.name for tensor in reader.tensors
+                    if "_exps" in tensor.name})
+    stored = ", ".join(kinds) or "MXFP4"
+    raise CheckpointError(f"{path}: a gpt-oss GGUF file, its experts stored as {stored}; "
+                          "glassformer does not read MXFP4 (nor gpt-oss GGUF files): load the "
+                          "Hugging Face folder instead")
 
 
 def open_gguf(path: Path):
@@ -147,7 +166,8 @@ def _config_fields(reader, path: Path) -> dict:
     architecture = metadata(reader, "general.architecture", path)   # the file's, not our arch
     if architecture != "llama":
         raise CheckpointError(f"{path}: general.architecture is {architecture!r}; only 'llama' "
-                              "GGUF files are supported")
+                              "GGUF files and the gemma3, qwen3next and qwen35 families are "
+                              "supported")
     scaling = metadata(reader, "llama.rope.scaling.type", path, default="none")
     if scaling != "none" or "rope_freqs.weight" in _tensor_names(reader):
         raise CheckpointError(f"{path}: RoPE scaling ({scaling}) is not supported")
