@@ -59,6 +59,12 @@ def _sliding(meta, n_layer: int) -> list[bool]:
     return [period <= 0 or (i + 1) % period != 0 for i in range(n_layer)]
 
 
+def _scalar(scale: float) -> float:
+    """query_pre_attn_scalar from the score scale 1/sqrt(s) (a FLOAT32 key: 12.0000004 -> 12)."""
+    scalar = scale ** -2
+    return float(round(scalar)) if abs(scalar - round(scalar)) < 1e-4 * scalar else scalar
+
+
 def hf_config(meta, shapes: dict) -> dict:
     """The file's gemma3.* keys -> the config.json io/hf/gemma3.py reads."""
     d_model = meta.int("embedding_length", "the model width C")
@@ -94,7 +100,7 @@ def hf_config(meta, shapes: dict) -> dict:
                                          default=10_000.0)}},
             "sliding_window": window or meta.int("context_length", "the context length"),
             "layer_types": ["sliding_attention" if s else "full_attention" for s in slides],
-            "query_pre_attn_scalar": scale ** -2,
+            "query_pre_attn_scalar": _scalar(scale),
             "final_logit_softcapping": meta.get("final_logit_softcapping", "the logits' cap",
                                                 default=None),
             "attn_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh",
