@@ -48,8 +48,10 @@ def family_gguf_model(reader, path: Path, name: str, *, with_tokenizer: bool = T
     tensors = {tensor.name: tensor for tensor in reader.tensors}
     shapes = {key: tuple(int(d) for d in reversed(t.shape)) for key, t in tensors.items()}
     meta = Meta(reader, path, name)
-    n_layer = meta.int("block_count", "the number of layers")
-    check_layer_count(path, f"{name}.block_count", n_layer, tensors, "blk.")
+    blocks = meta.int("block_count", "the number of layers")
+    check_layer_count(path, f"{name}.block_count", blocks, tensors, "blk.")
+    n_layer = meta.layers()                # the MTP layers after them are skipped
+    tensors = {key: t for key, t in tensors.items() if not _mtp(key, n_layer)}
     if "token_embd.weight" not in tensors:
         raise CheckpointError(f"{path} has no tensor token_embd.weight (the token embedding)")
     hf = record.hf_config(meta, shapes)
@@ -81,6 +83,12 @@ def family_gguf_model(reader, path: Path, name: str, *, with_tokenizer: bool = T
     if with_tokenizer and "tokenizer.ggml.model" in reader.fields:
         tokenizer = gguf_tokenizer(reader, path)
     return Model(cfg, params, tokenizer=tokenizer)
+
+
+def _mtp(key: str, n_layer: int) -> bool:
+    """A tensor of a multi-token-prediction layer (blk.N with N >= the decoder's layers)."""
+    parts = key.split(".")
+    return parts[0] == "blk" and parts[1].isdigit() and int(parts[1]) >= n_layer
 
 
 def _check_names(path, name, meta, rows, tensors, expected, hf) -> None:

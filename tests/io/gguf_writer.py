@@ -117,12 +117,16 @@ def write_hf_as_gguf(path, model, arch: str) -> None:
     writer.close()
 
 
-def rewrite(source, dest, *, drop_tensors=(), drop_keys=(), arch=None) -> None:
-    """Copy a GGUF file without some tensors or metadata keys (a broken file for the tests)."""
+def rewrite(source, dest, *, drop_tensors=(), drop_keys=(), arch=None, set_keys=None,
+            add_tensors=None) -> None:
+    """Copy a GGUF file without some tensors or metadata keys, or with some set or added
+    (set_keys: {key: uint32 value}; add_tensors: {name: array})."""
+    set_keys, add_tensors = set_keys or {}, add_tensors or {}
     reader = gguf.GGUFReader(str(source))
     writer = gguf.GGUFWriter(str(dest), arch or reader.fields["general.architecture"].contents())
     for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture" or key in drop_keys:
+        if key.startswith("GGUF.") or key == "general.architecture" or key in drop_keys \
+                or key in set_keys:
             continue
         kind = gguf.GGUFValueType(field.types[0])
         sub = gguf.GGUFValueType(field.types[-1]) if kind == gguf.GGUFValueType.ARRAY else None
@@ -131,6 +135,10 @@ def rewrite(source, dest, *, drop_tensors=(), drop_keys=(), arch=None) -> None:
         if tensor.name not in drop_tensors:
             shape = tuple(int(d) for d in reversed(tensor.shape))
             writer.add_tensor(tensor.name, np.array(tensor.data).reshape(shape))
+    for key, value in set_keys.items():
+        writer.add_key_value(key, value, gguf.GGUFValueType.UINT32)
+    for name, array in add_tensors.items():
+        writer.add_tensor(name, array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

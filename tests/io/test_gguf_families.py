@@ -91,6 +91,17 @@ def test_a_quantized_hybrid_gguf_loads(qwen35_file, tmp_path):
     assert np.abs(q8(ids) - full(ids)).max() < 0.05 * np.abs(full(ids)).max()
 
 
+def test_the_mtp_layers_after_the_decoder_are_skipped(qwen35_file, tmp_path):
+    # convert_hf_to_gguf.py appends Qwen3.5's multi-token-prediction layer as blk.4
+    rewrite(qwen35_file, tmp_path / "mtp.gguf",
+            set_keys={"qwen35.block_count": 5, "qwen35.nextn_predict_layers": 1},
+            add_tensors={"blk.4.nextn.eh_proj.weight": np.ones((24, 48), np.float32)})
+    ids, _ = left_padded(V, 6)
+    plain, mtp = load_gguf(qwen35_file), load_gguf(tmp_path / "mtp.gguf")
+    assert mtp.cfg == plain.cfg and mtp.cfg.n_layer == 4
+    np.testing.assert_array_equal(mtp(ids), plain(ids))
+
+
 def gemma3(layer_types, **extra):
     torch.manual_seed(0)
     cfg = transformers.Gemma3TextConfig(

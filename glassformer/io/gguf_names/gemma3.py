@@ -69,7 +69,7 @@ def hf_config(meta, shapes: dict) -> dict:
     """The file's gemma3.* keys -> the config.json io/hf/gemma3.py reads."""
     d_model = meta.int("embedding_length", "the model width C")
     n_head = meta.int("attention.head_count", "the query heads")
-    n_layer = meta.int("block_count", "the number of layers")
+    n_layer = meta.layers()
     head_dim = meta.int("attention.key_length", "the head width",
                         default=d_model // max(n_head, 1))
     full_rope = {"rope_type": "default",

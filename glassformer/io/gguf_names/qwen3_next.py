@@ -244,7 +244,7 @@ def hf_config(meta, shapes: dict, *, model_type: str) -> dict:
     """The file's {arch}.* keys -> the config.json io/hf/qwen3_next.py reads."""
     d_model = meta.int("embedding_length", "the model width C")
     n_head = meta.int("attention.head_count", "full attention's query heads")
-    n_layer = meta.int("block_count", "the number of layers")
+    n_layer = meta.layers()
     head_dim = meta.int("attention.key_length", "full attention's head width",
                         default=d_model // max(n_head, 1))
     rope_dims = meta.int("rope.dimension_count", "how many dims of a head RoPE turns",

@@ -85,6 +85,16 @@ class Meta:
             return default
         return field.contents()
 
+    def layers(self) -> int:
+        """The decoder layers: block_count less the multi-token-prediction layers llama.cpp
+        appends after them (nextn_predict_layers, Qwen3.5), which glassformer does not run."""
+        blocks = self.int("block_count", "the number of layers")
+        extra = self.int("nextn_predict_layers", "the MTP layers after the decoder", default=0)
+        if extra > blocks:
+            raise CheckpointError(f"{self.path}: {self.arch}.nextn_predict_layers={extra} is more "
+                                  f"than {self.arch}.block_count={blocks}")
+        return blocks - extra
+
     def int(self, key: str, what: str, default=MISSING) -> int:
         value = self.get(key, what, default)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
