@@ -200,3 +200,20 @@ def test_save_gguf_refuses_what_llama_cpp_cannot_hold(tmp_path):
     with pytest.raises(GlassformerError, match="full attention at layers \\[0\\]"):
         save_gguf(Model(cfg, init_hybrid(cfg, np.random.default_rng(0))), tmp_path / "x.gguf")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_convert_writes_a_gguf_file_that_quantize_shrinks(tmp_path, capsys):
+    from glassformer.cli import main
+
+    hybrid("qwen35").save_pretrained(tmp_path / "hf")
+    out = tmp_path / "m.gguf"
+    assert main(["convert", "--model", str(tmp_path / "hf"), "--out", str(out)]) == 0
+    assert main(["convert", "--model", str(tmp_path / "hf"), "--out", str(out)]) == 2
+    assert "exists; give a new file, or --force" in capsys.readouterr().err
+    assert main(["quantize", "--model", str(out), "--type", "q8_0",
+                 "--out", str(tmp_path / "q8.gguf")]) == 0
+    ids, _ = left_padded(V, 6)
+    want = load_pretrained(tmp_path / "hf", tokenizer=False)(ids)
+    np.testing.assert_allclose(load_pretrained(out)(ids), want, atol=1e-5)
+    assert np.abs(load_pretrained(tmp_path / "q8.gguf")(ids) - want).max() < 0.05 * np.abs(
+        want).max()
