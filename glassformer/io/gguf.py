@@ -8,6 +8,8 @@ that the products read directly: the linear weights, the LM head and the token e
 rows dequantized on lookup), so the model's memory is about the file's size. Other tensors (norms,
 float16) are widened to float32. `dequantize=True` widens everything to float32
 (`gguf.quants.dequantize`, any type gguf reads), the behaviour before quantized weights.
+Files of Gemma 3, Qwen3-Next and Qwen3.5 (general.architecture gemma3, qwen3next, qwen35) go to
+io/gguf_hf.py, through the family's HF form; gpt-oss files are refused (MXFP4 experts).
 
 Three layout facts to undo, each on one line in `_convert`:
 
@@ -49,6 +51,8 @@ import numpy as np
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.declared import check_layer_count
 from glassformer.io.finite import check_finite
+from glassformer.io.gguf_hf import family_gguf_model
+from glassformer.io.gguf_names import BY_GGUF_NAME
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
@@ -103,9 +107,6 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
 
 def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: bool = False):
     """The `Model` of an open GGUF file (see load_gguf)."""
-    from glassformer.io.gguf_hf import family_gguf_model   # io/gguf_hf.py imports this module
-    from glassformer.io.gguf_names import BY_GGUF_NAME
-
     architecture = metadata(reader, "general.architecture", path)
     if architecture in BY_GGUF_NAME:   # Gemma 3, Qwen3-Next, Qwen3.5: through their HF form
         return family_gguf_model(reader, path, architecture, with_tokenizer=with_tokenizer)

@@ -15,9 +15,10 @@ Metadata, and what llama.cpp leaves implicit:
   flag per layer, true = sliding).
 - rope.freq_base is the global layers' base; the local layers' is rope.freq_base_swa (10 000
   when absent). Global RoPE scaling is rope.scaling.type / .factor (linear in Gemma 3 4B+).
-- query_pre_attn_scalar: llama.cpp scales scores by 1/sqrt(head_dim) (key_length); a file with
-  gemma3.attention.scale (s) means query_pre_attn_scalar = 1/s^2, and that key is written for a
-  model whose scalar is not its head width.
+- query_pre_attn_scalar: llama.cpp scales scores by 1/sqrt(head_dim) (key_length), or by
+  1/sqrt(C / H) for the 62-layer 27B; a file with gemma3.attention.scale (s) means
+  query_pre_attn_scalar = 1/s^2, and that key is written for a model whose scalar is not its
+  head width.
 - the embedding's sqrt(C) scale is computed, not stored, on both sides.
 """
 from __future__ import annotations
@@ -82,7 +83,10 @@ def hf_config(meta, shapes: dict) -> dict:
     elif scaling != "none":
         raise CheckpointError(f"{meta.path}: gemma3.rope.scaling.type is {scaling!r}; Gemma 3 "
                               "GGUF files use none or linear")
-    scale = meta.float("attention.scale", "the score scale", default=head_dim ** -0.5)
+    # llama.cpp's own rule when the key is absent: Gemma 3 27B (62 layers) scales by
+    # (C / H)^-1/2 (its query_pre_attn_scalar 168 = 5376 / 32), the others by head_dim^-1/2
+    implied = d_model // max(n_head, 1) if n_layer == 62 else head_dim
+    scale = meta.float("attention.scale", "the score scale", default=implied ** -0.5)
     window = meta.int("attention.sliding_window", "the local layers' window W", default=0)
     slides = _sliding(meta, n_layer) if window else [False] * n_layer
     return {"model_type": "gemma3_text", "num_hidden_layers": n_layer, "hidden_size": d_model,
