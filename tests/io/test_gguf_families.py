@@ -217,3 +217,22 @@ def test_convert_writes_a_gguf_file_that_quantize_shrinks(tmp_path, capsys):
     np.testing.assert_allclose(load_pretrained(out)(ids), want, atol=1e-5)
     assert np.abs(load_pretrained(tmp_path / "q8.gguf")(ids) - want).max() < 0.05 * np.abs(
         want).max()
+
+
+def test_a_wrong_shape_a_non_negative_a_or_a_bad_count_is_one_line(qwen35_file, tmp_path):
+    cases = {
+        "shape": (dict(drop_tensors=("blk.0.ssm_a",),
+                       add_tensors={"blk.0.ssm_a": -np.ones(5, np.float32)}),
+                  r"tensor blk\.0\.ssm_a \(5,\) does not make layers\.0\.linear_attn\.A_log \(4,\)"),
+        "sign": (dict(drop_tensors=("blk.0.ssm_a",),
+                      add_tensors={"blk.0.ssm_a": np.ones(4, np.float32)}),
+                 r"blk\.0\.ssm_a \(as layers\.0\.linear_attn\.A_log: A = -exp\(A_log\)"),
+        "interval": (dict(set_keys={"qwen35.full_attention_interval": 0}),
+                     r"qwen35\.full_attention_interval is 0, expected K >= 1"),
+        "layers": (dict(set_keys={"qwen35.block_count": 1_000_000}),
+                   r"qwen35\.block_count"),
+    }
+    for name, (change, says) in cases.items():
+        rewrite(qwen35_file, tmp_path / f"{name}.gguf", **change)
+        with pytest.raises(CheckpointError, match=says):
+            load_gguf(tmp_path / f"{name}.gguf")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.gguf_names.records import GGUFArch, Row, plus_one, rename
 
 _LIN, _ATTN, _MLP = "layers.{i}.linear_attn.", "layers.{i}.self_attn.", "layers.{i}.mlp."
@@ -78,6 +78,13 @@ def _one(gguf: str, hf: str, need: str, reorder) -> Row:
                save=lambda c, w: (reorder(w),))
 
 
+def _a_log(a: np.ndarray) -> np.ndarray:
+    """A_log from ssm_a = -exp(A_log); an A that is not negative gives NaN or inf, which the
+    loader's finiteness check names (io/gguf_hf.py)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log(-a)
+
+
 def _linear_rows(cfg: dict, i: int, tiled: bool) -> list[Row]:
     """One linear_attention layer's rows (Qwen3.5's names when `tiled`, else Qwen3-Next's)."""
     blk, lin = f"blk.{i}.", _LIN.format(i=i)
@@ -86,7 +93,7 @@ def _linear_rows(cfg: dict, i: int, tiled: bool) -> list[Row]:
     conv = _v_rows(cfg, tiled, dv, start=2 * qk)
     rows = [
         Row((blk + "ssm_a",), (lin + "A_log",), "A = -exp(A_log), one per value head",
-            load=lambda c, a: (np.log(-per_head(a, back=True)),),
+            load=lambda c, a: (_a_log(per_head(a, back=True)),),
             save=lambda c, a_log: (per_head(-np.exp(a_log)),)),
         _one(blk + "ssm_dt.bias", lin + "dt_bias", "the time-step bias, one per value head",
              per_head),
@@ -253,6 +260,9 @@ def hf_config(meta, shapes: dict, *, model_type: str) -> dict:
         raise GlassformerError(f"{meta.path}: RoPE scaling is not supported for {meta.arch}")
     every = meta.int("full_attention_interval", "every how many layers one is full attention",
                      default=4)
+    if every < 1:
+        raise CheckpointError(f"{meta.path}: {meta.arch}.full_attention_interval is {every}, "
+                              "expected K >= 1 (layer i is full attention when (i + 1) % K == 0)")
     hv = meta.int("ssm.time_step_rank", "the Gated DeltaNet's value heads Hv")
     hf = {"model_type": model_type, "num_hidden_layers": n_layer, "hidden_size": d_model,
           "vocab_size": meta.int("vocab_size", "the vocabulary size",
@@ -267,7 +277,7 @@ def hf_config(meta, shapes: dict, *, model_type: str) -> dict:
                               "rope_theta": meta.float("rope.freq_base", "the RoPE base"),
                               "partial_rotary_factor": rope_dims / head_dim},
           "tie_word_embeddings": "output.weight" not in shapes,
-          "layer_types": ["full_attention" if (i + 1) % max(every, 1) == 0
+          "layer_types": ["full_attention" if (i + 1) % every == 0
                           else "linear_attention" for i in range(n_layer)],
           "linear_conv_kernel_dim": meta.int("ssm.conv_kernel", "the short conv's taps W"),
           "linear_key_head_dim": meta.int("ssm.state_size", "the key head width Dk"),
@@ -277,6 +287,10 @@ def hf_config(meta, shapes: dict, *, model_type: str) -> dict:
           // max(hv, 1),
           "hidden_act": "silu", "attention_bias": False}
     n_experts = meta.int("expert_count", "the number of experts", default=0)
+    held = shapes.get("blk.0.ffn_gate_inp.weight", (0,))[0]    # the router: (E, C)
+    if n_experts and held != n_experts:   # before any per-expert name is made
+        raise CheckpointError(f"{meta.path}: {meta.arch}.expert_count={n_experts}, but "
+                              f"blk.0.ffn_gate_inp.weight (the router) holds {held} experts")
     if n_experts and model_type == "qwen3_next":
         hf.update(num_experts=n_experts, decoder_sparse_step=1, mlp_only_layers=[],
                   num_experts_per_tok=meta.int("expert_used_count", "experts per token"),
