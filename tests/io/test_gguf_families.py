@@ -236,3 +236,12 @@ def test_a_wrong_shape_a_non_negative_a_or_a_bad_count_is_one_line(qwen35_file, 
         rewrite(qwen35_file, tmp_path / f"{name}.gguf", **change)
         with pytest.raises(CheckpointError, match=says):
             load_gguf(tmp_path / f"{name}.gguf")
+
+
+def test_qwen35_rope_sections_cover_every_rotary_pair():
+    from glassformer.io.gguf_names.qwen3_next import _sections
+
+    assert _sections(64) == [11, 11, 10, 0]          # the released Qwen3.5's, as llama.cpp writes
+    for dims in (2, 4, 8, 30, 128):
+        sections = _sections(dims)
+        assert all(j < 3 * sections[j % 3] for j in range(dims // 2))

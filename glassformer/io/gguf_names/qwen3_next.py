@@ -207,11 +207,25 @@ def _interval(hf: dict) -> int:
 
 
 def _sections(rope_dims: int) -> list[int]:
-    """rope.dimension_sections for Qwen3.5's multimodal RoPE ([11, 11, 10, 0] at 64 dims). For
-    text every position axis is the same, so the split does not change the numbers."""
-    half = rope_dims // 2
-    a = half * 11 // 32
-    return [a, a, half - 2 * a, 0]
+    """rope.dimension_sections for Qwen3.5's interleaved multimodal RoPE ([11, 11, 10, 0] at 64
+    dims). llama.cpp gives rotary pair j to axis j % 3 while j < 3 x that axis' section, else
+    to a fourth axis; for text the three axes hold the same position, so the sections only have
+    to cover every pair: ceil((pairs - k) / 3) for axis k."""
+    pairs = rope_dims // 2
+    return [-(-(pairs - k) // 3) for k in range(3)] + [0]
+
+
+def _check_sections(meta, rope_dims: int) -> None:
+    """A Qwen3.5 file whose sections leave a rotary pair on the fourth axis turns it by another
+    position than glassformer's text RoPE: refused."""
+    sections = meta.get("rope.dimension_sections", "the multimodal RoPE sections",
+                        default=_sections(rope_dims))
+    pairs = rope_dims // 2
+    uncovered = [j for j in range(pairs) if not j < 3 * int(list(sections)[j % 3])]
+    if uncovered:
+        raise CheckpointError(f"{meta.path}: {meta.arch}.rope.dimension_sections {sections} "
+                              f"leave rotary pairs {uncovered[:4]} of {pairs} to the fourth "
+                              "axis; glassformer implements text RoPE (every pair on t, h, w)")
 
 
 def metadata(hf: dict, *, qwen35: bool) -> dict:
@@ -258,6 +272,8 @@ def hf_config(meta, shapes: dict, *, model_type: str) -> dict:
                          default=head_dim // 4)
     if meta.get("rope.scaling.type", "the RoPE scaling", default="none") != "none":
         raise GlassformerError(f"{meta.path}: RoPE scaling is not supported for {meta.arch}")
+    if model_type == "qwen3_5_text":
+        _check_sections(meta, rope_dims)
     every = meta.int("full_attention_interval", "every how many layers one is full attention",
                      default=4)
     if every < 1:
