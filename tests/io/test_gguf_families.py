@@ -44,11 +44,11 @@ HYBRIDS = {
 }
 
 
-def hybrid(arch: str):
+def hybrid(arch: str, **overrides):
     torch.manual_seed(0)
     prefix, extra = HYBRIDS[arch]
     config = getattr(transformers, "Qwen3_5TextConfig" if prefix == "Qwen3_5"
-                     else f"{prefix}Config")(**_COMMON, **extra)
+                     else f"{prefix}Config")(**{**_COMMON, **overrides}, **extra)
     model = spread_out(torch, getattr(transformers, f"{prefix}ForCausalLM")(config))
     model.config._experts_implementation = "eager"
     return model
@@ -82,13 +82,6 @@ def test_hybrid_gguf_loads_with_transformers_logits_and_greedy_ids(arch, tmp_pat
     assert again.cfg == ours.cfg
     np.testing.assert_allclose(again(ids, attention_mask=mask), ours(ids, attention_mask=mask),
                                atol=1e-5)
-
-
-def test_a_quantized_hybrid_gguf_loads(qwen35_file, tmp_path):
-    quantize_gguf(qwen35_file, "q8_0", tmp_path / "q8.gguf")
-    full, q8 = load_gguf(qwen35_file), load_gguf(tmp_path / "q8.gguf")
-    ids, _ = left_padded(V, 12)
-    assert np.abs(q8(ids) - full(ids)).max() < 0.05 * np.abs(full(ids)).max()
 
 
 def test_the_mtp_layers_after_the_decoder_are_skipped(qwen35_file, tmp_path):
@@ -205,18 +198,20 @@ def test_save_gguf_refuses_what_llama_cpp_cannot_hold(tmp_path):
 def test_convert_writes_a_gguf_file_that_quantize_shrinks(tmp_path, capsys):
     from glassformer.cli import main
 
-    hybrid("qwen35").save_pretrained(tmp_path / "hf")
+    hybrid("qwen35", hidden_size=32).save_pretrained(tmp_path / "hf")
     out = tmp_path / "m.gguf"
     assert main(["convert", "--model", str(tmp_path / "hf"), "--out", str(out)]) == 0
     assert main(["convert", "--model", str(tmp_path / "hf"), "--out", str(out)]) == 2
     assert "exists; give a new file, or --force" in capsys.readouterr().err
     assert main(["quantize", "--model", str(out), "--type", "q8_0",
                  "--out", str(tmp_path / "q8.gguf")]) == 0
+    assert " Q8_0 tensors" in capsys.readouterr().err
     ids, _ = left_padded(V, 6)
     want = load_pretrained(tmp_path / "hf", tokenizer=False)(ids)
     np.testing.assert_allclose(load_pretrained(out)(ids), want, atol=1e-5)
-    assert np.abs(load_pretrained(tmp_path / "q8.gguf")(ids) - want).max() < 0.05 * np.abs(
-        want).max()
+    q8_rounded(out, tmp_path / "rounded.gguf")
+    np.testing.assert_allclose(load_pretrained(tmp_path / "q8.gguf")(ids),
+                               load_gguf(tmp_path / "rounded.gguf")(ids), atol=1e-4)
 
 
 def test_a_wrong_shape_a_non_negative_a_or_a_bad_count_is_one_line(qwen35_file, tmp_path):
@@ -245,3 +240,30 @@ def test_qwen35_rope_sections_cover_every_rotary_pair():
     for dims in (2, 4, 8, 30, 128):
         sections = _sections(dims)
         assert all(j < 3 * sections[j % 3] for j in range(dims // 2))
+
+
+def q8_rounded(source, dest) -> None:
+    """`source` with every matrix whose rows hold whole Q8_0 blocks rounded through Q8_0 and back
+    to float32 in memory: what a Q8_0 file of it must load as. (The random hybrids are too
+    sensitive for a tolerance against the float32 model: one matrix's 0.4% rounding moves their
+    logits by up to 25%.)"""
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    rounded = {}
+    for tensor in gguf.GGUFReader(str(source)).tensors:
+        shape = tuple(int(d) for d in reversed(tensor.shape))
+        if len(shape) == 2 and shape[1] % 32 == 0:
+            values = np.array(tensor.data).reshape(shape)
+            rounded[tensor.name] = gguf.quants.dequantize(gguf.quants.quantize(values, q8), q8)
+    rewrite(source, dest, drop_tensors=tuple(rounded), add_tensors=rounded)
+
+
+def test_quantize_takes_a_hybrid_hf_folder(tmp_path):
+    hybrid("qwen35", hidden_size=32).save_pretrained(tmp_path / "hf")   # rows of 32: Q8_0
+    counts = quantize_gguf(tmp_path / "hf", "q8_0", tmp_path / "q8.gguf")
+    assert counts["Q8_0"] >= 20 and sorted(p.name for p in tmp_path.iterdir()) == ["hf", "q8.gguf"]
+    save_gguf(load_pretrained(tmp_path / "hf", tokenizer=False), tmp_path / "f32.gguf")
+    q8_rounded(tmp_path / "f32.gguf", tmp_path / "rounded.gguf")
+    ids, _ = left_padded(V, 6)
+    want = load_gguf(tmp_path / "rounded.gguf")(ids)
+    np.testing.assert_allclose(load_gguf(tmp_path / "q8.gguf")(ids), want,
+                               atol=1e-5 * np.abs(want).max())
