@@ -2,8 +2,8 @@
 matrices are in one of ops/quant/'s block formats, llama.cpp's metadata and tokenizer copied from
 the source (io/gguf_write.py). The source is a .gguf file, a packaged name (smollm2), or an HF
 folder of Gemma 3, Qwen3-Next or Qwen3.5 (written as GGUF first, io/gguf_hf.py; no tokenizer);
-another folder or a glassformer run is refused in one line for now. Nothing is written on a refusal, and
-the file appears only when complete."""
+another folder or a glassformer run is refused in one line for now. Nothing is written on a
+refusal, and the file appears only when complete."""
 from __future__ import annotations
 
 import sys

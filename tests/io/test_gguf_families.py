@@ -218,7 +218,8 @@ def test_a_wrong_shape_a_non_negative_a_or_a_bad_count_is_one_line(qwen35_file, 
     cases = {
         "shape": (dict(drop_tensors=("blk.0.ssm_a",),
                        add_tensors={"blk.0.ssm_a": -np.ones(5, np.float32)}),
-                  r"tensor blk\.0\.ssm_a \(5,\) does not make layers\.0\.linear_attn\.A_log \(4,\)"),
+                  r"tensor blk\.0\.ssm_a \(5,\) does not make "
+                  r"layers\.0\.linear_attn\.A_log \(4,\)"),
         "sign": (dict(drop_tensors=("blk.0.ssm_a",),
                       add_tensors={"blk.0.ssm_a": np.ones(4, np.float32)}),
                  r"blk\.0\.ssm_a \(as layers\.0\.linear_attn\.A_log: A = -exp\(A_log\)"),
@@ -234,7 +235,7 @@ def test_a_wrong_shape_a_non_negative_a_or_a_bad_count_is_one_line(qwen35_file, 
 
 
 def test_qwen35_rope_sections_cover_every_rotary_pair():
-    from glassformer.io.gguf_names.qwen3_next import _sections
+    from glassformer.io.gguf_names.qwen3_next_meta import _sections
 
     assert _sections(64) == [11, 11, 10, 0]          # the released Qwen3.5's, as llama.cpp writes
     for dims in (2, 4, 8, 30, 128):
