@@ -7,8 +7,9 @@ heads reordered from grouped to tiled by an explicit index permutation."""
 import re
 
 import numpy as np
+import pytest
 
-gguf = __import__("pytest").importorskip("gguf")
+gguf = pytest.importorskip("gguf")
 
 
 def _value_head_order(hk: int, hv: int) -> np.ndarray:
