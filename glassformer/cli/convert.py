@@ -2,6 +2,9 @@
 folder that transformers loads. `--adapter DIR --merge OUT` folds a LoRA adapter into the weights
 (W + s A B, as peft's merge_and_unload) and writes the merged model to OUT.
 
+`--out FILE.gguf` writes a Gemma 3, Qwen3-Next or Qwen3.5 model in llama.cpp's GGUF names instead
+(io/gguf_hf.py: float32 tensors and metadata, no tokenizer), which `glassformer quantize` shrinks.
+
 The folder written must be new or empty: config.json, model.safetensors and the tokenizer's files
 would otherwise land among what it holds (a training run, another model). --force writes into a
 folder that is not empty. The check comes before the model loads, so a refusal costs nothing.
@@ -23,7 +26,9 @@ HELP = ("convert a model (glassformer run, HF folder, .gguf, or a name such as s
 
 def add_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help=model_help("model to convert"))
-    parser.add_argument("--out", default=None, help="folder to write")
+    parser.add_argument("--out", default=None,
+                        help="folder to write (FILE.gguf: a gemma3, qwen3_next or qwen3_5 model "
+                             "in llama.cpp's GGUF names)")
     add_adapter_argument(parser)
     parser.add_argument("--merge", default=None, metavar="OUT",
                         help="with --adapter: the folder to write the merged model to (the same "
@@ -56,8 +61,23 @@ def run(args) -> int:
     if out is None:
         raise GlassformerError("give the folder to write: --out DIR (or --adapter DIR "
                                "--merge OUT)")
+    if out.endswith(".gguf"):   # llama.cpp's format, for the families io/gguf_hf.py writes
+        return _to_gguf(args, out)
     check_out_folder(out, args.force)
     model = load_model_shown(args.model, args.adapter)
     folder = save_pretrained(model, out)
     print(f"wrote {model.arch} model ({model.num_params():,} params) to {folder}", file=sys.stderr)
+    return 0
+
+
+def _to_gguf(args, out: str) -> int:
+    """--out FILE.gguf: a Gemma 3, Qwen3-Next or Qwen3.5 model as convert_hf_to_gguf.py writes
+    it (float32, no tokenizer; io/gguf_hf.py), ready for `glassformer quantize`."""
+    from glassformer.io.gguf_hf import save_gguf
+
+    if Path(out).exists() and not args.force:
+        raise GlassformerError(f"{out} exists; give a new file, or --force to replace it")
+    model = load_model_shown(args.model, args.adapter)
+    save_gguf(model, out)
+    print(f"wrote {model.arch} model ({model.num_params():,} params) to {out}", file=sys.stderr)
     return 0

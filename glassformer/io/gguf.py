@@ -8,6 +8,8 @@ that the products read directly: the linear weights, the LM head and the token e
 rows dequantized on lookup), so the model's memory is about the file's size. Other tensors (norms,
 float16) are widened to float32. `dequantize=True` widens everything to float32
 (`gguf.quants.dequantize`, any type gguf reads), the behaviour before quantized weights.
+Files of Gemma 3, Qwen3-Next and Qwen3.5 (general.architecture gemma3, qwen3next, qwen35) go to
+io/gguf_hf.py, through the family's HF form; gpt-oss files are refused (MXFP4 experts).
 
 Three layout facts to undo, each on one line in `_convert`:
 
@@ -49,6 +51,8 @@ import numpy as np
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.declared import check_layer_count
 from glassformer.io.finite import check_finite
+from glassformer.io.gguf_hf import family_gguf_model
+from glassformer.io.gguf_names import BY_GGUF_NAME
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
@@ -103,6 +107,11 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
 
 def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: bool = False):
     """The `Model` of an open GGUF file (see load_gguf)."""
+    architecture = metadata(reader, "general.architecture", path)
+    if architecture in BY_GGUF_NAME:   # Gemma 3, Qwen3-Next, Qwen3.5: through their HF form
+        return family_gguf_model(reader, path, architecture, with_tokenizer=with_tokenizer)
+    if architecture == "gpt-oss":
+        refuse_gpt_oss(reader, path)
     cfg = llama_config(reader, path)
     params = read_params(reader, cfg, path, dequantize=dequantize)
     lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
@@ -110,6 +119,17 @@ def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: b
     if with_tokenizer:
         tokenizer = gguf_tokenizer(reader, path)   # the same reader: the file is parsed once
     return Model(cfg, params, tokenizer=tokenizer)
+
+
+def refuse_gpt_oss(reader, path: Path) -> None:
+    """gpt-oss GGUF files keep their experts in MXFP4, a type glassformer does not read: one
+    line naming it (the HF folder loads: io/hf/gpt_oss.py)."""
+    kinds = sorted({tensor.tensor_type.name for tensor in reader.tensors
+                    if "_exps" in tensor.name})
+    stored = ", ".join(kinds) or "MXFP4"
+    raise CheckpointError(f"{path}: a gpt-oss GGUF file, its experts stored as {stored}; "
+                          "glassformer does not read MXFP4 (nor gpt-oss GGUF files): load the "
+                          "Hugging Face folder instead")
 
 
 def open_gguf(path: Path):
@@ -147,7 +167,8 @@ def _config_fields(reader, path: Path) -> dict:
     architecture = metadata(reader, "general.architecture", path)   # the file's, not our arch
     if architecture != "llama":
         raise CheckpointError(f"{path}: general.architecture is {architecture!r}; only 'llama' "
-                              "GGUF files are supported")
+                              "GGUF files and the gemma3, qwen3next and qwen35 families are "
+                              "supported")
     scaling = metadata(reader, "llama.rope.scaling.type", path, default="none")
     if scaling != "none" or "rope_freqs.weight" in _tensor_names(reader):
         raise CheckpointError(f"{path}: RoPE scaling ({scaling}) is not supported")

@@ -11,18 +11,25 @@ float32, and a matrix whose rows are not a multiple of the format's block falls 
 format: for Q4_K (blocks of 256) that is Q5_0, as in llama.cpp. `general.file_type` is set to the
 format's llama.cpp file type (Q4_K_S for q4_k).
 
-Only a GGUF source is read for now: an HF folder or a glassformer run would need the metadata and
-tokenizer llama.cpp's convert_hf_to_gguf.py writes, which is not written here (one line refuses).
+A GGUF source, or an HF folder of Gemma 3, Qwen3-Next or Qwen3.5, which is first written as a
+float32 GGUF by io/gguf_hf.py (as convert_hf_to_gguf.py would, without a tokenizer). Other
+folders and glassformer runs would need the metadata and tokenizer llama.cpp's
+convert_hf_to_gguf.py writes, which is not written here (one line refuses).
 The file is written beside its destination and renamed when complete (io/safetensors.py).
 """
 from __future__ import annotations
 
+import json
+import secrets
 from pathlib import Path
 
 import numpy as np
 
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.gguf import FLOAT_TYPES, open_gguf
+from glassformer.io.gguf_hf import save_gguf
+from glassformer.io.gguf_names import BY_ARCH
+from glassformer.io.pretrained import load_pretrained
 from glassformer.io.safetensors import write_file_atomically
 from glassformer.ops.quant import TYPE_IDS, format_of
 
@@ -39,11 +46,13 @@ def quantize_gguf(source: str | Path, kind: str, out: str | Path) -> dict[str, i
     format_of(kind)                                     # an unknown format: one line
     kind = kind.lower()
     source, out = Path(source), Path(out)
+    if out.suffix != ".gguf":
+        raise GlassformerError(f"--out names the GGUF file to write (FILE.gguf), got {out}")
+    if source.suffix != ".gguf" and _written_here(source):
+        return _quantize_folder(source, kind, out)
     if source.suffix != ".gguf":
         raise GlassformerError(f"quantize reads a .gguf file for now, got {source}; convert a "
                                "Hugging Face folder with llama.cpp's convert_hf_to_gguf.py first")
-    if out.suffix != ".gguf":
-        raise GlassformerError(f"--out names the GGUF file to write (FILE.gguf), got {out}")
     reader = open_gguf(source)
     architecture = reader.fields["general.architecture"].contents()
     counts: dict[str, int] = {}
@@ -67,6 +76,29 @@ def quantize_gguf(source: str | Path, kind: str, out: str | Path) -> dict[str, i
 
     write_file_atomically(out, write)
     return counts
+
+
+def _written_here(source: Path) -> bool:
+    """Whether `source` is an HF folder of a family io/gguf_hf.py writes as GGUF (Gemma 3,
+    Qwen3-Next, Qwen3.5), by its config.json's model_type."""
+    try:
+        config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") in {
+        record.model_type for record in BY_ARCH.values()}
+
+
+def _quantize_folder(source: Path, kind: str, out: Path) -> dict[str, int]:
+    """An HF folder of those families: written as a float32 GGUF beside `out` (io/gguf_hf.py),
+    quantized from there, the float32 file removed."""
+    model = load_pretrained(source, tokenizer=False)
+    full = out.with_name(f".{out.stem}.f32-{secrets.token_hex(4)}.gguf")
+    try:
+        save_gguf(model, full)
+        return quantize_gguf(full, kind, out)
+    finally:
+        full.unlink(missing_ok=True)
 
 
 def _requantized(tensor, kind: str, path: Path) -> tuple[np.ndarray, str]:
