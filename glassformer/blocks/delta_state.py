@@ -112,6 +112,11 @@ class HybridCache(KVCache):
         return self.kv_layout
 
     @property
+    def rows(self) -> int:
+        """B, also for a model with no full-attention layer (k and v are then empty)."""
+        return self.batch
+
+    @property
     def max_len(self) -> int:
         return self.capacity
 

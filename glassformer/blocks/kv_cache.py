@@ -115,6 +115,11 @@ class KVCache:
         return bool(self.rings) and self.rings[layer]
 
     @property
+    def rows(self) -> int:
+        """B, the batch rows this cache holds."""
+        return self.k[0].shape[0]
+
+    @property
     def max_len(self) -> int:
         return self.k[0].shape[2] if self.positions is None else self.positions
 

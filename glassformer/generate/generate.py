@@ -89,8 +89,8 @@ def _check_reused_cache(kv_cache: KVCache | None, ids: np.ndarray, use_cache: bo
         return
     if not use_cache:
         raise GlassformerError("a kv_cache was given with use_cache=False; give one or the other")
-    if kv_cache.k[0].shape[0] != ids.shape[0]:
-        raise GlassformerError(f"kv_cache holds a batch of {kv_cache.k[0].shape[0]} but the "
+    if kv_cache.rows != ids.shape[0]:
+        raise GlassformerError(f"kv_cache holds a batch of {kv_cache.rows} but the "
                                f"prompt has {ids.shape[0]} rows")
     if kv_cache.length >= ids.shape[1]:
         raise GlassformerError(f"kv_cache already holds {kv_cache.length} positions, the prompt "

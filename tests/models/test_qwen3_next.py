@@ -161,6 +161,22 @@ def test_a_continued_prompt_reuses_the_state_and_a_cut_back_starts_over():
         cache.keep(99)
 
 
+def test_a_linear_only_model_continues_from_a_cache_handed_to_generate():
+    """No full-attention layer: the cache has no keys or values, only states; its rows are the
+    batch it was made for (a mismatch is one line)."""
+    cfg = tiny(full_layers=())
+    model = Model(cfg, qwen3_next.init_params(cfg, np.random.default_rng(0)))
+    ids = np.random.default_rng(5).integers(0, 31, (1, 6))
+    cache = model.new_cache(1, 16)
+    assert cache.rows == 1 and not cache.k
+    reused = list(generate(model, ids, max_new_tokens=4, temperature=0.0, kv_cache=cache))
+    fresh = list(generate(model, ids, max_new_tokens=4, temperature=0.0))
+    np.testing.assert_array_equal(np.stack(reused), np.stack(fresh))
+    with pytest.raises(GlassformerError, match="holds a batch of 1 but the prompt has 2 rows"):
+        list(generate(model, np.repeat(ids, 2, axis=0), max_new_tokens=1,
+                      kv_cache=model.new_cache(1, 16)))
+
+
 @pytest.mark.parametrize("overrides,message", [
     ({"full_layers": (4,)}, "full_layers names layer 4"),
     ({"chunk_size": 0}, "chunk_size must be an integer >= 1"),
