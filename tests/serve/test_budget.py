@@ -53,9 +53,28 @@ def test_a_larger_ratio_allows_more_and_the_median_ignores_one_outlier():
     assert budget.chunk(1, 0, True) == before
 
 
-def test_probe_first_and_the_ceiling_when_nobody_decodes():
+def test_a_fixed_cost_per_chunk_is_fitted_and_leaves_less_room():
+    """Chunks of 4, 16 and 64 ids costing 0.03 s each plus 0.001 s a unit: the line through
+    them finds the 0.03 s, and the chunk fills only the 0.08 - 0.03 s left."""
+    plain = measured(decode_s=0.1, unit_s=0.001).chunk(1, 0, True)
     budget = PrefillBudget(KEYS)
-    assert budget.chunk(1, 0, decoding=True) == PROBE          # nothing measured yet
+    budget.decoded(0.1)
+    for c in (4, 16, 64):
+        budget.fed(1, c, 0, 0.03 + 0.001 * chunk_work(1, c, 0, KEYS))
+    c = budget.chunk(1, 0, True)
+    assert budget.fixed == pytest.approx(0.03, abs=1e-3) and c < plain
+    assert chunk_work(1, c, 0, KEYS) <= 50.01 and chunk_work(1, c + 1, 0, KEYS) > 49.99
+    for _ in range(8):                                    # the fixed cost alone past the budget
+        budget.fed(1, 1, 0, 0.09 + 0.001 * chunk_work(1, 1, 0, KEYS))
+    assert budget.chunk(1, 0, True) == 1
+
+
+def test_probes_first_and_the_ceiling_when_nobody_decodes():
+    budget = PrefillBudget(KEYS)
+    budget.decoded(0.1)
+    assert budget.chunk(1, 0, decoding=True) == PROBE // 4     # nothing measured yet
+    budget.fed(1, PROBE // 4, 0, 0.01)
+    assert budget.chunk(1, 0, decoding=True) == PROBE          # a second size, for the line
     assert budget.chunk(1, 0, decoding=False) == CEILING       # no stream's pace at stake
     assert measured(10.0, 1e-9).chunk(1, 0, True) == CEILING
 
@@ -81,7 +100,7 @@ def test_an_engine_with_a_budget_gives_the_replies_of_one_piece():
     engine.submit([second])
     while not (first_reply.done.is_set() and second_reply.done.is_set()):
         engine.step()
-    assert engine.budget.unit_seconds and engine.budget.decode_seconds     # both measured
+    assert engine.budget.chunks and engine.budget.decode_seconds     # both measured
     assert second_reply.text == alone(model, long_prompt, 5)
     assert first_reply.text == alone(model, "x", 40)
 
