@@ -7,7 +7,8 @@ chunk), one real server (`python -m glassformer serve --model smollm2 --context 
     1. 7 streaming /v1/completions clients start (greedy, end-of-text forbidden by logit_bias
        so none stops early) and run until each has BEFORE inter-token gaps: the unloaded gaps
     2. one more client sends a PROMPT_IDS-token prompt (max_tokens 4): the join; every
-       stream's gaps from that moment to the joiner's first token are the gaps during the join
+       stream's gaps from that moment to the joiner's first token, and the one after it (the
+       step that copies the joiner into its row), are the gaps during the join
     3. AFTER more gaps of each stream (the 8 rows decoding, the timeline now 4k long), then
        everyone leaves
 
@@ -98,10 +99,13 @@ class Stream:
                 if self.leave.is_set():
                     return
 
-    def gaps(self, start: float, end: float) -> np.ndarray:
-        """Gaps between consecutive tokens whose later token arrived in [start, end)."""
+    def gaps(self, start: float, end: float, through_next: bool = False) -> np.ndarray:
+        """Gaps between consecutive tokens whose later token arrived in [start, end)
+        (through_next: and the first one after end, the gap the join's last step is in)."""
         t = np.asarray(self.times)
         gaps = np.diff(t)
+        if through_next:
+            end = t[np.searchsorted(t, end)] + 1e-9 if t[-1] >= end else end
         return gaps[(t[1:] >= start) & (t[1:] < end)]
 
 
@@ -140,8 +144,8 @@ async def join_run(url: str, ids: list[int], banned: dict, args) -> dict:
     def p99(values) -> float:
         return float(np.percentile(values, 99))
     before = [s.gaps(unloaded_from, joined_at) for s in streams]
-    during = [s.gaps(joined_at, joined) for s in streams]
-    after = [s.gaps(joined, float("inf")) for s in streams]
+    during = [s.gaps(joined_at, joined, through_next=True) for s in streams]
+    after = [s.gaps(joined, float("inf"))[1:] for s in streams]
     pooled_before, pooled_during = p99(np.concatenate(before)), p99(np.concatenate(during))
     per_stream = [p99(d) / p99(b) for b, d in zip(before, during) if d.size and b.size]
     return {"itl_p99_before_s": round(pooled_before, 4),
