@@ -5,10 +5,10 @@ import pytest
 from serve_models import tiny_chat_model, tiny_mla_chat_model
 from test_engine import alone, sequence
 
+from glassformer.cli.serve import prefill_chunk
 from glassformer.errors import GlassformerError
 from glassformer.serve.budget import CEILING, PROBE, PrefillBudget, chunk_work, keys_per_id
 from glassformer.serve.engine import Engine
-from glassformer.cli.serve import prefill_chunk
 
 KEYS = 3000.0
 
