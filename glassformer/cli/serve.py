@@ -9,6 +9,7 @@ from glassformer.cli.common import (add_adapter_argument, add_dequantize_argumen
                                     load_model_shown, template_budget)
 from glassformer.errors import GlassformerError
 from glassformer.packaged import MODEL, resolve_path
+from glassformer.serve.budget import RATIO
 from glassformer.serve.run import serve
 from glassformer.tasks.embed import MAX_LENGTH, max_length_of
 
@@ -38,10 +39,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--context", type=int, default=None,
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
-    parser.add_argument("--prefill-chunk", type=int, default=PREFILL_CHUNK,
+    parser.add_argument("--prefill-chunk", default=str(PREFILL_CHUNK),
                         help="feed a joining prompt this many tokens at a time, between decode "
-                             "steps of the running replies, so they keep their pace; 0 feeds "
-                             f"it in one piece (default: {PREFILL_CHUNK})")
+                             "steps of the running replies, so they keep their pace; 'auto' "
+                             "sizes each chunk to --prefill-budget; 0 feeds it in one piece "
+                             f"(default: {PREFILL_CHUNK}: 'auto' keeps the streams' pace "
+                             "better but feeds a long prompt about one id a step, see docs/serve.md)")
+    parser.add_argument("--prefill-budget", type=float, default=RATIO, metavar="R",
+                        help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
+                             "the running replies takes at most R decode steps, as measured "
+                             f"while serving (default: {RATIO}; > 1)")
     add_template_budget_arguments(parser)
     parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                         help="a reasoning model (<think> ... </think>) thinks at most N tokens "
@@ -52,6 +59,20 @@ def add_arguments(parser) -> None:
 PREFILL_CHUNK = 64    # a few decode steps of 8 rows on SmolLM2: docs/performance.md
 
 
+def prefill_chunk(text: str) -> int | None:
+    """--prefill-chunk: None for 'auto' (budget.py sizes each chunk), else ids per chunk."""
+    if text == "auto":
+        return None
+    try:
+        chunk = int(text)
+    except ValueError:
+        chunk = -1
+    if chunk < 0:
+        raise GlassformerError(f"--prefill-chunk must be 'auto' or a count >= 0 (0: one piece), "
+                               f"got {text!r}")
+    return chunk
+
+
 def served_name(model: str) -> str:
     """The name clients use: a packaged name as given, a path's last part."""
     return Path(model).name if Path(model).exists() else model
@@ -60,8 +81,10 @@ def served_name(model: str) -> str:
 def run(args) -> int:
     check_at_least_one(max_batch=args.max_batch, max_queue=args.max_queue,
                        context=args.context)
-    if args.prefill_chunk < 0:
-        raise GlassformerError(f"--prefill-chunk must be >= 0 (0: off), got {args.prefill_chunk}")
+    chunk = prefill_chunk(args.prefill_chunk)
+    if not args.prefill_budget > 1.0:
+        raise GlassformerError(f"--prefill-budget must be > 1 (decode steps a mixed step may "
+                               f"take), got {args.prefill_budget}")
     if not 0 <= args.port <= 65535:
         raise GlassformerError(f"--port must be in 0..65535, got {args.port}")
     if args.reasoning_budget is not None and args.reasoning_budget < 0:
@@ -73,5 +96,6 @@ def run(args) -> int:
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
                  context=args.context, embed_max_length=embed_max_length,
-                 template_budget=budget, prefill_chunk=args.prefill_chunk,
+                 template_budget=budget, prefill_chunk=chunk,
+                 prefill_budget=args.prefill_budget,
                  reasoning_budget=args.reasoning_budget)

@@ -6,8 +6,9 @@ reply in flight in the same forward. Its loop, once per step:
     1. drop the rows whose client left (`Sequence.cancelled`): freed within one step
     2. admit waiting sequences into free rows (a row holding the longest common prefix of the
        prompt is preferred, and those keys are reused), and prefill their prompts together:
-       in one piece, or with `prefill_chunk` C, C columns per step (prefill.py) while the
-       running rows go on decoding; nobody new is admitted until those joiners are in
+       in one piece, or chunk by chunk (prefill.py) while the running rows go on decoding,
+       C columns per step (`prefill_chunk`) or as many as `prefill_budget` allows beside the
+       measured decode step (budget.py); nobody new is admitted until those joiners are in
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
        generate() uses: all rows in one call) after its grammar's mask when its request
@@ -37,6 +38,7 @@ from glassformer.generate.generate import padding_start
 from glassformer.generate.penalties import History
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
+from glassformer.serve.budget import PrefillBudget
 from glassformer.serve.faults import fault_line
 from glassformer.serve.metrics import Metrics
 from glassformer.serve.prefill import Prefill
@@ -53,9 +55,10 @@ class Engine:
     """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
-                 prefill_chunk: int = 0):
+                 prefill_chunk: int = 0, prefill_budget: PrefillBudget | None = None):
         self.model = model
-        self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
+        self.prefill_chunk = prefill_chunk   # 0 (and no budget): a joining prompt in one piece
+        self.budget = prefill_budget         # each chunk sized to the decode step (budget.py)
         self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk
         self.joiners: list[Sequence] = []
         self.max_queue = max_queue
@@ -132,7 +135,10 @@ class Engine:
         if self.joining is not None:
             self.feed_joiners()
         if self.decodable().any():
+            began = time.perf_counter()
             self.decode()
+            if self.budget is not None:
+                self.budget.decoded(time.perf_counter() - began)
 
     def decodable(self) -> np.ndarray:
         """(B,) bool: the rows running with their prompt in (not still being prefilled)."""
@@ -170,7 +176,7 @@ class Engine:
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
             seq.cached_tokens = keep                        # a fault in it fails them too
             self.running[row] = seq                         # (fail_all) rather than losing them
-        if self.prefill_chunk:
+        if self.prefill_chunk or self.budget is not None:
             self.joining = Prefill.start(self.rows, self.model, rows,
                                          [seq.prompt for seq in joiners], reused)
             self.joiners = joiners
@@ -183,7 +189,14 @@ class Engine:
         """One chunk of the joiners' prefill; once all is fed, they join and pick a token (a
         joiner whose client left meanwhile is only copied in, for prefix reuse)."""
         joining = self.joining
-        joining.feed(self.model, self.prefill_chunk)
+        rows, position = joining.tokens.shape[0], joining.small.length
+        chunk = self.prefill_chunk
+        if self.budget is not None:
+            chunk = self.budget.chunk(rows, position, decoding=bool(self.decodable().any()))
+        began, fed = time.perf_counter(), joining.fed
+        joining.feed(self.model, chunk)
+        if self.budget is not None:
+            self.budget.fed(rows, joining.fed - fed, position, time.perf_counter() - began)
         if not joining.done:
             return
         self.joining = None

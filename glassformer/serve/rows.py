@@ -14,8 +14,8 @@ each row's positions count its own live columns, so a row's tokens are the ones 
 alone. A joining prompt is prefilled in a small cache of its own (joiners together, left-padded,
 `prefill`; prefill.py, whole or in chunks) and copied into its row, ending at column `length`;
 so it joins the next decode step without making the other rows compute its prompt. When the
-timeline is full (or a prompt is longer than `length`), `realign` moves every running row's live
-columns to end at one column, as one gather per layer.
+timeline is full, `realign` moves every running row's live columns to end at one column, as one
+gather per layer; a prompt longer than `length` only lengthens the timeline (no column moves).
 
 A free row keeps the ids of its last request: a new prompt that shares a prefix with them (the
 next turn of a chat) copies those keys instead of recomputing them (`reuse`).
@@ -163,10 +163,10 @@ class RowCache:
         rows[i], ending at column `length`; ids (N,) are the prompts one after the other, the
         ids of those columns in the same order."""
         if self.cache.length < int(lengths.max()):
-            # running rows move to end further right; free rows' old ids are forgotten
-            counts = self.live[running].sum(axis=1)
-            end = max(int(lengths.max()), int(counts.max()) if counts.size else 0)
-            self.realign(end, running)
+            # the timeline grows to the longest prompt; nothing moves: the running rows' columns
+            # stay, the new ones between are nobody's (not live, masked), so a 4,000-id joiner
+            # costs no gather of every row's keys (`running` is kept for that older path)
+            self.cache.length = int(lengths.max())
         for row in rows:
             self.forget(row)
         pick_i, pick_col = np.nonzero(small_live)                       # (N,) row-major

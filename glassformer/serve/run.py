@@ -17,6 +17,7 @@ import sys
 from glassformer.errors import GlassformerError
 from glassformer.memory import check_memory, memory_budget
 from glassformer.models.family import CAUSAL, ENCODER
+from glassformer.serve.budget import RATIO, PrefillBudget
 from glassformer.serve.engine import Engine
 from glassformer.serve.metrics import Metrics, MetricsMiddleware
 from glassformer.serve.rows import RowCache
@@ -26,15 +27,17 @@ BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
-                prefill_chunk: int = 0) -> Engine:
-    """The engine of a causal model, its cache checked against memory_budget()."""
+                prefill_chunk: int | None = 0, prefill_budget: float = RATIO) -> Engine:
+    """The engine of a causal model, its cache checked against memory_budget(); prefill_chunk
+    None sizes each chunk to prefill_budget decode steps (budget.py)."""
     context = min(context or model.context_len, model.context_len)
     check_memory(RowCache.bytes_for(model, max_batch, context),
                  f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
                  "prefill of every row at once)", "lower --max-batch or --context",
                  budget=memory_budget())
+    budget = PrefillBudget.for_model(model, prefill_budget) if prefill_chunk is None else None
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context,
-                  prefill_chunk=prefill_chunk)
+                  prefill_chunk=prefill_chunk or 0, prefill_budget=budget)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -56,7 +59,7 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
-          template_budget=None, prefill_chunk: int = 0,
+          template_budget=None, prefill_chunk: int | None = 0, prefill_budget: float = RATIO,
           reasoning_budget: int | None = None) -> int:
     try:
         import uvicorn
@@ -73,7 +76,8 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
         raise GlassformerError("this model has no tokenizer, so it cannot read requests' text; "
                                "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
-                         prefill_chunk=prefill_chunk) if kind == CAUSAL else None
+                         prefill_chunk=prefill_chunk, prefill_budget=prefill_budget
+                         ) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget,
                     reasoning_budget)
     if reasoning_budget is not None and served.thinking is None:

@@ -85,8 +85,9 @@ def rows_at(engine, requests: dict, step: int, before: RowsAt | None = None) -> 
                    if state != WAITING and was.get(label, WAITING) == WAITING)
     left = tuple(label for label, state in states.items()
                  if state == DONE and was.get(label) != DONE)
-    # a decode step adds one column; any other change of length is a realign
-    moved = before is not None and rows.cache.length != before.length + 1
+    # a decode step adds one column and a long joiner may lengthen the timeline (nothing moves);
+    # any other change of length is a realign
+    moved = before is not None and rows.cache.length < before.length + 1
     return RowsAt(step, rows.cache.length, tuple(holders), tuple(running), tuple(cells),
                   states, joined, left, moved)
 
