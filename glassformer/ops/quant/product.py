@@ -7,8 +7,11 @@ nn.Linear's (out, in); the token embedding's rows are tokens). Two products are 
     rows_product     dx = dy @ W      dy (N, R) -> (N, C)   its backward for the input
 
 Both walk W a slab of rows at a time: the slab is dequantized into one scratch array allocated per
-call (SLAB_BYTES of float32, about a core's L2 cache, so the widened slab is read back from cache
-by the product) and multiplied by BLAS. Peak extra memory is one slab, never the whole W.
+call and multiplied by BLAS. A slab is SLAB_BYTES of float32 (about a core's L2 cache, so the
+widened slab is read back from cache by the product), or as many rows of W as x has rows when
+that is more: each slab's product reads all of x again, so with thousands of rows (a prefill, an
+eval batch) small slabs would read x hundreds of times. Peak extra memory is one slab, never the
+whole W (and never more than the larger of SLAB_BYTES and x's own bytes, in float32).
 Measured in docs/performance.md against widening W whole; a compiled twin (fused dequantize and
 dot on the blocks) can replace these two functions with the same arguments.
 
@@ -34,9 +37,10 @@ def dequantize_rows(kind: str, blocks: np.ndarray, cols: int,
     return values.reshape(rows, cols)
 
 
-def slab_rows(cols: int) -> int:
-    """Rows of W dequantized at a time: SLAB_BYTES of float32, at least one row."""
-    return max(1, SLAB_BYTES // (4 * cols))
+def slab_rows(cols: int, n: int = 1) -> int:
+    """Rows of W dequantized at a time for an x of n rows: SLAB_BYTES of float32, or n rows when
+    more (x is read once per slab), at least one row."""
+    return max(1, SLAB_BYTES // (4 * cols), n)
 
 
 def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
@@ -45,7 +49,7 @@ def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> n
     rows = blocks.shape[0]
     out_dtype = np.result_type(x.dtype, np.float32)
     y = np.empty((x.shape[0], rows), out_dtype)                         # (N, R)
-    step = slab_rows(cols)
+    step = slab_rows(cols, x.shape[0])
     scratch = np.empty((min(step, rows), cols), np.float32)             # one slab of W
     for start in range(0, rows, step):
         stop = min(start + step, rows)
@@ -59,7 +63,7 @@ def rows_product(dy: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np
     rows adds its share, dy[:, slab] @ W[slab]."""
     rows = blocks.shape[0]
     dx = np.zeros((dy.shape[0], cols), np.result_type(dy.dtype, np.float32))   # (N, C)
-    step = slab_rows(cols)
+    step = slab_rows(cols, dy.shape[0])
     scratch = np.empty((min(step, rows), cols), np.float32)
     for start in range(0, rows, step):
         stop = min(start + step, rows)
