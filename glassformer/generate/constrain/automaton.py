@@ -185,7 +185,9 @@ def step_str(grammar, frame, byte) -> list:
         need, lo, hi, code = utf8
         if not lo <= byte <= hi:
             return []
-        code = (code << 6) | (byte & 0x3F)
+        # the code point matters to a pattern only: without one it stays 0, so partial
+        # characters of a plain string share one state per (chars, bytes due, range)
+        code = 0 if states is None else (code << 6) | (byte & 0x3F)
         if need > 1:
             return [took(("str", n, True, chars, (need - 1, 0x80, 0xBF, code), "", states))]
         return char_read(node, frame, code)
@@ -222,6 +224,7 @@ def step_str(grammar, frame, byte) -> list:
     need, lo, hi, bits = lead
     if states is not None and not rx.may_match(node.pattern, states, *lead_codes(lead)):
         return []
+    bits = 0 if states is None else bits
     return [took(("str", n, True, chars, (need, lo, hi, bits), "", states))]
 
 
