@@ -40,7 +40,7 @@ class MaskTable:
         self.states: list = []                 # id -> automaton state
         self.ids: dict = {}                    # automaton state -> id
         self.next_state = np.full((64, 256), UNKNOWN, dtype=np.int64)   # (S, 256)
-        self.masks: dict[int, np.ndarray] = {}
+        self.masks: dict[int, tuple] = {}       # id -> kept(): (allow, ids)
         self.sorted_bytes = sorted(b for b in trie.token_bytes if b)   # tokens by prefix
         self.start = self.state_id(automaton.initial(grammar))
 
@@ -74,19 +74,37 @@ class MaskTable:
         return self.advance_bytes(sid, self.trie.token_bytes[token_id])
 
     def advance_bytes(self, sid: int, text: bytes) -> int:
+        """The state after `text`'s bytes: a known transition is one table read each (the
+        sampled token's few bytes, not the vocabulary); an unknown one asks the automaton."""
         for byte in text:
-            sid = int(self.walk(np.array([sid]), np.array([byte]))[0])
-            if sid == DEAD:
+            after = int(self.next_state[sid, byte])
+            if after == UNKNOWN:
+                after = int(self.walk(np.array([sid]), np.array([byte]))[0])
+            if after == DEAD:
                 return DEAD
+            sid = after
         return sid
 
+    def kept(self, sid: int) -> tuple[bool, np.ndarray]:
+        """State sid's mask as the shorter of its two index lists: (True, the allowed ids) or
+        (False, the refused ids), int32, computed on first use and kept. Applying it touches
+        only those ids (rows.py): one token forced -> 1 id, inside a free string -> the few
+        thousand tokens holding a quote or a control byte, never all 49,152."""
+        found = self.masks.get(sid)
+        if found is None:
+            mask = self.compute(sid)                             # (V,) bool
+            allowed = np.flatnonzero(mask)
+            found = ((True, allowed.astype(np.int32)) if 2 * len(allowed) <= self.vocab
+                     else (False, np.flatnonzero(~mask).astype(np.int32)))
+            self.masks[sid] = found
+        return found
+
     def allowed(self, sid: int) -> np.ndarray:
-        """(V,) bool: the tokens the grammar allows in state sid (kept as bits: 1/8 the
-        memory; a string with maxLength 1000 has a state per character written)."""
-        bits = self.masks.get(sid)
-        if bits is None:
-            bits = self.masks[sid] = np.packbits(self.compute(sid))
-        return np.unpackbits(bits, count=self.vocab).astype(bool)
+        """(V,) bool: the tokens the grammar allows in state sid."""
+        allow, ids = self.kept(sid)
+        mask = np.full(self.vocab, not allow)
+        mask[ids] = allow
+        return mask
 
     def compute(self, sid: int) -> np.ndarray:
         mask = self.byte_mask(sid)
