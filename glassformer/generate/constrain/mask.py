@@ -41,6 +41,7 @@ class MaskTable:
         self.ids: dict = {}                    # automaton state -> id
         self.next_state = np.full((64, 256), UNKNOWN, dtype=np.int64)   # (S, 256)
         self.masks: dict[int, tuple] = {}       # id -> kept(): (allow, ids)
+        self.probed: set = set()                # ids whose impossible bytes are marked DEAD
         self.sorted_bytes = sorted(b for b in trie.token_bytes if b)   # tokens by prefix
         self.start = self.state_id(automaton.initial(grammar))
 
@@ -63,11 +64,30 @@ class MaskTable:
         found = self.next_state[sids, byts]                      # (N,)
         unknown = found == UNKNOWN
         if unknown.any():
+            for sid in np.unique(sids[unknown]).tolist():        # bytes no frame can take:
+                self.refuse_impossible(sid)                      # refused without a step
+            found = self.next_state[sids, byts]
+            unknown = found == UNKNOWN
+        if unknown.any():
             for sid, byte in set(zip(sids[unknown].tolist(), byts[unknown].tolist())):
                 after = automaton.step(self.grammar, self.states[sid], byte)
                 self.next_state[sid, byte] = self.state_id(after) if after else DEAD
             found = self.next_state[sids, byts]
         return found
+
+    def refuse_impossible(self, sid: int) -> None:
+        """Mark DEAD, once per state, every byte outside automaton.first_bytes (a superset
+        of what step accepts), so only the few that may pass are stepped in Python."""
+        if sid in self.probed:
+            return
+        self.probed.add(sid)
+        possible = automaton.first_bytes(self.grammar, self.states[sid])
+        if possible is None:
+            return
+        row = self.next_state[sid]                               # (256,) a view
+        impossible = np.ones(256, dtype=bool)
+        impossible[list(possible)] = False
+        row[impossible & (row == UNKNOWN)] = DEAD
 
     def advance(self, sid: int, token_id: int) -> int:
         """The state after a token's bytes (DEAD if the grammar refuses them)."""
