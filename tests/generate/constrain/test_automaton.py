@@ -94,3 +94,18 @@ def test_first_bytes_hold_every_byte_step_accepts(trie, index):
         if possible is not None:
             accepted = {b for b in range(256) if automaton.step(table.grammar, state, b)}
             assert accepted <= possible, (state, accepted - possible)
+
+
+def test_mask_rows_matches_the_mask_kept_either_way(trie):
+    """A state's mask is kept as its shorter index list: the allowed ids (a forced quote) or
+    the refused ones (inside a string); mask_rows gives -inf exactly where it refuses."""
+    table = json_table({"type": "string", "maxLength": 8}, trie, [EOS], encode)
+    inside = table.advance_bytes(table.start, b'"ab')
+    assert table.kept(table.start)[0] and not table.kept(inside)[0]
+    logits = np.random.default_rng(0).normal(size=(2, len(TOKENS)))
+    rows = [RowConstraint(table, table.start), RowConstraint(table, inside)]
+    masked = mask_rows(logits, rows)
+    for i, row in enumerate(rows):
+        allowed = table.allowed(row.state)
+        assert np.array_equal(np.isneginf(masked[i]), ~allowed)
+        assert np.array_equal(masked[i][allowed], logits[i][allowed])
