@@ -57,6 +57,62 @@ def step(grammar, state: frozenset, byte: int) -> frozenset:
     return frozenset(found)
 
 
+def first_bytes(grammar, state: frozenset) -> set | None:
+    """A superset of the bytes `step` may accept in this state, read off the innermost frames
+    without stepping (None: any byte may be; asked of a string's inside, a number, an array's
+    first value). The mask table marks the other bytes refused at once: an object's key, a
+    literal or a punctuation mark allows a few bytes of 256, and each `step` costs Python."""
+    found = set()
+    for stack in state:
+        more = stack_first_bytes(grammar, stack)
+        if more is None:
+            return None
+        found |= more
+    return found
+
+
+def stack_first_bytes(grammar, stack: tuple) -> set | None:
+    if not stack:
+        return set()
+    top, rest = stack[-1], stack[:-1]
+    kind = top[0]
+    if kind == "lit":
+        _, n, pos, lo, hi = top
+        found = {text[pos] for text in grammar.nodes[n].texts[lo:hi] if len(text) > pos}
+    elif kind == "str" and not top[2]:
+        found = {0x22}
+    elif kind == "arr" and top[2] in ("open", "after"):
+        found = {0x5B} if top[2] == "open" else {0x5D, 0x2C}
+    elif kind == "obj" and top[2] != "value":
+        found = obj_first_bytes(grammar, top)
+    else:
+        return None
+    if ends(grammar, top) and rest:                    # the value may end: its parent reads
+        parent = stack_first_bytes(grammar, rest[:-1] + (after_value(rest[-1]),))
+        return None if parent is None else found | parent
+    return found
+
+
+def obj_first_bytes(grammar, frame: tuple) -> set:
+    """The bytes step_obj may take from an object frame (not in its "value" phase)."""
+    _, n, phase, nxt, cands, pos = frame
+    props = grammar.nodes[n].props
+    if phase == "open":
+        return {0x7B}
+    if phase == "colon":
+        return {0x3A}
+    if phase == "after":
+        return {0x7D, 0x2C} if nxt < len(props) else {0x7D}
+    found = {0x7D} if phase == "first" else set()
+    if phase in ("first", "comma"):
+        cands, pos = [], 0
+        for index in range(nxt, len(props)):                  # as step_obj: up to the next
+            cands.append(index)                               # required key
+            if props[index][2]:
+                break
+    return found | {props[i][0][pos] for i in cands if len(props[i][0]) > pos}
+
+
 def step_stack(grammar, stack: tuple, byte: int) -> list:
     """Every stack after `byte`: the innermost frame reads it (or opens a child value that
     reads it), or the innermost value ends and its parent reads it."""
@@ -185,7 +241,9 @@ def step_str(grammar, frame, byte) -> list:
         need, lo, hi, code = utf8
         if not lo <= byte <= hi:
             return []
-        code = (code << 6) | (byte & 0x3F)
+        # the code point matters to a pattern only: without one it stays 0, so partial
+        # characters of a plain string share one state per (chars, bytes due, range)
+        code = 0 if states is None else (code << 6) | (byte & 0x3F)
         if need > 1:
             return [took(("str", n, True, chars, (need - 1, 0x80, 0xBF, code), "", states))]
         return char_read(node, frame, code)
@@ -222,6 +280,7 @@ def step_str(grammar, frame, byte) -> list:
     need, lo, hi, bits = lead
     if states is not None and not rx.may_match(node.pattern, states, *lead_codes(lead)):
         return []
+    bits = 0 if states is None else bits
     return [took(("str", n, True, chars, (need, lo, hi, bits), "", states))]
 
 

@@ -31,16 +31,26 @@ class RowConstraint:
         return self.table.accepting(self.state)
 
 
-def mask_rows(logits: np.ndarray, constraints: list) -> np.ndarray:
+def mask_rows(logits: np.ndarray, constraints: list, inplace: bool = False) -> np.ndarray:
     """(B, V) logits with -inf where each constrained row's grammar refuses a token (a copy
-    when any row is constrained)."""
+    when any row is constrained, unless inplace). Only a state's shorter index list is
+    touched (MaskTable.kept): the refused ids set to -inf, or the allowed ids' logits kept
+    and the row refilled around them."""
     rows = [i for i, c in enumerate(constraints) if c is not None]
     if not rows:
         return logits
-    logits = logits.copy()
+    if not inplace:
+        logits = logits.copy()
+    width = logits.shape[1]
     for i in rows:
-        allowed = constraints[i].table.allowed(constraints[i].state)      # (V,)
-        logits[i, ~allowed[:logits.shape[1]]] = -np.inf
+        allow, ids = constraints[i].table.kept(constraints[i].state)
+        ids = ids[ids < width] if ids.size and ids[-1] >= width else ids
+        if allow:
+            keep = logits[i, ids]                                          # (K,)
+            logits[i] = -np.inf
+            logits[i, ids] = keep
+        else:
+            logits[i, ids] = -np.inf
     return logits
 
 

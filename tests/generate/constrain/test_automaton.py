@@ -6,6 +6,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from glassformer.generate.constrain import automaton
 from glassformer.generate.constrain import (RowConstraint, advance_rows, build_trie, json_table,
                                             mask_rows)
 from schemas import SCHEMAS
@@ -78,3 +79,33 @@ def test_forced_text_allows_its_first_token_only(trie):
     table = json_table(schema, trie, [EOS], lambda text: [TOKENS.index(b'{"')] + encode(
         text[2:]) if text.startswith('{"') else encode(text))
     assert np.flatnonzero(table.allowed(table.start)).tolist() == [TOKENS.index(b'{"')]
+
+
+@pytest.mark.parametrize("index", range(0, len(SCHEMAS), 3))
+def test_first_bytes_hold_every_byte_step_accepts(trie, index):
+    """automaton.first_bytes is a superset of the bytes step takes, in every state the masks
+    of random walks met (the mask table refuses the rest without stepping)."""
+    table = json_table(SCHEMAS[index], trie, [EOS], encode)
+    rng = np.random.default_rng(index)
+    for _ in range(3):
+        walk(table, rng)
+    for state in table.states:
+        possible = automaton.first_bytes(table.grammar, state)
+        if possible is not None:
+            accepted = {b for b in range(256) if automaton.step(table.grammar, state, b)}
+            assert accepted <= possible, (state, accepted - possible)
+
+
+def test_mask_rows_matches_the_mask_kept_either_way(trie):
+    """A state's mask is kept as its shorter index list: the allowed ids (a forced quote) or
+    the refused ones (inside a string); mask_rows gives -inf exactly where it refuses."""
+    table = json_table({"type": "string", "maxLength": 8}, trie, [EOS], encode)
+    inside = table.advance_bytes(table.start, b'"ab')
+    assert table.kept(table.start)[0] and not table.kept(inside)[0]
+    logits = np.random.default_rng(0).normal(size=(2, len(TOKENS)))
+    rows = [RowConstraint(table, table.start), RowConstraint(table, inside)]
+    masked = mask_rows(logits, rows)
+    for i, row in enumerate(rows):
+        allowed = table.allowed(row.state)
+        assert np.array_equal(np.isneginf(masked[i]), ~allowed)
+        assert np.array_equal(masked[i][allowed], logits[i][allowed])
