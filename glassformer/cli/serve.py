@@ -42,6 +42,11 @@ def add_arguments(parser) -> None:
                         help="feed a joining prompt this many tokens at a time, between decode "
                              "steps of the running replies, so they keep their pace; 0 feeds "
                              f"it in one piece (default: {PREFILL_CHUNK})")
+    parser.add_argument("--batch-invariant", action="store_true",
+                        help="compute each reply's numbers the same alone or beside others, so "
+                             "a seeded sampled reply does not depend on the load (every step "
+                             "computes --max-batch rows; joining prompts are prefilled one at "
+                             "a time, whole; docs/serve.md)")
     add_template_budget_arguments(parser)
     parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                         help="a reasoning model (<think> ... </think>) thinks at most N tokens "
@@ -74,4 +79,5 @@ def run(args) -> int:
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,
                  context=args.context, embed_max_length=embed_max_length,
                  template_budget=budget, prefill_chunk=args.prefill_chunk,
-                 reasoning_budget=args.reasoning_budget)
+                 reasoning_budget=args.reasoning_budget,
+                 batch_invariant=args.batch_invariant)

@@ -36,6 +36,7 @@ from glassformer.generate.penalties import History
 from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
+from glassformer.serve.invariant import check_invariant
 from glassformer.serve.metrics import Metrics
 from glassformer.serve.prefill import Prefill
 from glassformer.serve.reasoning import force_rows
@@ -51,7 +52,7 @@ class Engine:
     """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
-                 prefill_chunk: int = 0):
+                 prefill_chunk: int = 0, batch_invariant: bool = False):
         if model.family.new_cache is not None:
             # note: rows join and leave by columns of one shared KV cache; a linear-attention
             # layer's state is one matrix per row, with no columns to realign
@@ -59,12 +60,15 @@ class Engine:
                                    f"{model.arch} keeps a recurrent state per row in its linear-attention "
                                    "layers, which serve does not batch yet (use glassformer "
                                    "chat or generate)")
+        if batch_invariant:
+            check_invariant(model)
+        self.batch_invariant = batch_invariant   # invariant.py: each row computed apart
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
         self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk
         self.joiners: list[Sequence] = []
         self.max_queue = max_queue
-        self.rows = RowCache.allocate(model, max_batch, max_len)
+        self.rows = RowCache.allocate(model, max_batch, max_len, batch_invariant=batch_invariant)
         self.running: list[Sequence | None] = [None] * max_batch
         self.next_tokens = np.zeros(max_batch, dtype=np.int64)   # (B,) each row's newest token
         self.waiting: deque[Sequence] = deque()
@@ -162,9 +166,9 @@ class Engine:
         joiners, rows, reused = [], [], []
         with self.wake:
             free = [row for row, seq in enumerate(self.running) if seq is None]
-            while self.waiting and free:
-                seq = self.waiting.popleft()
-                row, keep = self.best_row(free, seq.prompt)
+            while self.waiting and free and not (self.batch_invariant and joiners):
+                seq = self.waiting.popleft()   # batch-invariant: one joiner at a time, its
+                row, keep = self.best_row(free, seq.prompt)   # whole prompt (invariant.py)
                 free.remove(row)
                 joiners.append(seq)
                 rows.append(row)
@@ -201,6 +205,8 @@ class Engine:
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
         """The free row holding the longest prefix of prompt (else the lowest), and its length."""
+        if self.batch_invariant:
+            return free[0], 0
         shared = [self.rows.reuse(row, prompt) for row in free]
         best = int(np.argmax(shared))
         return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
@@ -209,6 +215,8 @@ class Engine:
         """One forward for rows [0, last running row]: each running row feeds its last token."""
         decodable = self.decodable()
         rows = int(np.flatnonzero(decodable).max()) + 1
+        if self.batch_invariant:
+            rows = len(decodable)            # every row: products of one shape (invariant.py)
         active = decodable[:rows]                                                # (rows,)
         tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
         logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)

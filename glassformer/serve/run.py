@@ -26,7 +26,7 @@ BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
-                prefill_chunk: int = 0) -> Engine:
+                prefill_chunk: int = 0, batch_invariant: bool = False) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget()."""
     context = min(context or model.context_len, model.context_len)
     check_memory(RowCache.bytes_for(model, max_batch, context),
@@ -34,7 +34,7 @@ def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
                  "prefill of every row at once)", "lower --max-batch or --context",
                  budget=memory_budget())
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context,
-                  prefill_chunk=prefill_chunk)
+                  prefill_chunk=prefill_chunk, batch_invariant=batch_invariant)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -57,7 +57,7 @@ def open_socket(host: str, port: int) -> socket.socket:
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
           template_budget=None, prefill_chunk: int = 0,
-          reasoning_budget: int | None = None) -> int:
+          reasoning_budget: int | None = None, batch_invariant: bool = False) -> int:
     try:
         import uvicorn
 
@@ -73,7 +73,8 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
         raise GlassformerError("this model has no tokenizer, so it cannot read requests' text; "
                                "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
-                         prefill_chunk=prefill_chunk) if kind == CAUSAL else None
+                         prefill_chunk=prefill_chunk,
+                         batch_invariant=batch_invariant) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget,
                     reasoning_budget)
     if reasoning_budget is not None and served.thinking is None:
