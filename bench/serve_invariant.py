@@ -35,9 +35,8 @@ class Reply:
         self.tokens, self.done = 0, threading.Event()
 
     def __call__(self, event):
-        if isinstance(event, Delta):
-            self.tokens += len(event.tokens)
-        else:
+        if not isinstance(event, Delta):          # the end: its usage counts the tokens
+            self.tokens = event.usage.completion_tokens
             self.done.set()
 
 

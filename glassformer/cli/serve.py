@@ -45,8 +45,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-invariant", action="store_true",
                         help="compute each reply's numbers the same alone or beside others, so "
                              "a seeded sampled reply does not depend on the load (every step "
-                             "computes --max-batch rows; joining prompts are prefilled one at "
-                             "a time, whole; docs/serve.md)")
+                             "computes --max-batch rows; each joining prompt is prefilled on its "
+                             "own, whole; docs/serve.md)")
     add_template_budget_arguments(parser)
     parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                         help="a reasoning model (<think> ... </think>) thinks at most N tokens "

@@ -38,7 +38,7 @@ from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.faults import fault_line
 from glassformer.serve.invariant import check_invariant
 from glassformer.serve.metrics import Metrics
-from glassformer.serve.prefill import Prefill
+from glassformer.serve.prefill import EachAlone, Prefill
 from glassformer.serve.reasoning import force_rows
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
@@ -65,7 +65,7 @@ class Engine:
         self.batch_invariant = batch_invariant   # invariant.py: each row computed apart
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0: a joining prompt in one piece
-        self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk
+        self.joining: Prefill | EachAlone | None = None   # joiners prefilled chunk by chunk
         self.joiners: list[Sequence] = []
         self.max_queue = max_queue
         self.rows = RowCache.allocate(model, max_batch, max_len, batch_invariant=batch_invariant)
@@ -166,9 +166,9 @@ class Engine:
         joiners, rows, reused = [], [], []
         with self.wake:
             free = [row for row, seq in enumerate(self.running) if seq is None]
-            while self.waiting and free and not (self.batch_invariant and joiners):
-                seq = self.waiting.popleft()   # batch-invariant: one joiner at a time, its
-                row, keep = self.best_row(free, seq.prompt)   # whole prompt (invariant.py)
+            while self.waiting and free:
+                seq = self.waiting.popleft()
+                row, keep = self.best_row(free, seq.prompt)
                 free.remove(row)
                 joiners.append(seq)
                 rows.append(row)
@@ -179,13 +179,17 @@ class Engine:
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
             seq.cached_tokens = keep                        # a fault in it fails them too
             self.running[row] = seq                         # (fail_all) rather than losing them
+        prompts = [seq.prompt for seq in joiners]
+        if self.batch_invariant:   # each prompt computed as it would be alone (invariant.py)
+            joining = EachAlone.start(self.rows, self.model, rows, prompts)
+        else:
+            joining = Prefill.start(self.rows, self.model, rows, prompts, reused)
         if self.prefill_chunk:
-            self.joining = Prefill.start(self.rows, self.model, rows,
-                                         [seq.prompt for seq in joiners], reused)
+            self.joining = joining
             self.joiners = joiners
             return
-        logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
-                                   running)                              # (n, V)
+        joining.feed(self.model)
+        logits = joining.finish(self.rows, running)                     # (n, V)
         self.choose(logits, joiners, rows)
 
     def feed_joiners(self) -> None:

@@ -23,13 +23,14 @@ flag the engine removes each:
                   (kernels/decode_numba.py's `_softmax_in_order`, decode_numpy.py's gathered
                   keys), on the numba path and on the NumPy one (models/common.py sends a
                   flagged cache's decode step to the twins when numba is off)
-    prefill       one joiner at a time, its whole prompt (no prefix reuse), in the same chunks
-                  as alone: the same forward calls with the same shapes
+    prefill       each joiner in forwards of its own (prefill.py's EachAlone), its whole
+                  prompt (no prefix reuse), in the same chunks as alone: the same forward calls
+                  with the same shapes
 
 It is a flag, off by default (as vLLM's VLLM_BATCH_INVARIANT): with few rows running every step
 still computes --max-batch rows, a joining prompt is computed whole even when a row holds its
-prefix, and joiners queue for their prefill one by one. At full load the cost is small
-(docs/performance.md). Invariance holds within one server: another --max-batch, BLAS, thread
+prefix, and joiners are prefilled in a forward each rather than together (docs/performance.md
+measures the cost at 8 clients). Invariance holds within one server: another --max-batch, BLAS, thread
 count or machine sums in another order.
 """
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 from serve_models import tiny_chat_model, tiny_mla_chat_model
 from test_engine import PROMPTS, STOP
 
+from glassformer.blas import blas_threads, free_cores
 from glassformer.errors import GlassformerError
 from glassformer.generate.sampling import Sampling
 from glassformer.kernels.choice import numba_importable
@@ -110,16 +111,31 @@ def test_smollm2_eight_seeded_sampled_replies_equal_alone_20_of_20_rounds(monkey
     model = load_model("smollm2")
     tok = model.tokenizer
     stop = frozenset(tok.encode("<|im_end|>"))
-    engine = recording_engine(model, monkeypatch, max_batch=8, max_len=256, prefill_chunk=64)
     same = 0
-    try:
-        for round_ in range(20):
-            prompts = [tok.encode(f"<|im_start|>user\nWrite a short story about {topic}, "
-                                  f"number {round_}.<|im_end|>\n<|im_start|>assistant\n")
-                       for topic in TOPICS]
-            seeds = [1000 * round_ + i for i in range(8)]
-            together, alone = together_then_alone(engine, model, prompts, seeds, 24, stop)
-            same += all(a.text.encode() == b.text.encode() for a, b in zip(together, alone))
-    finally:
-        engine.stop()
+    with blas_threads(free_cores()):                 # as `glassformer serve` sizes BLAS
+        engine = recording_engine(model, monkeypatch, max_batch=8, max_len=256,
+                                  prefill_chunk=64)
+        try:
+            for round_ in range(20):
+                prompts = [tok.encode(f"<|im_start|>user\nWrite a short story about {topic}, "
+                                      f"number {round_}.<|im_end|>\n<|im_start|>assistant\n")
+                           for topic in TOPICS]
+                seeds = [1000 * round_ + i for i in range(8)]
+                together, alone = together_then_alone(engine, model, prompts, seeds, 24, stop)
+                same += all(a.text.encode() == b.text.encode()
+                            for a, b in zip(together, alone))
+        finally:
+            engine.stop()
     assert same == 20
+
+
+def test_the_serve_flag_reaches_the_engine():
+    from glassformer.cli import build_parser
+    from glassformer.serve.run import make_engine
+    args = build_parser().parse_args(["serve", "--model", "x", "--batch-invariant"])
+    assert args.batch_invariant
+    assert not build_parser().parse_args(["serve", "--model", "x"]).batch_invariant
+    engine = make_engine(tiny_chat_model(), max_batch=2, max_queue=4, context=32,
+                         batch_invariant=True)
+    assert engine.batch_invariant and engine.rows.cache.batch_invariant
+    assert engine.rows.view(1).batch_invariant
