@@ -19,6 +19,9 @@ The server's ASGI side talks to the engine only through `submit` (a bounded wait
 one raises `QueueFull`, an HTTP 429) and `Sequence.cancelled`; the engine answers through each
 sequence's `on_event`. Greedy replies are the ones `generate` gives for the prompt alone (each
 row's keys and positions are its own: rows.py), to float rounding of batched matrix products.
+With `batch_invariant` (serve --batch-invariant, invariant.py) a reply's logits are bit for bit
+those it gets alone: each joiner is prefilled on its own and whole (`EachAlone`, no reused
+prefix), and every decode step computes all max_batch rows, so its products have one shape.
 """
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ the chunks before it in the small cache, as one piece would: the same logits to 
 of the products' shapes (greedy replies are unchanged, tests/serve/test_chunked_prefill.py).
 
 Equal prompts (a request's n choices) are computed once, in one small row, and copied into each
-joiner's row (`source`).
+joiner's row (`source`). With `serve --batch-invariant` each joiner is prefilled apart instead
+(`EachAlone`: a Prefill of its own, whole), so its numbers are those it gets alone.
 """
 from __future__ import annotations
 
