@@ -72,6 +72,8 @@ class KVCache:
     length: int = 0
     rings: tuple[bool, ...] = ()   # per layer: its arrays are a ring of W slots (() none is)
     positions: int | None = None   # T_max, when a ring makes it differ from k[0]'s length
+    batch_invariant: bool = False  # serve --batch-invariant: a decoded step computes each row
+                                   # apart from the others (models/common.py: layers_forward)
 
     @classmethod
     def allocate(cls, layout: KVLayout, *, n_layer: int, batch: int, max_len: int,

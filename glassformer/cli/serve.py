@@ -49,6 +49,11 @@ def add_arguments(parser) -> None:
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
                              "the running replies takes at most R decode steps, as measured "
                              f"while serving (default: {RATIO}; > 1)")
+    parser.add_argument("--batch-invariant", action="store_true",
+                        help="compute each reply's numbers the same alone or beside others, so "
+                             "a seeded sampled reply does not depend on the load (every step "
+                             "computes --max-batch rows; each joining prompt is prefilled on its "
+                             "own, whole; docs/serve.md)")
     add_template_budget_arguments(parser)
     parser.add_argument("--reasoning-budget", type=int, default=None, metavar="N",
                         help="a reasoning model (<think> ... </think>) thinks at most N tokens "
@@ -98,4 +103,5 @@ def run(args) -> int:
                  context=args.context, embed_max_length=embed_max_length,
                  template_budget=budget, prefill_chunk=chunk,
                  prefill_budget=args.prefill_budget,
-                 reasoning_budget=args.reasoning_budget)
+                 reasoning_budget=args.reasoning_budget,
+                 batch_invariant=args.batch_invariant)

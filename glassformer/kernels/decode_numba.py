@@ -12,6 +12,11 @@ Imported only through kernels/choice.py (which sets numba's cache folder first);
 first call of each kernel and cached on disk (cache=True), so a second process loads them.
 fastmath allows reassociating sums (SIMD) and fused multiply-adds, nothing about inf or NaN:
 masked keys are -inf scores.
+
+Every loop here computes a row on its own, and the attention's sums over keys run in key order
+(`_softmax_in_order`; the weighted sum adds key after key), so a row's numbers depend neither on
+the other rows nor on where its keys sit among the cache's columns: what `serve
+--batch-invariant` builds on (blocks/decode_step.py, tests/kernels/test_batch_invariance.py).
 """
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ import numpy as np
 
 FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; keep inf/NaN rules
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True)
+# sums over a row's keys in key order: no reassociation, so that where a row's keys sit among
+# the cache's columns (masked ones add exact zeros) cannot change how they are grouped
+ordered = numba.njit(cache=True, fastmath={"contract", "arcp"}, nogil=True)
 
 
 @jit
@@ -115,6 +123,23 @@ def _rotated(lin, bias, start, cos, sin, row, out):
             out[i + half] = second * cos[row, i + half] + first * sin[row, i + half]
 
 
+@ordered
+def _softmax_in_order(scores, best, keys):
+    """scores[:keys] -> their softmax in place (a masked -inf gives 0), the denominator summed
+    key by key in order: a row's weights are then the same wherever its keys sit in the cache
+    and whatever other rows share it (serve --batch-invariant, docs/serve.md)."""
+    denominator = np.float32(0.0)
+    for j in range(keys):
+        weight = np.float32(0.0)
+        if best != -np.inf and scores[j] != -np.inf:
+            weight = np.exp(scores[j] - best)
+        scores[j] = weight
+        denominator += weight
+    if denominator > 0.0:
+        for j in range(keys):
+            scores[j] /= denominator
+
+
 @jit
 def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask):
     """decode_numpy.attend_step: biases, RoPE, the cache write at column `length` and attention
@@ -154,16 +179,7 @@ def attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mas
                     best[g] = max(best[g], scores[g, j])
             # softmax per head (no key allowed: the head's output stays zero, as ops/ gives)
             for g in range(group):
-                denominator = np.float32(0.0)
-                for j in range(keys):
-                    weight = np.float32(0.0)
-                    if best[g] != -np.inf and scores[g, j] != -np.inf:
-                        weight = np.exp(scores[g, j] - best[g])
-                    scores[g, j] = weight
-                    denominator += weight
-                if denominator > 0.0:
-                    for j in range(keys):
-                        scores[g, j] /= denominator
+                _softmax_in_order(scores[g], best[g], keys)
             # the weighted sum of the values, each value read once for the G heads
             for j in range(keys):
                 value = v_cache[row, kv, j]

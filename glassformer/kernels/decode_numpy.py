@@ -88,9 +88,18 @@ def attend_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, bq: np.ndarray | No
         k_heads = rope_forward(k_heads, table_cos, table_sin)[0]
     k_cache[:, :, length] = k_heads[:, :, 0]                       # (B, K, D) at column length
     v_cache[:, :, length] = _heads(v, bv, n_kv)[:, :, 0]
-    keys = k_cache[:, :, None, :length + 1]                        # (B, K, 1, S, D)
-    values = v_cache[:, :, None, :length + 1]
     grouped = q_heads.reshape(b, n_kv, n_head // n_kv, 1, d)       # (B, K, G, 1, D)
-    mask = None if key_mask is None else key_mask[:, None, None, None, :]   # (B, 1, 1, 1, S)
-    out, _ = attention_forward(grouped, keys, values, mask=mask, keep_weights=False)
+    out = np.zeros_like(grouped)
+    for row in range(b):
+        # note: each row over its own keys, gathered: the shapes of its products and sums are
+        # then its own key count's, whatever the other rows and wherever its keys sit in the
+        # cache (serve --batch-invariant); one masked batch would sum zeros at other places
+        cols = (np.arange(length + 1) if key_mask is None
+                else np.flatnonzero(key_mask[row, :length + 1]))       # (S_r,)
+        if cols.size == 0:
+            continue                                               # no key: zeros, as ops/ gives
+        keys = k_cache[row][:, cols][None, :, None]                # (1, K, 1, S_r, D)
+        values = v_cache[row][:, cols][None, :, None]
+        out[row:row + 1], _ = attention_forward(grouped[row:row + 1], keys, values,
+                                                keep_weights=False)
     return out.reshape(b, n_head * d)                              # (B, K, G, 1, D) -> (B, H*D)

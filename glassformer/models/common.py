@@ -22,6 +22,7 @@ from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forw
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
+from glassformer.kernels import decode_numpy
 from glassformer.kernels.choice import decode_kernels
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
@@ -129,7 +130,8 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
 
     A decoded step (one position, a KV cache, plain pre-norm layers) runs on the fused kernels of
     blocks/decode_step.py when kernels/choice.py selects the compiled path: same numbers to
-    float32 rounding, a few calls per layer instead of ~40."""
+    float32 rounding, a few calls per layer instead of ~40. A cache marked `batch_invariant`
+    (serve --batch-invariant) takes that path on the NumPy twins too."""
     tables = {}   # (theta, scaling) -> the cos/sin tables every layer of that RoPE shares
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # layers rotate by the same angles (or, Gemma 3, by one of two bases): make each set of
@@ -146,6 +148,10 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
         # one decoded position: the fused kernels when a compiled path is on (kernels/choice.py:
         # GLASSFORMER_KERNELS), else the blocks below, the reference; the only place that asks
         kernels = decode_kernels()
+        if kernels is None and block_kwargs["kv_cache"].batch_invariant:
+            # serve --batch-invariant on the NumPy path: the twins, which attend each row over
+            # its own keys (the blocks below mask one batch, summing where other rows' keys sit)
+            kernels = decode_numpy
         if kernels is not None:
             return decode_step_forward(kernels, layers, x, bcfg, **block_kwargs), None
     keep = block_kwargs.get("kv_cache") is None and on_layer is None

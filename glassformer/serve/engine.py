@@ -22,6 +22,9 @@ sequence's `on_event`. Greedy replies are the ones `generate` gives for the prom
 row's keys and positions are its own: rows.py), to float rounding of batched matrix products.
 A hybrid model (Qwen3-Next, Qwen3.5) is served the same way, each row also carrying its
 linear-attention layers' fixed-size state (rows.py); its rows reuse no earlier request's prefix.
+With `batch_invariant` (serve --batch-invariant, invariant.py) a reply's logits are bit for bit
+those it gets alone: each joiner is prefilled on its own and whole (`EachAlone`, no reused
+prefix), and every decode step computes all max_batch rows, so its products have one shape.
 """
 from __future__ import annotations
 
@@ -40,8 +43,9 @@ from glassformer.generate.sampling import sample
 from glassformer.ops.cross_entropy import log_softmax_forward
 from glassformer.serve.budget import PrefillBudget
 from glassformer.serve.faults import fault_line
+from glassformer.serve.invariant import check_invariant
 from glassformer.serve.metrics import Metrics
-from glassformer.serve.prefill import Prefill
+from glassformer.serve.prefill import EachAlone, Prefill
 from glassformer.serve.reasoning import force_rows
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
@@ -55,14 +59,18 @@ class Engine:
     """One model, a RowCache of `max_batch` rows, a waiting list of at most `max_queue`."""
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
-                 prefill_chunk: int = 0, prefill_budget: PrefillBudget | None = None):
+                 prefill_chunk: int = 0, prefill_budget: PrefillBudget | None = None,
+                 batch_invariant: bool = False):
+        if batch_invariant:
+            check_invariant(model)
+        self.batch_invariant = batch_invariant   # invariant.py: each row computed apart
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0 (and no budget): a joining prompt in one piece
         self.budget = prefill_budget         # each chunk sized to the decode step (budget.py)
-        self.joining: Prefill | None = None   # joiners being prefilled chunk by chunk
+        self.joining: Prefill | EachAlone | None = None   # joiners prefilled chunk by chunk
         self.joiners: list[Sequence] = []
         self.max_queue = max_queue
-        self.rows = RowCache.allocate(model, max_batch, max_len)
+        self.rows = RowCache.allocate(model, max_batch, max_len, batch_invariant=batch_invariant)
         self.running: list[Sequence | None] = [None] * max_batch
         self.next_tokens = np.zeros(max_batch, dtype=np.int64)   # (B,) each row's newest token
         self.waiting: deque[Sequence] = deque()
@@ -176,13 +184,17 @@ class Engine:
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
             seq.cached_tokens = keep                        # a fault in it fails them too
             self.running[row] = seq                         # (fail_all) rather than losing them
+        prompts = [seq.prompt for seq in joiners]
+        if self.batch_invariant:   # each prompt computed as it would be alone (invariant.py)
+            joining = EachAlone.start(self.rows, self.model, rows, prompts)
+        else:
+            joining = Prefill.start(self.rows, self.model, rows, prompts, reused)
         if self.prefill_chunk or self.budget is not None:
-            self.joining = Prefill.start(self.rows, self.model, rows,
-                                         [seq.prompt for seq in joiners], reused)
+            self.joining = joining
             self.joiners = joiners
             return
-        logits = self.rows.prefill(self.model, rows, [seq.prompt for seq in joiners], reused,
-                                   running)                              # (n, V)
+        joining.feed(self.model)
+        logits = joining.finish(self.rows, running)                     # (n, V)
         self.choose(logits, joiners, rows)
 
     def feed_joiners(self) -> None:
@@ -209,6 +221,8 @@ class Engine:
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
         """The free row holding the longest prefix of prompt (else the lowest), and its length."""
+        if self.batch_invariant:
+            return free[0], 0
         shared = [self.rows.reuse(row, prompt) for row in free]
         best = int(np.argmax(shared))
         return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
@@ -217,6 +231,8 @@ class Engine:
         """One forward for rows [0, last running row]: each running row feeds its last token."""
         decodable = self.decodable()
         rows = int(np.flatnonzero(decodable).max()) + 1
+        if self.batch_invariant:
+            rows = len(decodable)            # every row: products of one shape (invariant.py)
         active = decodable[:rows]                                                # (rows,)
         tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
         logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)

@@ -16,7 +16,8 @@ the chunks before it in the small cache, as one piece would: the same logits to 
 of the products' shapes (greedy replies are unchanged, tests/serve/test_chunked_prefill.py).
 
 Equal prompts (a request's n choices) are computed once, in one small row, and copied into each
-joiner's row (`source`).
+joiner's row (`source`). With `serve --batch-invariant` each joiner is prefilled apart instead
+(`EachAlone`: a Prefill of its own, whole), so its numbers are those it gets alone.
 """
 from __future__ import annotations
 
@@ -92,3 +93,39 @@ class Prefill:
         cache.place(self.small, self.small_live[self.source], self.source, self.rows,
                     np.concatenate(self.prompts), self.lengths[self.source], running)
         return self.logits[self.source]
+
+
+@dataclass
+class EachAlone:
+    """Joiners prefilled each in its own small cache, whole, as each would be alone: one
+    forward per joiner and chunk, no padding beside another prompt, no reused prefix (serve
+    --batch-invariant, invariant.py). The same interface as Prefill."""
+    parts: list[Prefill]        # one per joiner
+
+    @classmethod
+    def start(cls, cache, model, rows: list[int], prompts: list[list[int]]) -> "EachAlone":
+        return cls([Prefill.start(cache, model, [row], [prompt], [0])
+                    for row, prompt in zip(rows, prompts)])
+
+    @property
+    def rows(self) -> list[int]:
+        return [row for part in self.parts for row in part.rows]
+
+    @property
+    def done(self) -> bool:
+        return all(part.done for part in self.parts)
+
+    def feed(self, model, chunk: int | None = None) -> None:
+        for part in self.parts:
+            if not part.done:
+                part.feed(model, chunk)
+
+    def finish(self, cache, running: np.ndarray) -> np.ndarray:
+        """Each joiner placed in turn (those placed before it kept if the timeline moves);
+        (n, V) logits of each prompt's last id."""
+        running = running.copy()
+        logits = []
+        for part in self.parts:
+            logits.append(part.finish(cache, running))
+            running[part.rows] = True
+        return np.concatenate(logits)                                   # (n, V)

@@ -52,8 +52,11 @@ class RowCache:
     ids: np.ndarray         # (B_max, T_max) int64: the id whose keys sit in each live column
 
     @classmethod
-    def allocate(cls, model, rows: int, max_len: int) -> "RowCache":
+    def allocate(cls, model, rows: int, max_len: int, *,
+                 batch_invariant: bool = False) -> "RowCache":
+        """batch_invariant: decoded steps compute each row apart (engine.py, KVCache's flag)."""
         cache = model.new_cache(rows, max_len)
+        cache.batch_invariant = batch_invariant
         return cls(cache, np.zeros((rows, max_len), dtype=bool),
                    np.zeros((rows, max_len), dtype=np.int64))
 
@@ -74,7 +77,7 @@ class RowCache:
         if isinstance(self.cache, HybridCache):
             return self.cache.first_rows(rows)
         return KVCache(k=[k[:rows] for k in self.cache.k], v=[v[:rows] for v in self.cache.v],
-                       length=self.cache.length)
+                       length=self.cache.length, batch_invariant=self.cache.batch_invariant)
 
     def forget(self, row: int) -> None:
         self.live[row] = False

@@ -27,9 +27,14 @@ BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
-                prefill_chunk: int | None = 0, prefill_budget: float = RATIO) -> Engine:
+                prefill_chunk: int | None = 0, prefill_budget: float = RATIO,
+                batch_invariant: bool = False) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget(); prefill_chunk
     None sizes each chunk to prefill_budget decode steps (budget.py)."""
+    if batch_invariant and prefill_chunk is None:
+        raise GlassformerError("--batch-invariant needs a fixed --prefill-chunk (a count): 'auto' "
+                               "sizes chunks by the load, and a prompt cut where the load says "
+                               "is not computed as it is alone")
     context = min(context or model.context_len, model.context_len)
     check_memory(RowCache.bytes_for(model, max_batch, context),
                  f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "
@@ -37,7 +42,8 @@ def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
                  budget=memory_budget())
     budget = PrefillBudget.for_model(model, prefill_budget) if prefill_chunk is None else None
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context,
-                  prefill_chunk=prefill_chunk or 0, prefill_budget=budget)
+                  prefill_chunk=prefill_chunk or 0, prefill_budget=budget,
+                  batch_invariant=batch_invariant)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -60,7 +66,7 @@ def open_socket(host: str, port: int) -> socket.socket:
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
           template_budget=None, prefill_chunk: int | None = 0, prefill_budget: float = RATIO,
-          reasoning_budget: int | None = None) -> int:
+          reasoning_budget: int | None = None, batch_invariant: bool = False) -> int:
     try:
         import uvicorn
 
@@ -76,8 +82,8 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
         raise GlassformerError("this model has no tokenizer, so it cannot read requests' text; "
                                "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
-                         prefill_chunk=prefill_chunk, prefill_budget=prefill_budget
-                         ) if kind == CAUSAL else None
+                         prefill_chunk=prefill_chunk, prefill_budget=prefill_budget,
+                         batch_invariant=batch_invariant) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget,
                     reasoning_budget)
     if reasoning_budget is not None and served.thinking is None:

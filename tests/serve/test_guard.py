@@ -15,6 +15,7 @@ from glassformer.generate.sampling import Sampling
 from glassformer.serve.app import RequestLog, Served, create_app
 from glassformer.serve.body import MAX_DEPTH, nesting_depth, parse_body
 from glassformer.serve.engine import Engine
+from glassformer.serve.prefill import Prefill
 from glassformer.serve.protocol import ApiError
 from glassformer.serve.sequence import Finished, Sequence, Settings
 
@@ -103,18 +104,18 @@ def test_a_body_at_the_limits_is_read():
     assert parse_body(f'{{"a": {deep}, "n": {"9" * 100}}}'.encode())["n"] == int("9" * 100)
 
 
-def test_an_engine_fault_is_one_line_and_an_error_for_each_reply(capsys):
+def test_an_engine_fault_is_one_line_and_an_error_for_each_reply(capsys, monkeypatch):
     """A fault inside the engine's step: one log line naming it and where, each reply in flight
     finished with "error" (the client's 500), and the engine goes on serving."""
     model = tiny_chat_model(max_seq_len=32)
     engine = Engine(model, max_batch=2, max_queue=4, max_len=32)
-    real_prefill = engine.rows.prefill
+    real_feed = Prefill.feed
 
-    def broken_prefill(*args):
-        engine.rows.prefill = real_prefill          # only the first prefill fails
+    def broken_prefill(*args, **kwargs):
+        monkeypatch.setattr(Prefill, "feed", real_feed)   # only the first prefill fails
         return {}["missing"]
 
-    engine.rows.prefill = broken_prefill
+    monkeypatch.setattr(Prefill, "feed", broken_prefill)
     finished = []
     settings = Settings(4, Sampling(temperature=0.0), None, (), None)
     done = threading.Event()
