@@ -49,7 +49,7 @@ def load_pair(torch):
     path = packaged_path("smollm2", MODEL)
     hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
                                               dtype=torch.float32).eval()
-    return load_model("smollm2"), hf
+    return load_model("smollm2", dequantize=True), hf       # float32 on both sides
 
 
 def prompt_ids(model, length: int) -> np.ndarray:
@@ -89,7 +89,7 @@ def child(side: str, ids_file: str, new_tokens: int) -> None:
     ids = np.load(ids_file, allow_pickle=False)
     if side == "glassformer":
         from glassformer.io.named_models import load_model
-        tok_s = decode_ours(load_model("smollm2"), ids, new_tokens)
+        tok_s = decode_ours(load_model("smollm2", dequantize=True), ids, new_tokens)
     else:
         from transformers import AutoModelForCausalLM
 

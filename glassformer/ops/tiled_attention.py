@@ -77,6 +77,27 @@ class _Tile(NamedTuple):
     k1: int
 
 
+class _Work(NamedTuple):
+    """What every tile of one call reads, made once: Q * scale (..., T, D), K^T (..., D, S), the
+    causal biases by diagonal (_rule_bias), and flat scratch arrays the forward reuses for each
+    tile's scores and P V product (None: allocate per tile, as backward does), with the leading
+    dims of those two products (q's and k's broadcast, then that and v's)."""
+    q_scaled: np.ndarray
+    k_t: np.ndarray
+    biases: dict
+    scores: np.ndarray | None = None
+    products: np.ndarray | None = None
+    score_lead: tuple = ()
+    product_lead: tuple = ()
+
+
+def _into(flat: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+    """A view of the scratch array `flat` as `shape`, or None when it has no room (or is None)."""
+    if flat is None or math.prod(shape) > flat.size:
+        return None
+    return flat[:math.prod(shape)].reshape(shape)
+
+
 def _key_range(q0: int, q1: int, t: int, s: int, causal: bool, window: int | None):
     """[first, stop) of the keys any query in rows [q0, q1) may see (end-aligned positions)."""
     if not causal:
@@ -102,25 +123,42 @@ def tiles(t: int, s: int, causal: bool, window: int | None,
 
 def _tile_rule(tile: _Tile, t: int, s: int, window: int | None) -> np.ndarray | None:
     """The causal (and window) rule on one tile, (bT, bS) bool, or None when it allows all."""
+    first_query = tile.q0 + (s - t)                               # positions, end-aligned
+    late = tile.k1 - 1 <= first_query                             # every key <= every query
+    inside = window is None or (tile.q1 - 1 + s - t) - tile.k0 < window
+    if late and inside:                                           # decided before any array
+        return None
     query_pos = np.arange(tile.q0, tile.q1)[:, None] + (s - t)    # (bT, 1)
     key_pos = np.arange(tile.k0, tile.k1)[None, :]                # (1, bS)
-    late = key_pos[0, -1] <= query_pos[0, 0]                      # every key <= every query
-    inside = window is None or query_pos[-1, 0] - key_pos[0, 0] < window
-    if late and inside:
-        return None
     allowed = key_pos <= query_pos                                # (bT, bS)
     if window is not None:
         allowed &= query_pos - key_pos < window
     return allowed
 
 
-def _tile_scores(ctx: TiledAttentionCtx, tile: _Tile, q_scaled: np.ndarray, k_t: np.ndarray):
+def _rule_bias(tile: _Tile, t: int, s: int, window: int | None, dtype, biases: dict):
+    """The causal (and window) rule as an additive bias (bT, bS): 0 allowed, -inf not, or None
+    when the tile allows all. The rule depends only on query position - key position, so tiles
+    on the same diagonal share one bias: `biases` keeps them for the whole call (a prefill's
+    diagonal tiles are all alike)."""
+    key = (tile.q0 + (s - t) - tile.k0, tile.q1 - tile.q0, tile.k1 - tile.k0)
+    if key not in biases:
+        allowed = _tile_rule(tile, t, s, window)
+        biases[key] = None if allowed is None else np.where(allowed, 0.0, -np.inf).astype(dtype)
+    return biases[key]
+
+
+def _tile_scores(ctx: TiledAttentionCtx, tile: _Tile, work: _Work, reuse: bool = False):
     """One tile's scores, as the whole op forms them: (scores (..., bT, bS) with -inf where not
-    allowed, tanh of the soft cap or None). q_scaled is Q * scale and k_t is K^T (..., D, S),
-    each made once for all tiles (the scale costs an O(T) pass, not one per tile)."""
+    allowed, tanh of the soft cap or None), from work's Q * scale and K^T, made once for all
+    tiles (the scale costs an O(T) pass, not one per tile). reuse: write the product into
+    work.scores, overwritten by the next tile (no fresh (..., bT, bS) allocation per tile)."""
     t, s = ctx.q.shape[-2], ctx.k.shape[-2]
-    q_i = q_scaled[..., tile.q0:tile.q1, :]                         # (..., bT, D)
-    scores = q_i @ k_t[..., tile.k0:tile.k1]                        # (..., D, bS) -> (..., bT, bS)
+    q_i = work.q_scaled[..., tile.q0:tile.q1, :]                    # (..., bT, D)
+    k_i = work.k_t[..., tile.k0:tile.k1]                            # (..., D, bS)
+    shape = work.score_lead + (tile.q1 - tile.q0, tile.k1 - tile.k0)
+    buffer = _into(work.scores, shape) if reuse else None
+    scores = np.matmul(q_i, k_i, out=buffer)                        # (..., bT, bS)
     tanh = None
     if ctx.softcap is not None:
         tanh = np.tanh(scores * (1.0 / ctx.softcap))                # ops/softcap.py's rule
@@ -131,7 +169,9 @@ def _tile_scores(ctx: TiledAttentionCtx, tile: _Tile, q_scaled: np.ndarray, k_t:
     if ctx.mask is not None:
         scores = masked_logits(scores, _block_of(ctx.mask, tile.q0, tile.q1, cols))
     if ctx.causal:
-        scores = masked_logits(scores, _tile_rule(tile, t, s, ctx.window))
+        rule = _rule_bias(tile, t, s, ctx.window, scores.dtype, work.biases)  # (bT, bS) | None
+        if rule is not None:
+            scores += rule               # masked_logits' -inf bias, in place, made once
     return scores, tanh
 
 
@@ -194,25 +234,29 @@ def tiled_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
     lead = q.shape[:-2]
     out = np.empty(lead + (t, v.shape[-1]), q.dtype)                    # (..., T, Dv)
     lse = np.empty(lead + (t, 1), q.dtype)                              # (..., T, 1)
-    q_scaled = q * scale                                                # (..., T, D)
-    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))                  # (..., D, S)
+    # scratch for one tile's scores (..., bT, bS) and its P V (..., bT, Dv), reused by each tile
+    score_lead = np.broadcast_shapes(lead, k.shape[:-2])
+    product_lead = np.broadcast_shapes(score_lead, v.shape[:-2])
+    scratch = min(query_tile, t)
+    work = _Work(q * scale, np.ascontiguousarray(np.swapaxes(k, -1, -2)), {},    # (..., D, S)
+                 np.empty(math.prod(score_lead) * scratch * min(key_tile, s), q.dtype),
+                 np.empty(math.prod(product_lead) * scratch * v.shape[-1], q.dtype),
+                 score_lead, product_lead)
     for q0, q1, row in tiles(t, s, causal, window, query_tile, key_tile):
         out[..., q0:q1, :], lse[..., q0:q1, :] = _query_tile(ctx, row, lead + (q1 - q0, 1),
-                                                             q_scaled, k_t)
+                                                             work)
     return out, ctx._replace(out=out, lse=lse)
 
 
-def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
-                k_t: np.ndarray):
+def _query_tile(ctx: TiledAttentionCtx, row: list, rows: tuple, work: _Work):
     """One query tile: (out (..., bT, Dv), lse (..., bT, 1)), first without a running max."""
-    unshifted = _query_tile_unshifted(ctx, row, rows, q_scaled, k_t)
+    unshifted = _query_tile_unshifted(ctx, row, rows, work)
     if unshifted is not None:
         return unshifted
-    return _query_tile_shifted(ctx, row, rows, q_scaled, k_t)
+    return _query_tile_shifted(ctx, row, rows, work)
 
 
-def _query_tile_unshifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
-                          k_t: np.ndarray):
+def _query_tile_unshifted(ctx: TiledAttentionCtx, row: list, rows: tuple, work: _Work):
     """The sums with shift m = 0, or None when a row's sum leaves [2^-64, 2^64].
 
     note: any shift gives the same softmax (docs/derivations/tiled_attention.md); 0 needs no row
@@ -226,17 +270,19 @@ def _query_tile_unshifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scal
     with np.errstate(over="ignore", invalid="ignore"):      # an overflow is caught below
         l = np.zeros(rows, ctx.q.dtype) if sink is None else np.exp(sink)    # (..., bT, 1)
         for tile in row:
-            scores, _ = _tile_scores(ctx, tile, q_scaled, k_t)      # (..., bT, bS)
+            scores, _ = _tile_scores(ctx, tile, work, reuse=True)   # (..., bT, bS)
             exps = np.exp(scores, out=scores)                       # 0 where masked
             l += row_sum(exps)
-            acc += exps @ ctx.v[..., tile.k0:tile.k1, :]            # (..., bS, Dv) -> (..., bT, Dv)
+            v_i = ctx.v[..., tile.k0:tile.k1, :]                    # (..., bS, Dv)
+            product = None if exps.shape[:-2] != work.score_lead else _into(
+                work.products, work.product_lead + acc.shape[-2:])  # (a broadcast mask: fresh)
+            acc += np.matmul(exps, v_i, out=product)                # (..., bT, Dv)
     if not (np.all(l >= SAFE_ROW_SUM) and np.all(l <= 1.0 / SAFE_ROW_SUM)):
         return None
     return acc / l, np.log(l)
 
 
-def _query_tile_shifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled: np.ndarray,
-                        k_t: np.ndarray):
+def _query_tile_shifted(ctx: TiledAttentionCtx, row: list, rows: tuple, work: _Work):
     """The online softmax over one query tile's key tiles: (out (..., bT, Dv), lse (..., bT, 1)).
 
     m: running row max; l: running sum of exp(score - m); acc: running sum of exp(score - m) v.
@@ -247,7 +293,7 @@ def _query_tile_shifted(ctx: TiledAttentionCtx, row: list, rows: tuple, q_scaled
     l = np.zeros(rows, ctx.q.dtype) if sink is None else np.ones(rows, ctx.q.dtype)
     acc = np.zeros(rows[:-1] + (ctx.v.shape[-1],), ctx.q.dtype)                # (..., bT, Dv)
     for tile in row:
-        scores, _ = _tile_scores(ctx, tile, q_scaled, k_t)          # (..., bT, bS)
+        scores, _ = _tile_scores(ctx, tile, work)                   # (..., bT, bS)
         m_new = np.maximum(m, row_max(scores))                      # (..., bT, 1)
         shift = np.where(np.isneginf(m_new), 0.0, m_new).astype(m.dtype)  # finite: no inf - inf
         scores -= shift                                             # in place: a fresh tile
@@ -279,8 +325,7 @@ def tiled_attention_backward(dout: np.ndarray, ctx: TiledAttentionCtx, *,
     dq = np.zeros_like(q)                                           # (..., T, D)
     dk = np.zeros(k.shape, q.dtype)                                 # (..., S, D), k's lead
     dv = np.zeros(v.shape, q.dtype)                                 # (..., S, Dv)
-    q_scaled = q * ctx.scale                                        # (..., T, D)
-    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))              # (..., D, S)
+    work = _Work(q * ctx.scale, np.ascontiguousarray(np.swapaxes(k, -1, -2)), {})  # (..., D, S)
     v_t = np.ascontiguousarray(np.swapaxes(v, -1, -2))              # (..., Dv, S)
     for q0, q1, row in tiles(t, s, ctx.causal, ctx.window, _check_tile(query_tile),
                              _check_tile(key_tile)):
@@ -288,7 +333,7 @@ def tiled_attention_backward(dout: np.ndarray, ctx: TiledAttentionCtx, *,
         dots_i, lse_i = row_dots[..., q0:q1, :], ctx.lse[..., q0:q1, :]
         for tile in row:
             keys = slice(tile.k0, tile.k1)
-            scores, tanh = _tile_scores(ctx, tile, q_scaled, k_t)   # (..., bT, bS)
+            scores, tanh = _tile_scores(ctx, tile, work)            # (..., bT, bS)
             scores -= lse_i
             probs = np.exp(scores, out=scores)                      # the forward's weights
             dv_tile = np.swapaxes(probs, -1, -2) @ dout_i           # (..., bS, bT) @ (..., bT, Dv)
