@@ -121,7 +121,7 @@ def test_smollm2_eight_seeded_sampled_replies_equal_alone_20_of_20_rounds(monkey
                                       f"number {round_}.<|im_end|>\n<|im_start|>assistant\n")
                            for topic in TOPICS]
                 seeds = [1000 * round_ + i for i in range(8)]
-                together, alone = together_then_alone(engine, model, prompts, seeds, 24, stop)
+                together, alone = together_then_alone(engine, model, prompts, seeds, 16, stop)
                 same += all(a.text.encode() == b.text.encode()
                             for a, b in zip(together, alone))
         finally:
