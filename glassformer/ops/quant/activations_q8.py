@@ -72,7 +72,8 @@ def quantize_activations(x: np.ndarray, kind: str) -> Q8Rows:
     codes = np.rint(blocks * inv[:, :, None]).astype(np.int8)          # half to even
     s = np.zeros_like(d)
     if activation_type(kind) == "q8_1":
-        s = (d * codes.sum(axis=2, dtype=np.int32)).astype(np.float16).astype(np.float32)
+        sums = codes.sum(axis=2, dtype=np.int32).astype(np.float32)      # exact: |sum| <= 4064
+        s = (d * sums).astype(np.float16).astype(np.float32)           # float32 product, rounded
     d = d.astype(np.float16).astype(np.float32)
     return Q8Rows(codes.reshape(n, cols), d, s)
 

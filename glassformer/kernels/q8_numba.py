@@ -1,0 +1,144 @@
+"""llama.cpp's 8-bit activation products as numba loops: int8 x int8 -> int32 sums a block.
+
+    activation_product(x, kind, blocks, cols)    y = x @ W^T, x rounded to 8-bit blocks first
+
+the compiled twin of ops/quant/activations_q8.py (the NumPy reference: read its docstring for the
+formats and the order of the sums), with the same arguments and the same bits:
+
+- `quantize_q8` rounds each block of 32 values of x to int8 codes, its float16 scale d and
+  (Q8_1) s = float16(d * sum(q)), as `quantize_activations`; float16 rounding is done by hand
+  (`_to_half`: numba has no float16), equal to NumPy's astype(float16) for every float32;
+- each product widens nothing: per row of W and block it unpacks the block's integer codes
+  (q - 8 for Q4_0, q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into a small int32
+  scratch, takes every x row's integer dot product with them (`_block_dot`) and adds
+  (dx * dw) * sum into a float32 total, block after block; Q4_1 adds sx * mw apart, then the two.
+
+No fastmath here: a fused multiply-add or a reordered sum would round otherwise than the NumPy
+twin, and the parity test asks for equal bits. The integer dot products still vectorize.
+Q8_K (for Q4_K weights) stays on the NumPy reference: SmolLM2's rows (576) are not a multiple of
+its 256, so no shipped SmolLM2 file uses it.
+
+Imported only through kernels/choice.py (`q8_kernels`), which sets numba's cache folder first.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from glassformer.kernels.quant_numba import HALF_VALUES, _half
+
+jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+KINDS = ("q8_0", "q4_0", "q5_0", "q4_1")
+BYTES = {"q8_0": 34, "q4_0": 18, "q5_0": 22, "q4_1": 20}
+CODE = {"q8_0": 0, "q4_0": 1, "q5_0": 2, "q4_1": 3}
+
+
+@jit
+def _to_half(v):
+    """float32 v rounded to the nearest float16 (half to even), as float32: exact powers of two
+    scale the rounding step, so np.rint does it (subnormal float16 step 2^-24; inf past 65504)."""
+    a = abs(v)
+    if a == 0.0 or not math.isfinite(v):
+        return v
+    _, e = math.frexp(a)                                   # a = f * 2^e, 0.5 <= f < 1
+    step = math.ldexp(1.0, max(e - 11, -24))               # float16 keeps 11 significant bits
+    r = np.float32(np.rint(np.float64(v) / step) * step)   # exact: step is a power of two
+    return np.float32(np.inf) * np.sign(v) if abs(r) > 65504.0 else r
+
+
+@jit
+def quantize_q8(x, with_sums, codes, d, s):
+    """x (N, C) float32 -> codes (N, C) int8, d (N, C/32), s (N, C/32) float32 (Q8_1's sums
+    when with_sums, else left as given): activations_q8.quantize_activations's twin."""
+    for i in range(x.shape[0]):
+        for b in range(x.shape[1] // 32):
+            top = np.float32(0.0)
+            for j in range(32):
+                top = max(top, abs(x[i, b * 32 + j]))
+            inv = np.float32(0.0) if top == 0 else np.float32(127.0) / top
+            total = 0
+            for j in range(32):
+                q = np.int32(np.rint(x[i, b * 32 + j] * inv))
+                codes[i, b * 32 + j] = q
+                total += q
+            scale = top / np.float32(127.0)
+            if with_sums:
+                s[i, b] = _to_half(np.float32(scale * np.float32(total)))
+            d[i, b] = _to_half(scale)
+
+
+@jit
+def _unpack(kind, row, at, wq):
+    """One weight block at row[at:] -> its 32 integers in wq; returns its scale's byte offset."""
+    half = wq.shape[0] // 2
+    if kind == 0:                                          # q8_0: int8 codes
+        for j in range(2 * half):
+            c = np.int32(row[at + 2 + j])
+            wq[j] = c - 256 if c >= 128 else c
+    elif kind == 1:                                        # q4_0: nibbles - 8
+        for j in range(half):
+            c = np.int32(row[at + 2 + j])
+            wq[j] = (c & 15) - 8
+            wq[j + half] = (c >> 4) - 8
+    elif kind == 2:                                        # q5_0: nibbles | top bit << 4, - 16
+        top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
+               | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
+        for j in range(half):
+            c = np.int32(row[at + 6 + j])
+            wq[j] = (c & 15) + np.int32(((top >> j) & 1) << 4) - 16
+            wq[j + half] = (c >> 4) + np.int32(((top >> (j + 16)) & 1) << 4) - 16
+    else:                                                  # q4_1: nibbles
+        for j in range(half):
+            c = np.int32(row[at + 4 + j])
+            wq[j] = c & 15
+            wq[j + half] = c >> 4
+
+
+@jit
+def _block_dot(codes, i, o, wq):
+    """sum_j codes[i, o + j] * wq[j] over one block, in int32 (exact: |sum| < 2^19)."""
+    total = np.int32(0)
+    for j in range(wq.shape[0]):
+        total += np.int32(codes[i, o + j]) * wq[j]
+    return total
+
+
+@jit
+def q8_product(kind, size, codes, d, s, blocks, halves, y):
+    """y (N, R) = x @ W^T from x's 8-bit blocks (codes, d, s) and W's blocks (R, row bytes):
+    activations_q8.q8_product's twin, the same sums in the same order."""
+    n, rows, nb = codes.shape[0], blocks.shape[0], codes.shape[1] // 32
+    wq = np.empty(32, np.int32)
+    total = np.empty(n, np.float32)
+    lows = np.empty(n, np.float32)
+    for r in range(rows):
+        row = blocks[r]
+        total[:] = 0
+        lows[:] = 0
+        for b in range(nb):
+            at = b * size
+            _unpack(kind, row, at, wq)
+            dw = _half(halves, row, at)
+            mw = _half(halves, row, at + 2) if kind == 3 else np.float32(0.0)
+            for i in range(n):
+                total[i] += (d[i, b] * dw) * np.float32(_block_dot(codes, i, b * 32, wq))
+                if kind == 3:
+                    lows[i] += s[i, b] * mw
+        for i in range(n):
+            y[i, r] = total[i] + lows[i] if kind == 3 else total[i]
+
+
+def activation_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
+    """activations_q8.activation_product's twin for Q8_0, Q4_0, Q5_0 and Q4_1 weights:
+    x (N, C) float32 -> y (N, R) float32, equal bit for bit."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n = x.shape[0]
+    codes = np.empty((n, cols), np.int8)
+    d = np.empty((n, cols // 32), np.float32)
+    s = np.zeros((n, cols // 32), np.float32)
+    quantize_q8(x, kind == "q4_1", codes, d, s)
+    y = np.empty((n, blocks.shape[0]), np.float32)
+    q8_product(CODE[kind], BYTES[kind], codes, d, s, np.ascontiguousarray(blocks), HALF_VALUES, y)
+    return y
