@@ -8,13 +8,16 @@ formats and the order of the sums), with the same arguments and the same bits:
 - `quantize_q8` rounds each block of 32 values of x to int8 codes, its float16 scale d and
   (Q8_1) s = float16(d * sum(q)), as `quantize_activations`; float16 rounding is done by hand
   (`_to_half`: numba has no float16), equal to NumPy's astype(float16) for every float32;
-- each product widens nothing: per row of W and block it unpacks the block's integer codes
-  (q - 8 for Q4_0, q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into a small int32
-  scratch, takes every x row's integer dot product with them (`_block_dot`) and adds
-  (dx * dw) * sum into a float32 total, block after block; Q4_1 adds sx * mw apart, then the two.
+- each product reads W one row at a time: it unpacks the row's integer codes (q - 8 for Q4_0,
+  q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into an L1 scratch, takes every x row's
+  integer dot product with each block (`_block_dot`) and adds (dx * dw) * sum into a float32
+  total, block after block; Q4_1 adds sx * mw apart, then the two.
 
-No fastmath here: a fused multiply-add or a reordered sum would round otherwise than the NumPy
-twin, and the parity test asks for equal bits. The integer dot products still vectorize.
+The integers are held as float32 (exact: every partial sum of a block is under 2^24), so the
+block dot products vectorize with fastmath and still give the exact integer (int8 x int8 -> int32
+as llama.cpp does it, in float lanes); the scale products and the sum over blocks run without
+fastmath: a fused multiply-add or a reordered sum there would round otherwise than the NumPy twin,
+and the parity test asks for equal bits.
 Q8_K (for Q4_K weights) stays on the NumPy reference: SmolLM2's rows (576) are not a multiple of
 its 256, so no shipped SmolLM2 file uses it.
 
@@ -50,7 +53,7 @@ def _to_half(v):
 
 @jit
 def quantize_q8(x, with_sums, codes, d, s):
-    """x (N, C) float32 -> codes (N, C) int8, d (N, C/32), s (N, C/32) float32 (Q8_1's sums
+    """x (N, C) float32 -> codes (N, C) (int8 values, float32), d (N, C/32), s (N, C/32) (Q8_1's sums
     when with_sums, else left as given): activations_q8.quantize_activations's twin."""
     for i in range(x.shape[0]):
         for b in range(x.shape[1] // 32):
@@ -60,9 +63,9 @@ def quantize_q8(x, with_sums, codes, d, s):
             inv = np.float32(0.0) if top == 0 else np.float32(127.0) / top
             total = 0
             for j in range(32):
-                q = np.int32(np.rint(x[i, b * 32 + j] * inv))
+                q = np.rint(x[i, b * 32 + j] * inv)
                 codes[i, b * 32 + j] = q
-                total += q
+                total += np.int32(q)
             scale = top / np.float32(127.0)
             if with_sums:
                 s[i, b] = _to_half(np.float32(scale * np.float32(total)))
@@ -70,64 +73,65 @@ def quantize_q8(x, with_sums, codes, d, s):
 
 
 @jit
-def _unpack(kind, row, at, wq):
-    """One weight block at row[at:] -> its 32 integers in wq; returns its scale's byte offset."""
-    half = wq.shape[0] // 2
-    if kind == 0:                                          # q8_0: int8 codes
-        for j in range(2 * half):
-            c = np.int32(row[at + 2 + j])
-            wq[j] = c - 256 if c >= 128 else c
-    elif kind == 1:                                        # q4_0: nibbles - 8
-        for j in range(half):
-            c = np.int32(row[at + 2 + j])
-            wq[j] = (c & 15) - 8
-            wq[j + half] = (c >> 4) - 8
-    elif kind == 2:                                        # q5_0: nibbles | top bit << 4, - 16
-        top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
-               | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
-        for j in range(half):
-            c = np.int32(row[at + 6 + j])
-            wq[j] = (c & 15) + np.int32(((top >> j) & 1) << 4) - 16
-            wq[j + half] = (c >> 4) + np.int32(((top >> (j + 16)) & 1) << 4) - 16
-    else:                                                  # q4_1: nibbles
-        for j in range(half):
-            c = np.int32(row[at + 4 + j])
-            wq[j] = c & 15
-            wq[j + half] = c >> 4
+def _unpack(kind, size, row, wrow, dws, mws, halves):
+    """One row of W's blocks -> its integers wrow (C,) as float32 (q - 8 for Q4_0, q - 16 for
+    Q5_0, the nibbles for Q4_1, the int8 codes for Q8_0), scales dws (nb,), Q4_1's minimums mws."""
+    half = 16 if wrow.shape[0] >= 32 else 0              # a run-time trip count: vectorized loops
+    for b in range(dws.shape[0]):
+        at, o = b * size, b * 32
+        dws[b] = _half(halves, row, at)
+        if kind == 0:                                    # q8_0: int8 codes
+            for j in range(2 * half):
+                c = np.float32(row[at + 2 + j])
+                wrow[o + j] = c - np.float32(256.0) if c >= 128 else c
+        elif kind == 1:                                  # q4_0: nibbles - 8
+            for j in range(half):
+                c = np.int32(row[at + 2 + j])
+                wrow[o + j] = np.float32((c & 15) - 8)
+                wrow[o + half + j] = np.float32((c >> 4) - 8)
+        elif kind == 2:                                  # q5_0: nibbles | top bit << 4, - 16
+            top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
+                   | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
+            for j in range(half):
+                c = np.int64(row[at + 6 + j])
+                wrow[o + j] = np.float32((c & 15) + (((top >> j) & 1) << 4) - 16)
+                wrow[o + half + j] = np.float32((c >> 4) + (((top >> (j + 16)) & 1) << 4) - 16)
+        else:                                            # q4_1: nibbles, and the minimum
+            mws[b] = _half(halves, row, at + 2)
+            for j in range(half):
+                c = np.int32(row[at + 4 + j])
+                wrow[o + j] = np.float32(c & 15)
+                wrow[o + half + j] = np.float32(c >> 4)
 
 
-@jit
-def _block_dot(codes, i, o, wq):
-    """sum_j codes[i, o + j] * wq[j] over one block, in int32 (exact: |sum| < 2^19)."""
-    total = np.int32(0)
-    for j in range(wq.shape[0]):
-        total += np.int32(codes[i, o + j]) * wq[j]
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _block_dot(codes, i, o, wrow, width):
+    """sum_j codes[i, o + j] * wrow[o + j] over one block of 32. The values are integers and every
+    partial sum stays under 2^24 (32 * 127 * 127), so float32 gives the exact integer in any
+    order: fastmath may vectorize it (here only) without changing a bit."""
+    total = np.float32(0.0)
+    for j in range(width):   # width: 32, read at run time (a constant trip count unrolls
+        total += codes[i, o + j] * wrow[o + j]   # into scalar code; this one vectorizes)
     return total
 
 
 @jit
 def q8_product(kind, size, codes, d, s, blocks, halves, y):
-    """y (N, R) = x @ W^T from x's 8-bit blocks (codes, d, s) and W's blocks (R, row bytes):
-    activations_q8.q8_product's twin, the same sums in the same order."""
-    n, rows, nb = codes.shape[0], blocks.shape[0], codes.shape[1] // 32
-    wq = np.empty(32, np.int32)
-    total = np.empty(n, np.float32)
-    lows = np.empty(n, np.float32)
+    """y (N, R) = x @ W^T from x's 8-bit blocks (codes as float32 integers, d, s) and W's blocks
+    (R, row bytes): activations_q8.q8_product's twin, the same sums in the same order."""
+    n, rows, nb = codes.shape[0], blocks.shape[0], d.shape[1]
+    width = codes.shape[1] // nb                                   # 32
+    wrow = np.empty(codes.shape[1], np.float32)
+    dws, mws = np.empty(nb, np.float32), np.zeros(nb, np.float32)
     for r in range(rows):
-        row = blocks[r]
-        total[:] = 0
-        lows[:] = 0
-        for b in range(nb):
-            at = b * size
-            _unpack(kind, row, at, wq)
-            dw = _half(halves, row, at)
-            mw = _half(halves, row, at + 2) if kind == 3 else np.float32(0.0)
-            for i in range(n):
-                total[i] += (d[i, b] * dw) * np.float32(_block_dot(codes, i, b * 32, wq))
-                if kind == 3:
-                    lows[i] += s[i, b] * mw
+        _unpack(kind, size, blocks[r], wrow, dws, mws, halves)
         for i in range(n):
-            y[i, r] = total[i] + lows[i] if kind == 3 else total[i]
+            total = np.float32(0.0)
+            lows = np.float32(0.0)
+            for b in range(nb):
+                total += (d[i, b] * dws[b]) * _block_dot(codes, i, b * 32, wrow, width)
+                lows += s[i, b] * mws[b]
+            y[i, r] = total + lows if kind == 3 else total
 
 
 def activation_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
@@ -135,7 +139,7 @@ def activation_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) 
     x (N, C) float32 -> y (N, R) float32, equal bit for bit."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     n = x.shape[0]
-    codes = np.empty((n, cols), np.int8)
+    codes = np.empty((n, cols), np.float32)                 # int8 values, held as float32
     d = np.empty((n, cols // 32), np.float32)
     s = np.zeros((n, cols // 32), np.float32)
     quantize_q8(x, kind == "q4_1", codes, d, s)
