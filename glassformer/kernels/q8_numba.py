@@ -9,9 +9,10 @@ formats and the order of the sums), with the same arguments and the same bits:
   (Q8_1) s = float16(d * sum(q)), as `quantize_activations`; float16 rounding is done by hand
   (`_to_half`: numba has no float16), equal to NumPy's astype(float16) for every float32;
 - each product reads W one row at a time: it unpacks the row's integer codes (q - 8 for Q4_0,
-  q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into an L1 scratch, takes every x row's
-  integer dot product with each block (`_block_dot`) and adds (dx * dw) * sum into a float32
-  total, block after block; Q4_1 adds sx * mw apart, then the two.
+  q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into an L1 scratch laid out (32, blocks),
+  takes every x row's integer dot products with all blocks at once (`_block_sums`, a loop along
+  the blocks that vectorizes; 32-long loops a block did not) and adds (dx * dw) * sum into a
+  float32 total, block after block; Q4_1 adds sx * mw apart, then the two.
 
 The integers are held as float32 (exact: every partial sum of a block is under 2^24), so the
 block dot products vectorize with fastmath and still give the exact integer (int8 x int8 -> int32
@@ -73,63 +74,64 @@ def quantize_q8(x, with_sums, codes, d, s):
 
 
 @jit
-def _unpack(kind, size, row, wrow, dws, mws, halves):
-    """One row of W's blocks -> its integers wrow (C,) as float32 (q - 8 for Q4_0, q - 16 for
-    Q5_0, the nibbles for Q4_1, the int8 codes for Q8_0), scales dws (nb,), Q4_1's minimums mws."""
-    half = 16 if wrow.shape[0] >= 32 else 0              # a run-time trip count: vectorized loops
+def _unpack(kind, size, row, wt, dws, mws, halves):
+    """One row of W's blocks -> its integers as float32, block b's value j at wt[j, b] (q - 8
+    for Q4_0, q - 16 for Q5_0, the nibbles for Q4_1, the int8 codes for Q8_0), the scales dws
+    (nb,), Q4_1's minimums mws (nb,)."""
+    half = wt.shape[0] // 2                                # 16, read at run time
     for b in range(dws.shape[0]):
-        at, o = b * size, b * 32
+        at = b * size
         dws[b] = _half(halves, row, at)
-        if kind == 0:                                    # q8_0: int8 codes
+        if kind == 0:                                      # q8_0: int8 codes
             for j in range(2 * half):
                 c = np.float32(row[at + 2 + j])
-                wrow[o + j] = c - np.float32(256.0) if c >= 128 else c
-        elif kind == 1:                                  # q4_0: nibbles - 8
-            for j in range(half):
-                c = np.int32(row[at + 2 + j])
-                wrow[o + j] = np.float32((c & 15) - 8)
-                wrow[o + half + j] = np.float32((c >> 4) - 8)
-        elif kind == 2:                                  # q5_0: nibbles | top bit << 4, - 16
+                wt[j, b] = c - np.float32(256.0) if c >= 128 else c
+            continue
+        first = at + (2 if kind == 1 else 6 if kind == 2 else 4)
+        centre = np.float32(8.0 if kind == 1 else 16.0 if kind == 2 else 0.0)
+        for j in range(half):
+            c = np.float32(row[first + j])
+            high = np.floor(c * np.float32(0.0625))        # byte >> 4, in float lanes
+            wt[j, b] = c - np.float32(16.0) * high - centre
+            wt[j + half, b] = high - centre
+        if kind == 2:                                      # q5_0: the fifth bits, 32 of them
             top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
                    | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
-            for j in range(half):
-                c = np.int64(row[at + 6 + j])
-                wrow[o + j] = np.float32((c & 15) + (((top >> j) & 1) << 4) - 16)
-                wrow[o + half + j] = np.float32((c >> 4) + (((top >> (j + 16)) & 1) << 4) - 16)
-        else:                                            # q4_1: nibbles, and the minimum
+            for j in range(2 * half):
+                wt[j, b] += np.float32(16.0) * np.float32((top >> j) & 1)
+        if kind == 3:                                      # q4_1: the minimum
             mws[b] = _half(halves, row, at + 2)
-            for j in range(half):
-                c = np.int32(row[at + 4 + j])
-                wrow[o + j] = np.float32(c & 15)
-                wrow[o + half + j] = np.float32(c >> 4)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _block_dot(codes, i, o, wrow, width):
-    """sum_j codes[i, o + j] * wrow[o + j] over one block of 32. The values are integers and every
-    partial sum stays under 2^24 (32 * 127 * 127), so float32 gives the exact integer in any
-    order: fastmath may vectorize it (here only) without changing a bit."""
-    total = np.float32(0.0)
-    for j in range(width):   # width: 32, read at run time (a constant trip count unrolls
-        total += codes[i, o + j] * wrow[o + j]   # into scalar code; this one vectorizes)
-    return total
+def _block_sums(codes_t, i, wt, sums):
+    """sums[b] = sum_j codes_t[i, j, b] * wt[j, b]: every block's dot product at once, the loop
+    running along the blocks (vectorized). The values are integers and every partial sum stays
+    under 2^24 (32 * 127 * 127), so float32 gives the exact integer in any order: fastmath here
+    (only here) changes no bit."""
+    sums[:] = 0.0
+    for j in range(wt.shape[0]):
+        for b in range(wt.shape[1]):
+            sums[b] += codes_t[i, j, b] * wt[j, b]
 
 
 @jit
-def q8_product(kind, size, codes, d, s, blocks, halves, y):
-    """y (N, R) = x @ W^T from x's 8-bit blocks (codes as float32 integers, d, s) and W's blocks
-    (R, row bytes): activations_q8.q8_product's twin, the same sums in the same order."""
-    n, rows, nb = codes.shape[0], blocks.shape[0], d.shape[1]
-    width = codes.shape[1] // nb                                   # 32
-    wrow = np.empty(codes.shape[1], np.float32)
+def q8_product(kind, size, codes_t, d, s, blocks, halves, y):
+    """y (N, R) = x @ W^T from x's 8-bit blocks (codes_t (N, 32, nb): block b's code j at
+    [i, j, b], float32 integers; d, s) and W's blocks (R, row bytes): activations_q8.q8_product's
+    twin, the same sums in the same order."""
+    n, rows, nb = codes_t.shape[0], blocks.shape[0], d.shape[1]
+    wt = np.empty((codes_t.shape[1], nb), np.float32)              # (32, nb)
     dws, mws = np.empty(nb, np.float32), np.zeros(nb, np.float32)
+    sums = np.empty(nb, np.float32)
     for r in range(rows):
-        _unpack(kind, size, blocks[r], wrow, dws, mws, halves)
+        _unpack(kind, size, blocks[r], wt, dws, mws, halves)
         for i in range(n):
+            _block_sums(codes_t, i, wt, sums)
             total = np.float32(0.0)
             lows = np.float32(0.0)
             for b in range(nb):
-                total += (d[i, b] * dws[b]) * _block_dot(codes, i, b * 32, wrow, width)
+                total += (d[i, b] * dws[b]) * sums[b]
                 lows += s[i, b] * mws[b]
             y[i, r] = total + lows if kind == 3 else total
 
@@ -143,6 +145,8 @@ def activation_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) 
     d = np.empty((n, cols // 32), np.float32)
     s = np.zeros((n, cols // 32), np.float32)
     quantize_q8(x, kind == "q4_1", codes, d, s)
+    codes_t = np.ascontiguousarray(codes.reshape(n, -1, 32).transpose(0, 2, 1))   # (N, 32, nb)
     y = np.empty((n, blocks.shape[0]), np.float32)
-    q8_product(CODE[kind], BYTES[kind], codes, d, s, np.ascontiguousarray(blocks), HALF_VALUES, y)
+    q8_product(CODE[kind], BYTES[kind], codes_t, d, s, np.ascontiguousarray(blocks), HALF_VALUES,
+               y)
     return y
