@@ -54,8 +54,8 @@ def _to_half(v):
 
 @jit
 def quantize_q8(x, with_sums, codes, d, s):
-    """x (N, C) float32 -> codes (N, C) (int8 values, float32), d (N, C/32), s (N, C/32) (Q8_1's sums
-    when with_sums, else left as given): activations_q8.quantize_activations's twin."""
+    """x (N, C) float32 -> codes (N, C) (int8 values held as float32), d (N, C/32), s (N, C/32)
+    (Q8_1's sums when with_sums, else left as given): activations_q8.quantize_activations's twin."""
     for i in range(x.shape[0]):
         for b in range(x.shape[1] // 32):
             top = np.float32(0.0)

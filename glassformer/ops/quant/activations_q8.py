@@ -1,4 +1,4 @@
-"""8-bit activations, as llama.cpp's CPU backend multiplies a quantized weight (the NumPy reference).
+"""8-bit activations, as llama.cpp's CPU backend multiplies a quantized weight (NumPy reference).
 
 llama.cpp never widens a quantized weight: before `y = x @ W^T` it rounds the activation row x to
 8-bit blocks of its own (ggml's `vec_dot_type` of W's format), then takes integer dot products
@@ -156,7 +156,7 @@ def q8_product(q: Q8Rows, kind: str, blocks: np.ndarray, cols: int) -> np.ndarra
 
 def _q4_k_slab(q: Q8Rows, qx, qw, dw, extra) -> np.ndarray:
     """Q4_K rows times Q8_K x: per super-block (dx dw) sumi - (dx dmin) summ (module table)."""
-    sc, m, dmin = extra                                                # (r, nb*8), (r, nb*8), (r, nb)
+    sc, m, dmin = extra                                    # (r, nb*8), (r, nb*8), (r, nb)
     n, r = qx.shape[0], qw.shape[0]
     total = np.zeros((n, r), np.float32)
     for b in range(dw.shape[1]):
