@@ -22,9 +22,10 @@ n_threads_batch, glassformer's BLAS threads):
   given from position 8 on.
 
 llama.cpp multiplies a Q4_1 weight by activations it first rounds to 8 bits (Q8_1 blocks);
-glassformer keeps the activations in float32 on both of its paths, so its logits are the closer
-to the file's exact product: the difference measured is llama.cpp's rounding of activations,
-mostly.
+glassformer keeps the activations in float32 on its first two paths, so its logits are the closer
+to the file's exact product. `glassformer-q8` (--activation-quant q8) rounds them as llama.cpp
+does, integer block products included: what remains is the rest of llama.cpp's arithmetic.
+--sides picks glassformer's sides (all by default).
 
     python bench/llamacpp.py [--threads 2] [--prompt-tokens 512] [--new-tokens 64]
                              [--repeats 3] [--tokens 2048] [--window 512]
@@ -48,7 +49,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 # glassformer keeps the GGUF's blocks quantized (ops/quant/, products that read the blocks);
 # glassformer-f32 widens them to float32 at load (load_pretrained(dequantize=True)).
-SIDES = ("llama.cpp", "glassformer", "glassformer-f32")
+# glassformer-q8 keeps them quantized and rounds their inputs to 8-bit blocks as llama.cpp does
+# (--activation-quant q8: ops/quant/activations_q8.py, kernels/q8_numba.py).
+SIDES = ("llama.cpp", "glassformer", "glassformer-f32", "glassformer-q8")
 OURS = SIDES[1:]
 # A window's first positions carry the largest activations (the attention sink forms there), so
 # 8-bit activations round them worst; the largest gap is also given from this position on.
@@ -84,7 +87,8 @@ def load_side(side: str, args, context: int, logits_all: bool = False):
                      n_threads=threads, n_threads_batch=threads, logits_all=logits_all,
                      verbose=False)
     from glassformer.io.pretrained import load_pretrained
-    return load_pretrained(gguf_path(args), dequantize=side == "glassformer-f32")
+    return load_pretrained(gguf_path(args), dequantize=side == "glassformer-f32",
+                           activations="q8" if side == "glassformer-q8" else "float32")
 
 
 def prefill_s(side: str, model, ids: list[int], context: int) -> float:
@@ -147,13 +151,13 @@ def compare_child(args) -> dict:
     agreement with llama.cpp and their logit gaps."""
     from glassformer.blas import blas_threads
     with blas_threads(args.threads):
-        ours = {side: load_side(side, args, args.window) for side in OURS}
+        ours = {side: load_side(side, args, args.window) for side in chosen(args)}
         theirs = load_side("llama.cpp", args, args.window, logits_all=True)
         text = held_out_text()[: args.tokens * 8]
-        ids = ours["glassformer"].tokenizer.encode(text)[: args.tokens]
+        ids = next(iter(ours.values())).tokenizer.encode(text)[: args.tokens]
         same_ids = theirs.tokenize(text.encode("utf-8"), add_bos=False)[: len(ids)] == ids
         tally = {side: dict(agree=0, ties=0, max_diff=0.0, max_later=0.0, sum_abs=0.0)
-                 for side in OURS}
+                 for side in ours}
         positions = 0
         for start in range(0, len(ids) - args.window + 1, args.window):
             window = ids[start:start + args.window]
@@ -183,13 +187,23 @@ def compare_child(args) -> dict:
     return result
 
 
+def chosen(args) -> list[str]:
+    """The glassformer sides --sides names, in SIDES' order; an unknown one is an error."""
+    names = [n.strip() for n in args.sides.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(OURS))
+    if unknown or not names:
+        raise SystemExit(f"--sides: {', '.join(unknown) or 'none given'}; expected some of "
+                         f"{', '.join(OURS)}")
+    return [side for side in OURS if side in names]
+
+
 def run_child(args, *child_args: str) -> dict:
     """This script as a child process; its last stdout line is JSON. Killed on any error."""
     command = [sys.executable, __file__, *child_args, "--model", args.model,
                "--threads", str(args.threads),
                "--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens),
                "--repeats", str(args.repeats), "--tokens", str(args.tokens),
-               "--window", str(args.window), "--tie", str(args.tie)]
+               "--window", str(args.window), "--tie", str(args.tie), "--sides", args.sides]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         out, _ = process.communicate(timeout=args.child_timeout)
@@ -206,7 +220,7 @@ def speeds(args) -> dict[str, dict]:
     """Each side's speed child, --rounds times in turn; the best prefill, decode and memory."""
     best: dict[str, dict] = {}
     for _ in range(args.rounds):
-        for side in SIDES:
+        for side in ("llama.cpp", *chosen(args)):
             got = run_child(args, "--child", side)
             print(f"{side:>15}: {got}", flush=True)
             if side not in best:
@@ -232,15 +246,20 @@ def main() -> None:
     parser.add_argument("--tie", type=float, default=0.05,
                         help="llama.cpp's top-2 gap under which a disagreement is a near tie")
     parser.add_argument("--child-timeout", type=float, default=1800)
+    parser.add_argument("--parts", default="speed,logits",
+                        help="speed, logits or both (comma-separated): what to measure")
+    parser.add_argument("--sides", default=",".join(OURS),
+                        help=f"glassformer's sides to run, comma-separated ({', '.join(OURS)})")
     parser.add_argument("--child", choices=[*SIDES, "compare"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         result = compare_child(args) if args.child == "compare" else speed_child(args.child, args)
         print(json.dumps(result))
         return
-    best = speeds(args)
-    theirs, ratios = best["llama.cpp"], {}
-    for side in OURS:
+    parts = set(args.parts.split(","))
+    best, ratios = speeds(args) if "speed" in parts else {}, {}
+    for side in chosen(args) if best else ():
+        theirs = best["llama.cpp"]
         ours = best[side]
         ratios[side] = {
             "decode": round(ours["decode_tok_s"] / theirs["decode_tok_s"], 3),
@@ -249,8 +268,8 @@ def main() -> None:
         r = list(ratios[side].values())
         print(f"{side} / llama.cpp: decode tokens/s {r[0]:.2f}x, prefill speed "
               f"({args.prompt_tokens} tokens) {r[1]:.2f}x, peak memory {r[2]:.2f}x", flush=True)
-    agreement = run_child(args, "--child", "compare")
-    for side in OURS:
+    agreement = run_child(args, "--child", "compare") if "logits" in parts else {}
+    for side in chosen(args) if agreement else ():
         a = agreement[side]
         print(f"{side} logits over {agreement['positions']} held-out tokens: top-1 agreement "
               f"{a['top1_agreement']:.2%} ({a['disagreements']} differ, "

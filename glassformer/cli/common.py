@@ -176,11 +176,14 @@ def add_adapter_argument(parser) -> None:
                              "it), merged into the model's weights on load")
 
 
-def load_model_shown(name_or_path, adapter=None, dequantize: bool = False):
+def load_model_shown(name_or_path, adapter=None, dequantize: bool = False,
+                     activations: str = "float32"):
     """load_model (a path or a packaged name, and an adapter if given) inside a loading line;
-    dequantize: a GGUF's quantized matrices widened to float32 (--dequantize)."""
+    dequantize: a GGUF's quantized matrices widened to float32 (--dequantize); activations:
+    "q8" rounds their inputs to 8-bit blocks as llama.cpp does (--activation-quant)."""
     with loading_line(str(name_or_path) if adapter is None else f"{name_or_path} + {adapter}"):
-        return load_model(name_or_path, adapter=adapter, dequantize=dequantize)
+        return load_model(name_or_path, adapter=adapter, dequantize=dequantize,
+                          activations=activations)
 
 
 def add_dequantize_argument(parser) -> None:
@@ -189,6 +192,16 @@ def add_dequantize_argument(parser) -> None:
                         help="widen a GGUF file's quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) to "
                              "float32 on load; by default they stay in their blocks, about the "
                              "file's size in memory")
+
+
+def add_activation_quant_argument(parser) -> None:
+    """--activation-quant float32|q8, for a command that loads --model (a GGUF kept quantized)."""
+    parser.add_argument("--activation-quant", choices=("float32", "q8"), default="float32",
+                        dest="activation_quant",
+                        help="q8: round the inputs of a GGUF's quantized weights to 8-bit blocks "
+                             "and multiply in integers, as llama.cpp's CPU backend does (its "
+                             "logits, closely); float32 (default): the exact product of the "
+                             "file's blocks with float32 inputs")
 
 
 def add_model_argument(parser, what: str) -> None:

@@ -12,6 +12,7 @@ from tqdm import tqdm
 from glassformer.cli.common import (add_dequantize_argument, add_model_argument,
                                     add_template_budget_arguments, load_model_shown,
                                     template_budget)
+from glassformer.cli.common import add_activation_quant_argument
 from glassformer.cli.eval_tasks import add_task_arguments, is_task_run, run_tasks
 from glassformer.errors import GlassformerError
 from glassformer.io.jsonl import json_lines
@@ -54,6 +55,7 @@ def add_arguments(parser) -> None:
                              "model; on preference pairs (.jsonl with prompt/chosen/rejected), "
                              "the DPO policy scored against the model without it")
     add_dequantize_argument(parser)
+    add_activation_quant_argument(parser)
     parser.add_argument("--ref-adapter", default=None,
                         help="preference pairs: the reference is the model with this adapter "
                              "(a DPO run's --ref adapter start) instead of the model alone")
@@ -127,7 +129,7 @@ def run(args) -> int:
     if args.limit is not None:
         raise GlassformerError("--limit counts preference pairs; a text file is scored by "
                                "--split (val, train or all)")
-    model = load_model_shown(args.model, args.adapter, args.dequantize)
+    model = load_model_shown(args.model, args.adapter, args.dequantize, args.activation_quant)
     show = not args.no_progress and sys.stderr.isatty()
     with tqdm(disable=not show, file=sys.stderr, unit="window", desc="eval") as bar:
 

@@ -11,6 +11,7 @@ from glassformer.cli.common import (add_adapter_argument, add_dequantize_argumen
                                     add_model_argument,
                                     add_sampling_arguments, detect_lang, load_model_shown,
                                     print_stream, report_speed, sampling_kwargs)
+from glassformer.cli.common import add_activation_quant_argument
 from glassformer.errors import GlassformerError
 from glassformer.generate.constrain import compile_schema, json_table, vocabulary_trie
 from glassformer.generate.stream import stream_generate
@@ -28,6 +29,7 @@ def add_arguments(parser) -> None:
     add_model_argument(parser, "model to load")
     add_adapter_argument(parser)
     add_dequantize_argument(parser)
+    add_activation_quant_argument(parser)
     parser.add_argument("prompt", nargs="?", default="\n",
                         help="the text to continue (default: a newline, as nanoGPT's sample.py); "
                              "for a char-level model every character must be in its corpus")
@@ -53,7 +55,7 @@ def run(args) -> int:
         compile_schema(schema)
     if args.html is not None:
         check_page_arguments(args)
-    model = load_model_shown(args.model, args.adapter, args.dequantize)
+    model = load_model_shown(args.model, args.adapter, args.dequantize, args.activation_quant)
     kwargs = sampling_kwargs(args)
     if args.json_schema is not None:
         kwargs["constraint"] = schema_table(model, schema)

@@ -7,6 +7,7 @@ from glassformer.cli.common import (add_adapter_argument, add_dequantize_argumen
                                     add_model_argument,
                                     add_template_budget_arguments, check_at_least_one,
                                     load_model_shown, template_budget)
+from glassformer.cli.common import add_activation_quant_argument
 from glassformer.errors import GlassformerError
 from glassformer.packaged import MODEL, resolve_path
 from glassformer.serve.budget import RATIO
@@ -23,6 +24,7 @@ def add_arguments(parser) -> None:
                                "encoder such as minilm (embeddings)")
     add_adapter_argument(parser)
     add_dequantize_argument(parser)
+    add_activation_quant_argument(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: 127.0.0.1, this machine only; "
                              "0.0.0.0 opens it to the network)")
@@ -96,7 +98,8 @@ def run(args) -> int:
         raise GlassformerError(f"--reasoning-budget must be >= 0, got {args.reasoning_budget}")
     budget = template_budget(args)
     model = load_model_shown(args.model, adapter=args.adapter,
-                             dequantize=args.dequantize)
+                             dequantize=args.dequantize,
+                             activations=args.activation_quant)
     embed_max_length = max_length_of(resolve_path(args.model, MODEL), MAX_LENGTH)
     return serve(model, served_name(args.model), host=args.host, port=args.port,
                  api_key=args.api_key, max_batch=args.max_batch, max_queue=args.max_queue,

@@ -13,10 +13,11 @@ from glassformer.packaged import MODEL, resolve_path
 
 
 def load_model(name_or_path: str | Path, *, adapter: str | Path | None = None,
-               dequantize: bool = False) -> Model:
+               dequantize: bool = False, activations: str = "float32") -> Model:
     """A `Model` from a packaged name (see packaged.py) or a path that load_pretrained takes: a
     .gguf file, an HF folder or a glassformer run/checkpoint folder; with `adapter`, a LoRA
     adapter folder (PEFT's format) merged into it (io/peft.py); `dequantize`: a GGUF's quantized
-    matrices widened to float32 (load_pretrained)."""
+    matrices widened to float32 (load_pretrained); `activations`: "q8" to round the inputs of
+    quantized matrices to 8 bits as llama.cpp does (load_pretrained)."""
     return load_pretrained(resolve_path(name_or_path, MODEL), adapter=adapter,
-                           dequantize=dequantize)
+                           dequantize=dequantize, activations=activations)

@@ -40,6 +40,7 @@ from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.model import Model
 from glassformer.models.registry import arch_of, config_from_dict, family
 from glassformer.ops.quant import is_quantized
+from glassformer.ops.quant.matrix import with_activations
 from glassformer.ops.position import fixed_position_table
 from glassformer.packaged import MODEL, packaged_names, packaged_path
 from glassformer.tokenizers.load import load_tokenizer
@@ -60,7 +61,7 @@ CONVERT_HINT = ("convert it once, in an environment you trust, with transformers
 
 
 def load_pretrained(path, *, tokenizer: bool = True, adapter=None,
-                    dequantize: bool = False) -> Model:
+                    dequantize: bool = False, activations: str = "float32") -> Model:
     """A Model from a Hugging Face folder, a glassformer run/checkpoint folder, a .gguf file, or
     a name the CLI takes (smollm2, minilm: glassformer/packaged.py).
 
@@ -69,8 +70,16 @@ def load_pretrained(path, *, tokenizer: bool = True, adapter=None,
     merged into its weights (W + s A B), so the Model runs at the base model's speed.
     dequantize: widen a GGUF file's quantized matrices to float32; by default they stay in their
     blocks (io/gguf.py, ops/quant/), about the file's size in memory.
+    activations: "q8" rounds the inputs of those kept-quantized matrices to 8-bit blocks before
+    the product, as llama.cpp does (ops/quant/activations_q8.py); "float32" (default) does not.
     """
+    if activations != "float32" and dequantize:
+        raise GlassformerError(f"activation quantization {activations!r} needs weights kept "
+                               f"quantized; it cannot be combined with dequantize "
+                               f"(--dequantize)")
     model = _load_model(path, tokenizer, dequantize)
+    if activations != "float32":
+        model.params = with_activations(model.params, activations)
     if adapter is None:
         return model
     adapters, _ = load_adapter(adapter, model)

@@ -91,3 +91,12 @@ def quant_kernels(setting: str | None = None) -> ModuleType | None:
         return None
     loaded = sys.modules.get("glassformer.kernels.quant_numba")
     return loaded if loaded is not None else _compiled("quant_numba")   # no mkdir per product
+
+
+def q8_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled 8-bit activation products (q8_numba.py) when the choice is numba, else None:
+    ops/quant/matrix.py then runs ops/quant/activations_q8.py, their NumPy reference."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.q8_numba")
+    return loaded if loaded is not None else _compiled("q8_numba")

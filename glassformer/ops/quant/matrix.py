@@ -19,21 +19,28 @@ Anything else (arithmetic, np.asarray) is refused: `dequantize()` first, on purp
 
 A few float32 rows times W^T (a decode step) run on kernels/quant_numba.py's compiled twin when
 GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`); product.py stays the reference.
+
+`activations="q8"` (opt-in: `--activation-quant q8`, `load_pretrained(activations="q8")`) makes
+x @ W^T round x to 8-bit blocks first and take integer block products, as llama.cpp's CPU backend
+does (activations_q8.py; compiled twin kernels/q8_numba.py): its logits, not the float32 product
+of the same blocks. The backward's dy @ W stays float32 (the rounding passed straight through).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.kernels.choice import quant_kernels
+from glassformer.kernels.choice import q8_kernels, quant_kernels
+from glassformer.ops.quant.activations_q8 import activation_product
 from glassformer.ops.quant.formats import format_of
 from glassformer.ops.quant.product import dequantize_rows, rows_product, rows_t_product
 
 COMPILED_ROWS = 16   # x @ W^T with at most this many float32 rows runs compiled (a decode step:
 #                      kernels/quant_numba.py) when kernels/choice.py says so; more rows, the
 #                      backward's dy @ W and float64 stay on product.py (BLAS wins with many rows)
+ACTIVATIONS = ("float32", "q8")   # how x is multiplied by W^T: as it is, or rounded to 8 bits
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +50,7 @@ class QuantizedMatrix:
     blocks: np.ndarray       # (R, C / BLOCK * BYTES) uint8: row r's blocks, in order
     cols: int                # C, weights a stored row
     transposed: bool = False  # stands for W^T (C, R): a linear weight in (in, out) layout
+    activations: str = "float32"  # "q8": x @ W^T rounds x to 8-bit blocks first (llama.cpp's way)
 
     __array_ufunc__ = None   # NumPy hands `x @ M` to __rmatmul__ instead of converting M
 
@@ -68,7 +76,8 @@ class QuantizedMatrix:
 
     @property
     def T(self) -> "QuantizedMatrix":
-        return QuantizedMatrix(self.kind, self.blocks, self.cols, not self.transposed)
+        return QuantizedMatrix(self.kind, self.blocks, self.cols, not self.transposed,
+                               self.activations)
 
     def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
         """x (..., shape[0]) @ self -> (..., shape[1])."""
@@ -78,12 +87,23 @@ class QuantizedMatrix:
                                    f"matrix of shape {self.shape}")
         rows = x.reshape(-1, c_in)                                      # (..., in) -> (N, in)
         product = rows_t_product if self.transposed else rows_product
-        if self.transposed and rows.shape[0] <= COMPILED_ROWS and rows.dtype == np.float32:
+        if self.transposed and self.activations == "q8":
+            product = self._q8_product(rows)
+        elif self.transposed and rows.shape[0] <= COMPILED_ROWS and rows.dtype == np.float32:
             compiled = quant_kernels()     # the one place the compiled products are chosen
             if compiled is not None:
                 product = compiled.rows_t_product
         y = product(rows, self.kind, self.blocks, self.cols)            # (N, out)
         return y.reshape(x.shape[:-1] + (c_out,))
+
+    def _q8_product(self, rows: np.ndarray):
+        """llama.cpp's 8-bit activation product for x (N, C): compiled for a few rows of a format
+        q8_numba.py has (as for float32 activations), else the NumPy reference."""
+        if rows.shape[0] <= COMPILED_ROWS:
+            compiled = q8_kernels()
+            if compiled is not None and self.kind in compiled.KINDS:
+                return compiled.activation_product
+        return activation_product
 
     def __getitem__(self, ids) -> np.ndarray:
         """Rows of the stored W (an embedding lookup): ids (...) -> (..., C) float32."""
@@ -95,7 +115,8 @@ class QuantizedMatrix:
 
     def first_rows(self, n: int) -> "QuantizedMatrix":
         """The first n stored rows (R -> n), no copy: for a look at a few values of a large W."""
-        return QuantizedMatrix(self.kind, self.blocks[:n], self.cols, self.transposed)
+        return QuantizedMatrix(self.kind, self.blocks[:n], self.cols, self.transposed,
+                               self.activations)
 
     def dequantize(self) -> np.ndarray:
         """The whole matrix as float32, in the shape this record stands for."""
@@ -118,6 +139,16 @@ def quantize_matrix(w: np.ndarray, kind: str, *, transposed: bool = False) -> Qu
 def quantize_weight(w: np.ndarray, kind: str) -> QuantizedMatrix:
     """A glassformer (in, out) weight -> the record of its (out, in) rows, transposed=True."""
     return quantize_matrix(np.ascontiguousarray(w.T), kind, transposed=True)
+
+
+def with_activations(params: dict, activations: str) -> dict:
+    """params with every QuantizedMatrix set to multiply its inputs as `activations` says
+    ("float32" or "q8", ACTIVATIONS); other values as they are. A new dict, the blocks shared."""
+    if activations not in ACTIVATIONS:
+        raise GlassformerError(f"activation quantization {activations!r} is not one of "
+                               f"{', '.join(ACTIVATIONS)}")
+    return {name: replace(w, activations=activations) if isinstance(w, QuantizedMatrix) else w
+            for name, w in params.items()}
 
 
 def is_quantized(w) -> bool:
