@@ -262,7 +262,7 @@ def smollm2_pair(torch):
     path = packaged_path("smollm2", MODEL)
     hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
                                               dtype=torch.float32).eval()
-    return load_model("smollm2"), hf
+    return load_model("smollm2", dequantize=True), hf    # float32 on both sides (the file is Q4_1)
 
 
 def tok_s_both_ways(model, prompt, new_tokens) -> dict[str, float]:
