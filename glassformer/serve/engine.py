@@ -201,13 +201,13 @@ class Engine:
         """One chunk of the joiners' prefill; once all is fed, they join and pick a token (a
         joiner whose client left meanwhile is only copied in, for prefix reuse)."""
         joining = self.joining
-        rows, position = joining.tokens.shape[0], joining.small.length
-        chunk = self.prefill_chunk
-        if self.budget is not None:
+        if self.budget is None:                     # a fixed chunk (always so when invariant)
+            joining.feed(self.model, self.prefill_chunk)
+        else:                                       # sized to the step, then learns its cost
+            rows, position = joining.tokens.shape[0], joining.small.length
             chunk = self.budget.chunk(rows, position, decoding=bool(self.decodable().any()))
-        began, fed = time.perf_counter(), joining.fed
-        joining.feed(self.model, chunk)
-        if self.budget is not None:
+            began, fed = time.perf_counter(), joining.fed
+            joining.feed(self.model, chunk)
             self.budget.fed(rows, joining.fed - fed, position, time.perf_counter() - began)
         if not joining.done:
             return

