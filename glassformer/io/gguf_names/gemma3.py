@@ -24,7 +24,7 @@ Metadata, and what llama.cpp leaves implicit:
 from __future__ import annotations
 
 from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.io.gguf_names.records import GGUFArch, plus_one, rename
+from glassformer.io.gguf_names.records import GGUFArch, plus_one, rename, shared_metadata
 
 _NORMS = {"attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
           "ffn_norm": "pre_feedforward_layernorm", "post_ffw_norm": "post_feedforward_layernorm"}
@@ -116,13 +116,7 @@ def metadata(hf: dict) -> dict:
     local RoPE base, which llama.cpp would otherwise assume)."""
     rope = hf["rope_parameters"]
     full, local = rope["full_attention"], rope["sliding_attention"]
-    out = {"context_length": hf["max_position_embeddings"], "vocab_size": hf["vocab_size"],
-           "embedding_length": hf["hidden_size"], "block_count": hf["num_hidden_layers"],
-           "feed_forward_length": hf["intermediate_size"],
-           "attention.head_count": hf["num_attention_heads"],
-           "attention.head_count_kv": hf["num_key_value_heads"],
-           "attention.key_length": hf["head_dim"], "attention.value_length": hf["head_dim"],
-           "attention.layer_norm_rms_epsilon": float(hf["rms_norm_eps"]),
+    out = {**shared_metadata(hf),
            "rope.freq_base": float(full["rope_theta"]),
            "rope.freq_base_swa": float(local["rope_theta"]),
            "attention.sliding_window": hf["sliding_window"],

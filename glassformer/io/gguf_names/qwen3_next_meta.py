@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.io.gguf_names.qwen3_next import rows
-from glassformer.io.gguf_names.records import GGUFArch
+from glassformer.io.gguf_names.records import GGUFArch, shared_metadata
 
 
 def _interval(hf: dict) -> int:
@@ -53,13 +53,7 @@ def metadata(hf: dict, *, qwen35: bool) -> dict:
     """config.json -> the {arch}.* keys convert_hf_to_gguf.py writes for it."""
     rope = hf["rope_parameters"]
     rope_dims = int(hf["head_dim"] * rope["partial_rotary_factor"])
-    out = {"context_length": hf["max_position_embeddings"], "vocab_size": hf["vocab_size"],
-           "embedding_length": hf["hidden_size"], "block_count": hf["num_hidden_layers"],
-           "feed_forward_length": hf["intermediate_size"],
-           "attention.head_count": hf["num_attention_heads"],
-           "attention.head_count_kv": hf["num_key_value_heads"],
-           "attention.key_length": hf["head_dim"], "attention.value_length": hf["head_dim"],
-           "attention.layer_norm_rms_epsilon": float(hf["rms_norm_eps"]),
+    out = {**shared_metadata(hf),
            "rope.freq_base": float(rope["rope_theta"]), "rope.dimension_count": rope_dims,
            "ssm.conv_kernel": hf["linear_conv_kernel_dim"],
            "ssm.state_size": hf["linear_key_head_dim"],

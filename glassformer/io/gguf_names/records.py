@@ -43,6 +43,18 @@ class Row(NamedTuple):
     save: Callable = _same
 
 
+def shared_metadata(hf: dict) -> dict:
+    """config.json -> the {arch}.* keys every decoder family writes the same way (sizes, heads,
+    the norm's epsilon); a family adds its own (RoPE, windows, states)."""
+    return {"context_length": hf["max_position_embeddings"], "vocab_size": hf["vocab_size"],
+            "embedding_length": hf["hidden_size"], "block_count": hf["num_hidden_layers"],
+            "feed_forward_length": hf["intermediate_size"],
+            "attention.head_count": hf["num_attention_heads"],
+            "attention.head_count_kv": hf["num_key_value_heads"],
+            "attention.key_length": hf["head_dim"], "attention.value_length": hf["head_dim"],
+            "attention.layer_norm_rms_epsilon": float(hf["rms_norm_eps"])}
+
+
 def rename(gguf: str, hf: str, need: str) -> Row:
     return Row((gguf,), (hf,), need)
 
