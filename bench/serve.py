@@ -63,10 +63,16 @@ def start(model: str, log: Path, *flags: str):
     process = subprocess.Popen(command("serve", "--model", model, "--port", "0",
                                        "--max-batch", str(CLIENTS), *flags),
                                stdout=sink, stderr=sink, env=environment())
-    for _ in range(1200):
+    return process, wait_for_url(process, log)
+
+
+def wait_for_url(process: subprocess.Popen, log: Path, tries: int = 1200) -> str:
+    """The URL a starting `glassformer serve` prints in its log (0.1 s a try); a server that
+    exits or never prints it is killed and its log shown."""
+    for _ in range(tries):
         found = re.search(r"at (http://[\d.]+:\d+)/v1", log.read_text(encoding="utf-8"))
         if found:
-            return process, found.group(1)
+            return found.group(1)
         if process.poll() is not None:
             break
         time.sleep(0.1)

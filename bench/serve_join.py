@@ -37,6 +37,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from serve import wait_for_url   # bench/serve.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -52,15 +53,7 @@ def start(model: str, log: Path, mode: str, context: int) -> tuple[subprocess.Po
             [sys.executable, "-m", "glassformer", "serve", "--model", model, "--host",
              "127.0.0.1", "--port", "0", "--max-batch", str(STREAMS + 1), "--context",
              str(context), "--prefill-chunk", mode], stdout=sink, stderr=sink, env=env)
-    for _ in range(3000):
-        found = re.search(r"at (http://[\d.]+:\d+)/v1", log.read_text(encoding="utf-8"))
-        if found:
-            return process, found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"the server did not start:\n{log.read_text(encoding='utf-8')}")
+    return process, wait_for_url(process, log, 3000)
 
 
 def stop(process: subprocess.Popen) -> None:

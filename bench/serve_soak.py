@@ -43,6 +43,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from serve import wait_for_url   # bench/serve.py
 
 ROOT = Path(__file__).resolve().parents[1]
 # the soak: 20% of requests from clients leaving mid-stream, 5% malformed bodies
@@ -62,15 +63,7 @@ def start(model: str, log: Path, context: int, batch: int) -> tuple[subprocess.P
             [sys.executable, "-m", "glassformer", "serve", "--model", model, "--host",
              "127.0.0.1", "--port", "0", "--max-batch", str(batch), "--context", str(context)],
             stdout=sink, stderr=sink, env=env)
-    for _ in range(3000):
-        found = re.search(r"at (http://[\d.]+:\d+)/v1", log.read_text(encoding="utf-8"))
-        if found:
-            return process, found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"the server did not start:\n{log.read_text(encoding='utf-8')}")
+    return process, wait_for_url(process, log, 3000)
 
 
 def rss_mib(pid: int) -> float:
