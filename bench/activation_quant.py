@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from bandwidth import stream_bandwidth  # noqa: E402
-from llamacpp import held_out_text  # noqa: E402
+from llamacpp import decode_tok_s, held_out_text  # noqa: E402
 
 
 def glassformer_tok_s(model, ids, new_tokens, context) -> float:
@@ -44,18 +44,6 @@ def glassformer_tok_s(model, ids, new_tokens, context) -> float:
     for _ in range(new_tokens - 1):
         next(steps)
     return (new_tokens - 1) / (time.perf_counter() - start)
-
-
-def llama_tok_s(llm, ids, new_tokens) -> float:
-    llm.reset()
-    steps = iter(llm.generate(ids, top_k=1, temp=0.0, reset=True))
-    next(steps)
-    start = time.perf_counter()
-    for _ in range(new_tokens - 1):
-        next(steps)
-    seconds = time.perf_counter() - start
-    steps.close()
-    return (new_tokens - 1) / seconds
 
 
 def main() -> None:
@@ -86,7 +74,8 @@ def main() -> None:
             for mode, model in ours.items():
                 best[mode] = max(best[mode], glassformer_tok_s(model, ids, args.new_tokens,
                                                                context))
-            best["llama.cpp"] = max(best["llama.cpp"], llama_tok_s(llm, ids, args.new_tokens))
+            best["llama.cpp"] = max(best["llama.cpp"],
+                                    decode_tok_s("llama.cpp", llm, ids, args.new_tokens, 0))
         bandwidth = stream_bandwidth(mib=256, runs=3)["bandwidth_gb_s"]
     model = ours["q8"]
     weights = sum(value.nbytes for value in model.params.values())
