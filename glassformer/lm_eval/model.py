@@ -14,7 +14,9 @@
                              cut before the first `until` string or at an end-of-text token
 
 Answers come back in the order of the requests. `pretrained` is anything load_model takes: a
-packaged name, an HF folder, a .gguf file, a glassformer run.
+packaged name, an HF folder, a .gguf file, a glassformer run; `dequantize=true` widens a GGUF's
+quantized matrices to float32 once at load (as transformers reads a GGUF), instead of a slab at a
+time in every product.
 """
 from __future__ import annotations
 
@@ -45,6 +47,16 @@ def _batch_size(value) -> int:
     return size
 
 
+def _flag(name: str, value) -> bool:
+    """A true/false model_arg: lm-eval passes "true"/"false" as a bool, a caller may pass a
+    string."""
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "1", "false", "0"):
+        return str(value).lower() in ("true", "1")
+    raise GlassformerError(f"model_arg {name} must be true or false, got {value!r}")
+
+
 def _chunks(items: list, size: int):
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -54,14 +66,16 @@ class GlassformerLM(LM):
     """A glassformer model as an lm-eval LM (registered as "glassformer" in __init__.py)."""
 
     def __init__(self, pretrained=None, adapter=None, batch_size=1, model=None,
-                 max_batch_size=None, device=None, **unknown) -> None:
+                 max_batch_size=None, device=None, dequantize=False, **unknown) -> None:
         super().__init__()
         if unknown:     # a misspelt model_arg would otherwise be ignored silently
             raise GlassformerError(f"unknown model_args {', '.join(sorted(unknown))}: "
-                                   "glassformer takes pretrained, adapter, batch_size")
+                                   "glassformer takes pretrained, adapter, batch_size, "
+                                   "dequantize")
         if model is None and pretrained is None:
             raise GlassformerError("give model_args pretrained=NAME|FOLDER|FILE.gguf")
-        self.model = model if model is not None else load_model(pretrained, adapter=adapter)
+        self.model = model if model is not None else load_model(
+            pretrained, adapter=adapter, dequantize=_flag("dequantize", dequantize))
         if self.model.tokenizer is None:
             raise GlassformerError("this model has no tokenizer: lm-eval sends text")
         self.batch_size = _batch_size(batch_size)

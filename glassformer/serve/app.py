@@ -42,7 +42,8 @@ from glassformer.serve.embeddings import embedding_request
 from glassformer.serve.engine import QueueFull
 from glassformer.serve.guard import Guard
 from glassformer.serve.page import chat_page
-from glassformer.serve.echo import echo_body, echoed
+from glassformer.serve.echo import (echo_body, echoed, first_tokens, score_prompts,
+                                    with_echoes)
 from glassformer.serve.prompts import chat_prompt, text_prompts
 from glassformer.serve.reasoning import thinking_of
 from glassformer.serve.sequence import Sequence, Settings
@@ -225,6 +226,7 @@ async def generate(request, *, chat: bool):
                                 param="prompt")
     if echo:   # the stop id's log-probability is listed, as OpenAI and vLLM list it
         settings = replace(settings, logprob_of_stop=True)
+    one_forward = echo and schema is None and settings.max_tokens == 1   # echo.first_tokens
     queue: asyncio.Queue = asyncio.Queue()
     sink = replies.event_sink(asyncio.get_running_loop(), queue)
     sequences = [Sequence(p * n + i, prompt, seeded(replace(settings, max_tokens=budget), i),
@@ -241,8 +243,14 @@ async def generate(request, *, chat: bool):
     reply = replies.Request(protocol.new_id(prefix), served.name, chat, sequences, queue,
                             protocol.include_usage(body) if stream else False, per_prompt=n,
                             tools=plan, reasoning=reasoning)
+    scored = None
     try:
-        served.engine.submit(sequences)
+        if one_forward:
+            scored = await run_in_threadpool(score_prompts, served.model, prompts,
+                                             settings.logprobs)
+            await run_in_threadpool(first_tokens, served.engine, sequences, scored.last, n)
+        else:
+            served.engine.submit(sequences)
     except QueueFull as err:
         raise protocol.ApiError(429, str(err), code="queue_full", kind="rate_limit_error",
                                 headers={"Retry-After": str(RETRY_AFTER_S)}) from None
@@ -256,7 +264,9 @@ async def generate(request, *, chat: bool):
     except replies.Failed as err:
         raise RuntimeError(f"the engine failed: {err}") from None
     record["usage"] = usage
-    if echo:
+    if scored is not None:
+        answer["choices"] = with_echoes(served.model, prompts, scored.infos, n, answer["choices"])
+    elif echo:
         answer["choices"] = await run_in_threadpool(
             echoed, served.model, prompts, settings.logprobs, n, answer["choices"])
     return JSONResponse(answer)

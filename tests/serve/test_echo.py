@@ -1,7 +1,8 @@
 """`/v1/completions` with `echo`: every prompt token's log-probability, as OpenAI's legacy API and
 lm-evaluation-harness's `local-completions` read it, from a real server on the tiny model: equal
 to a direct forward's log-softmax, the first entry null, token-id prompts equal to text, several
-prompts in one request, the top alternatives, echo followed by a generated token, and bad ids."""
+prompts in one request, the top alternatives, echo followed by a generated token (max_tokens 1:
+from the echo's own forward, equal to a plain request's token), and bad ids."""
 import httpx
 import numpy as np
 import pytest
@@ -113,6 +114,45 @@ def test_echo_then_generate_as_lm_eval_asks(server, model):
     np.testing.assert_allclose(sum(lp["token_logprobs"][ctxlen:-1]), expected, atol=1e-4)
     text = response.json()["choices"][0]["text"]
     assert text.startswith(TEXTS[0])
+
+
+@pytest.mark.parametrize("extra", [{"temperature": 0, "logprobs": 3},
+                                   {"temperature": 1.0, "seed": 7, "n": 2, "logprobs": 1},
+                                   {"temperature": 0}])
+def test_echo_with_one_token_generates_what_a_plain_request_does(server, model, extra):
+    """echo + max_tokens 1 samples its token from the echo forward's last logits (one forward,
+    no engine prefill): the same token, log-probabilities, finish and usage as without echo."""
+    ids = model.tokenizer.encode(TEXTS[2])
+    echoed = post(server, prompt=[ids, ids[:5]], echo=True, max_tokens=1, **extra).json()
+    plain = post(server, prompt=[ids, ids[:5]], max_tokens=1, **extra).json()
+    for key in ("prompt_tokens", "completion_tokens"):   # (cached_tokens: the engine's reuse)
+        assert echoed["usage"][key] == plain["usage"][key]
+    assert len(echoed["choices"]) == len(plain["choices"]) == 2 * extra.get("n", 1)
+    for got, want in zip(echoed["choices"], plain["choices"]):
+        prompt = TEXTS[2] if got["index"] // extra.get("n", 1) == 0 else model.tokenizer.decode(
+            ids[:5])
+        assert got["text"] == prompt + want["text"]
+        assert got["finish_reason"] == want["finish_reason"]
+        if "logprobs" not in extra:
+            assert got["logprobs"] is None
+            continue
+        lp, wanted = got["logprobs"], want["logprobs"]
+        assert lp["tokens"][-1:] == wanted["tokens"]
+        np.testing.assert_allclose(lp["token_logprobs"][-1:], wanted["token_logprobs"],
+                                   atol=TOL)
+        assert list(lp["top_logprobs"][-1]) == list(wanted["top_logprobs"][0])
+
+
+def test_echo_with_one_token_stops_on_a_stop_string(server, model):
+    ids = model.tokenizer.encode(TEXTS[0])
+    plain = post(server, prompt=[ids], max_tokens=1, temperature=0).json()["choices"][0]
+    stop = plain["text"]
+    if not stop:
+        pytest.skip("the greedy token has no text")
+    got = post(server, prompt=[ids], echo=True, max_tokens=1, temperature=0, stop=[stop],
+               logprobs=0).json()["choices"][0]
+    assert got["finish_reason"] == "stop"
+    assert got["text"] == TEXTS[0]
 
 
 def test_echo_text_only_without_logprobs(server):

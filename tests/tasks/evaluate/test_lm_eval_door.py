@@ -91,6 +91,8 @@ def test_bad_model_args_are_one_line_each(folder):
         make(f"pretrained={folder},adaptor=x")
     with pytest.raises(GlassformerError, match="batch_size must be >= 1"):
         make(f"pretrained={folder}", {"batch_size": 0})
+    with pytest.raises(GlassformerError, match="model_arg dequantize must be true or false"):
+        make(f"pretrained={folder},dequantize=maybe")
 
 
 def test_loglikelihood_rolling_is_the_sum_of_every_tokens_log_prob():
