@@ -246,9 +246,11 @@ async def generate(request, *, chat: bool):
     scored = None
     try:
         if one_forward:
+            began = time.perf_counter()
             scored = await run_in_threadpool(score_prompts, served.model, prompts,
                                              settings.logprobs)
-            await run_in_threadpool(first_tokens, served.engine, sequences, scored.last, n)
+            await run_in_threadpool(first_tokens, served.engine, sequences, scored.last, n,
+                                    began)
         else:
             served.engine.submit(sequences)
     except QueueFull as err:

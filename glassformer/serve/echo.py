@@ -49,16 +49,16 @@ def score_prompts(model, prompts: list[list[int]], top_k: int | None) -> Scored:
     """One forward per group of prompts: each prompt's TokenInfos (top_k None: none asked) and
     the logits after its last token."""
     infos: list = [None] * len(prompts)
-    last = np.empty((len(prompts), model.cfg.vocab_size), np.float32)     # (P, V)
+    last: list = [None] * len(prompts)
     for group in groups([len(p) for p in prompts], model.cfg.vocab_size):
         ids = [prompts[i] for i in group]
         logits = prompt_logits(model, ids)                                 # (b, T, V)
         for row, index in enumerate(group):
-            last[index] = logits[row, len(ids[row]) - 1]
+            last[index] = logits[row, len(ids[row]) - 1]                   # (V,)
             if top_k is not None:
                 infos[index] = token_infos(model.tokenizer, ids[row],
                                            logits[row, :len(ids[row])], top_k)
-    return Scored(infos if top_k is not None else None, last)
+    return Scored(infos if top_k is not None else None, np.stack(last))   # (P, V)
 
 
 def prompt_token_infos(model, prompts: list[list[int]], top_k: int) -> list[list[TokenInfo]]:
@@ -126,10 +126,11 @@ def token_infos(tokenizer, ids: list[int], logits: np.ndarray, top_k: int) -> li
     return infos
 
 
-def first_tokens(engine, sequences: list, last: np.ndarray, n: int) -> None:
+def first_tokens(engine, sequences: list, last: np.ndarray, n: int, began: float) -> None:
     """Each sequence's one token (echo with max_tokens 1), chosen from its prompt's last logits
     (P, V) of the echo forward as the engine chooses (sampler, padding ids, log-probs): no
-    second forward, no row. Sequence p*n + i continues prompt p."""
+    second forward, no row. Sequence p*n + i continues prompt p; began: when the request's
+    forward began (perf_counter), its time to first token's start."""
     logits = last[[seq.index // n for seq in sequences]]                  # (S, V)
     if engine.padding is not None:
         logits[:, engine.padding:] = -np.inf                              # never sampled
@@ -139,7 +140,7 @@ def first_tokens(engine, sequences: list, last: np.ndarray, n: int) -> None:
     infos = engine.token_infos(logits, ids, sequences)
     now = time.perf_counter()
     for seq in sequences:
-        seq.submitted_at = now
+        seq.submitted_at = began
     for seq, token, info in zip(sequences, ids, infos):
         seq.accept(int(token), info)     # max_tokens 1: finished (length, or a stop)
     engine.metrics.tokens_chosen(sequences, now)
