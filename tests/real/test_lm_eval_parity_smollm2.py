@@ -4,14 +4,19 @@ The reference: lm-eval 0.4's `hf` model (transformers loading the same SmolLM2 G
 the local tasks arc_easy_local, piqa_local, winogrande_local (glassformer/lm_eval/tasks.py:
 lm-eval's prompts over the shared JSONL), ITEMS items each, samples logged. Then both doors:
 
-    (a) model="glassformer" in process             (glassformer/lm_eval/model.py)
+    (a) model="glassformer" in process             (glassformer/lm_eval/model.py), the
+        GGUF's matrices dequantized once at load (dequantize=true) as transformers reads them
     (b) model="local-completions" against a real `glassformer serve --model smollm2` on a free
         loopback port (token-id prompts, echo, logprobs), with the tokenizer's files saved
         from the GGUF by transformers (tokenizer_backend=huggingface); the server is stopped
         when the module ends
 
+        (the served model kept quantized, serve's default; each request of lm-eval's is one
+        forward: echo with max_tokens 1 takes its token from the echo's own logits)
+
 must give every request's log-likelihood within 1e-4 relative of hf's and the same acc and
-acc_norm for every item (hence the same task figures). Several minutes on 2 busy cores.
+acc_norm for every item (hence the same task figures). hf's reference runs once for both.
+Several minutes on 2 busy cores.
 """
 import numpy as np
 import pytest
@@ -30,6 +35,8 @@ from eval_data import DATA  # noqa: E402
 
 ITEMS = 100
 RELATIVE = 1e-4
+BATCH = 64          # requests a forward in process: fewer, larger forwards than 16
+SERVER_BATCH = 32   # requests an HTTP request (about one forward of the echo: GROUP_FLOATS)
 TASKS = sorted(LOCAL_TASKS)
 pytestmark = pytest.mark.slow
 
@@ -76,7 +83,8 @@ def assert_same_items(theirs: dict, ours: dict) -> None:
 
 
 def test_the_glassformer_lm_class_equals_lm_evals_hf_item_by_item(reference, include):
-    ours = evaluate("glassformer", "pretrained=smollm2,batch_size=16", include)
+    ours = evaluate("glassformer", f"pretrained=smollm2,batch_size={BATCH},dequantize=true",
+                    include)
     assert_same_items(reference, ours)
 
 
@@ -90,7 +98,7 @@ def test_local_completions_against_glassformer_serve_equals_hf(reference, includ
     server = start_server("smollm2", tmp_path_factory.mktemp("serve"))
     try:
         args = (f"base_url={server.url}/v1/completions,model=smollm2,"
-                f"tokenizer_backend=huggingface,tokenizer={folder},batch_size=16,"
+                f"tokenizer_backend=huggingface,tokenizer={folder},batch_size={SERVER_BATCH},"
                 "max_retries=1")
         ours = evaluate("local-completions", args, include)
     finally:
