@@ -11,8 +11,13 @@ the others:
                 exactly ROWS rows, the last one padded with zero rows: one shape, one path, and
                 a row's result the same in any slot of a tile (tests/blocks/ check it)
     attention   one masked batch sums the zeros of masked keys where other rows' lengths put
-                them. Here each row attends alone: its queries against its own keys, gathered
-                contiguous, the same shapes as when it is the only row
+                them, and a chunk's (T, S) shape follows where the chunk starts. Here each row
+                attends alone, over its own keys, by blocks of QUERIES positions fixed from
+                position 0: block b's queries (those not in this forward left as zero rows)
+                against keys [0, (b + 1) QUERIES), causal. Every shape then follows from the
+                position only, so a prompt id's key and output are the same bits however the
+                prompt was cut into chunks, and a prefix computed by an earlier prefill can be
+                reused id by id
 
 The layer is blocks/decode_step.py's plain pre-norm layer (its kernels module: kernels/
 decode_numba.py or decode_numpy.py, both row by row), for c_r ids per row instead of one:
@@ -26,7 +31,8 @@ decode_numba.py or decode_numpy.py, both row by row), for c_r ids per row instea
     x, xn     = add_norm_rows(h, mlp(hn) @ w_down, ...)   by tiles
 
 The cache (KVCache with `prefill_rows`) keeps one column per position (column j holds position
-j), and a forward writes from column `length` for every row: row r's new ids are the last c_r
+j; its width a multiple of QUERIES, the columns past a prompt zeros that the causal rule masks),
+and a forward writes from column `length` for every row: row r's new ids are the last c_r
 columns of x, where c_r = key_mask[r].sum() - length (its keys after the forward) may be 0 for a
 row whose prompt is already in. The numbers equal block_forward's to float32 rounding; what
 matters is that they are the same for a row whatever rows run beside it.
@@ -37,16 +43,15 @@ from types import ModuleType
 
 import numpy as np
 
-from glassformer.blocks.attention import TILED_FROM
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.decode_step import _mlp_hidden
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.packed import packed_whole
 from glassformer.ops.attention import attention_forward
 from glassformer.ops.rope import rope_forward, rope_tables_at
-from glassformer.ops.tiled_attention import tiled_attention_forward
 
 ROWS = 32        # rows of every product and kernel call: a fixed shape whatever the batch
+QUERIES = 32     # positions of an attention block: block b is [b Q, (b + 1) Q), whatever the chunk
 HEAD_ROWS = 8    # rows of the LM head's product (the last id of each row only)
 
 
@@ -84,10 +89,12 @@ def _qkv(p: dict, xn: np.ndarray):
 def _attend_row(q, k, v, cache: KVCache, layer: int, row: int, start: int, positions,
                 cfg: BlockConfig) -> np.ndarray:
     """One row's c new ids: q (c, H*D), k and v (c, K*D) -> its attention output (c, H*D).
-    Writes its keys at columns [start, start + c) and attends over columns [0, start + c)."""
+    Writes its keys at columns [start, start + c), then attends by query blocks (module
+    docstring): block b's QUERIES queries against keys [0, (b + 1) QUERIES), causal, the
+    queries of other chunks (or past the prompt) left as zero rows."""
     c, d = q.shape[0], cfg.dim_per_head
     n_kv, n_head = cache.k[layer].shape[1], q.shape[1] // d
-    q = q.reshape(c, n_head, d).transpose(1, 0, 2)[None]            # (1, H, c, D)
+    q = q.reshape(c, n_head, d).transpose(1, 0, 2)                  # (H, c, D)
     k = k.reshape(c, n_kv, d).transpose(1, 0, 2)                    # (K, c, D)
     if cfg.position == "rope":
         theta, scaling = cfg.rope_at(layer)
@@ -96,14 +103,18 @@ def _attend_row(q, k, v, cache: KVCache, layer: int, row: int, start: int, posit
     end = start + c
     cache.k[layer][row, :, start:end] = k
     cache.v[layer][row, :, start:end] = v.reshape(c, n_kv, -1).transpose(1, 0, 2)
-    keys = np.ascontiguousarray(cache.k[layer][row:row + 1, :, :end])[:, :, None]   # (1,K,1,S,D)
-    values = np.ascontiguousarray(cache.v[layer][row:row + 1, :, :end])[:, :, None]
-    grouped = q.reshape(1, n_kv, n_head // n_kv, c, d)              # (1, K, G, c, D)
-    if c >= TILED_FROM:
-        out, _ = tiled_attention_forward(grouped, keys, values, causal=True)
-    else:
-        out, _ = attention_forward(grouped, keys, values, causal=True, keep_weights=False)
-    return out.reshape(n_head, c, d).transpose(1, 0, 2).reshape(c, n_head * d)
+    out = np.empty_like(q)                                          # (H, c, D)
+    for block in range(start // QUERIES, (end - 1) // QUERIES + 1):
+        first, stop = block * QUERIES, (block + 1) * QUERIES       # its positions
+        lo, hi = max(first, start), min(stop, end)                  # those fed now
+        queries = np.zeros((n_head, QUERIES, d), dtype=q.dtype)
+        queries[:, lo - first:hi - first] = q[:, lo - start:hi - start]
+        keys = np.ascontiguousarray(cache.k[layer][row, :, :stop])[None, :, None]  # (1,K,1,S,D)
+        values = np.ascontiguousarray(cache.v[layer][row, :, :stop])[None, :, None]
+        grouped = queries.reshape(1, n_kv, n_head // n_kv, QUERIES, d)        # (1, K, G, Q, D)
+        done, _ = attention_forward(grouped, keys, values, causal=True, keep_weights=False)
+        out[:, lo - start:hi - start] = done.reshape(n_head, QUERIES, d)[:, lo - first:hi - first]
+    return out.transpose(1, 0, 2).reshape(c, n_head * d)
 
 
 def prefill_rows_forward(kernels: ModuleType, layers: list[dict], x: np.ndarray,

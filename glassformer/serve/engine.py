@@ -23,9 +23,10 @@ row's keys and positions are its own: rows.py), to float rounding of batched mat
 A hybrid model (Qwen3-Next, Qwen3.5) is served the same way, each row also carrying its
 linear-attention layers' fixed-size state (rows.py); its rows reuse no earlier request's prefix.
 With `batch_invariant` (serve --batch-invariant, invariant.py) a reply's logits are bit for bit
-those it gets alone: joiners are prefilled together on fixed-shape tiles, each prompt in the
-chunks it gets alone, reusing only whole chunks of a prefix (`Aligned`), and every decode step
-computes all max_batch rows, so its products have one shape.
+those it gets alone: joiners are prefilled together on fixed-shape tiles, each attending alone
+by query blocks fixed from position 0, reusing a prefix only where an earlier prompt's prefill
+computed it (`Aligned`), and every decode step computes all max_batch rows, so its products
+have one shape.
 """
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ class Engine:
                 reused.append(keep)
         if not joiners:
             return
-        if self.batch_invariant:   # the whole chunks every joiner's row holds (Aligned)
+        if self.batch_invariant:   # the prefix every joiner's row holds (Aligned)
             reused = [min(reused)] * len(reused)
         running = np.array([seq is not None for seq in self.running])   # before the joiners
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
@@ -227,10 +228,8 @@ class Engine:
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
         """The free row holding the longest prefix of prompt (else the lowest), and its length."""
         shared = [self.rows.reuse(row, prompt) for row in free]
-        if self.batch_invariant:   # whole chunks of its last prompt only (prefill.py's Aligned)
-            chunk = self.prefill_chunk or len(prompt) + 1
-            shared = [min(n, int(self.prefilled[row])) // chunk * chunk
-                      for n, row in zip(shared, free)]
+        if self.batch_invariant:   # its last prompt's keys only (prefill.py's Aligned)
+            shared = [min(n, int(self.prefilled[row])) for n, row in zip(shared, free)]
         best = int(np.argmax(shared))
         return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.prefill_rows import QUERIES
 
 
 @dataclass
@@ -99,18 +100,18 @@ class Prefill:
 class Aligned:
     """Joiners prefilled together, each with the numbers it gets alone (serve --batch-invariant,
     invariant.py): one column per position in the small cache (each prompt from column 0, not
-    left-padded), each prompt fed in the same chunks as alone (columns [j C, (j + 1) C), the
-    last one short), and the forward's products on fixed-shape tiles with each row attending
-    alone (blocks/prefill_rows.py, the cache's `prefill_rows`). The same interface as Prefill.
+    left-padded), the forward's products on fixed-shape tiles and each row attending alone by
+    query blocks fixed from position 0 (blocks/prefill_rows.py, the cache's `prefill_rows`), so
+    an id's numbers follow from its prompt and position only, not from the chunks or the other
+    rows. The same interface as Prefill.
 
     Rows are kept longest prompt first, so the rows still feeding are always the first ones.
-    A prefix is reused only in whole chunks that every joiner's row holds (`kept`, a multiple of
-    C): those keys were computed by the same chunks at the same positions, so they are the
-    bits this prompt would compute again."""
+    The first `kept` ids, which every joiner's row holds from an earlier prefill (not from its
+    decoded reply, computed otherwise), are copied instead of fed: the same bits."""
     rows: list[int]             # (n,) the row each joiner takes
     prompts: list[list[int]]    # n prompts
     source: np.ndarray          # (n,) each joiner's small row
-    small: KVCache              # (n, K, W, D) per layer, W the longest prompt; `length`: fed
+    small: KVCache              # (n, K, W, D) per layer, W >= the longest prompt; `length`: fed
     small_live: np.ndarray      # (n, W) bool: column j < P_r of small row r
     lengths: np.ndarray         # (n,) each small row's prompt length, longest first
     logits: np.ndarray | None = None   # (n, V) of each small row's last id, once fed
@@ -118,14 +119,15 @@ class Aligned:
     @classmethod
     def start(cls, cache, model, rows: list[int], prompts: list[list[int]],
               kept: int = 0) -> "Aligned":
-        """Lay out the prompts joining `rows` of RowCache `cache`; their first `kept` ids (whole
-        chunks, held by each joiner's row) are copied instead of fed."""
+        """Lay out the prompts joining `rows` of RowCache `cache`; their first `kept` ids (held
+        by each joiner's row, prefilled there) are copied instead of fed."""
         order = np.argsort([-len(p) for p in prompts], kind="stable")      # (n,) longest first
         source = np.argsort(order)                                          # joiner -> small row
         lengths = np.array([len(prompts[i]) for i in order])                # (n,)
-        small = model.new_cache(len(prompts), int(lengths[0]))
+        width = -(-int(lengths[0]) // QUERIES) * QUERIES                    # whole query blocks
+        small = model.new_cache(len(prompts), width)
         small.prefill_rows = True
-        small_live = np.arange(lengths[0])[None, :] < lengths[:, None]      # (n, W)
+        small_live = np.arange(width)[None, :] < lengths[:, None]           # (n, W)
         if kept:
             copied = np.zeros_like(small_live)
             cache.copy_prefix(small, copied, [rows[i] for i in order],

@@ -1,6 +1,7 @@
 """serve/prefill.py's Aligned (serve --batch-invariant's prefill): joiners prefilled together give
-each one the logits and keys of its prompt prefilled alone, bit for bit (whole, in chunks, with a
-reused prefix of whole chunks), and those logits are the model's own to float32 rounding."""
+each one the logits and keys of its prompt prefilled alone, bit for bit, however the prompt is cut
+into chunks and whatever prefix is reused, and those logits are the model's own to float32
+rounding."""
 import numpy as np
 import pytest
 from serve_models import tiny_chat_model
@@ -12,7 +13,7 @@ TEXTS = ["hello there", "a longer prompt about cats and dogs", "x", "what is up,
 
 
 def prefill(model, prompts, chunk, rows=None, cache=None, kept=0):
-    cache = cache or RowCache.allocate(model, 4, 64, batch_invariant=True)
+    cache = cache or RowCache.allocate(model, 4, 96, batch_invariant=True)
     joining = Aligned.start(cache, model, rows or list(range(len(prompts))), prompts, kept)
     while not joining.done:
         joining.feed(model, chunk)
@@ -41,12 +42,25 @@ def test_each_joiner_gets_its_alone_logits_and_keys(kernels, chunk, monkeypatch)
         np.testing.assert_allclose(together[i], reference[0, -1], rtol=1e-4, atol=1e-4)
 
 
-def test_a_reused_prefix_of_whole_chunks_gives_the_bits_of_computing_it():
+def test_the_chunks_do_not_change_the_bits():
+    model = tiny_chat_model(max_seq_len=96)
+    prompts = [model.tokenizer.encode(t * 2) for t in TEXTS]          # up to 70 ids: 3 blocks
+    whole, cache = prefill(model, prompts, 0)
+    for chunk in (1, 5, 32, 40):
+        cut, other = prefill(model, prompts, chunk)
+        np.testing.assert_array_equal(cut, whole)
+        for row in range(len(prompts)):
+            for a, b in zip(keys_of(cache, row), keys_of(other, row)):
+                np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kept", [13, 20])
+def test_a_reused_prefix_gives_the_bits_of_computing_it(kept):
     model = tiny_chat_model(max_seq_len=64)
     first = model.tokenizer.encode("the same opening words, then one ending")
     second = model.tokenizer.encode("the same opening words, then another")
     _, cache = prefill(model, [first], 4)              # row 0 holds first's keys
-    reused, cache = prefill(model, [second], 4, cache=cache, kept=20)   # 5 chunks of 4 copied
+    reused, cache = prefill(model, [second], 7, cache=cache, kept=kept)   # copied, then fed
     fresh, clean = prefill(model, [second], 4)
     np.testing.assert_array_equal(reused[0], fresh[0])
     for a, b in zip(keys_of(cache, 0), keys_of(clean, 0)):
