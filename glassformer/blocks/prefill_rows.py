@@ -26,7 +26,7 @@ decode_numba.py or decode_numpy.py, both row by row), for c_r ids per row instea
     xn        = norm1(x)                                  by tiles
     q|k|v     = xn @ [wq | wk | wv]                       by tiles
     out       per row: RoPE at its positions, its keys written at its columns, causal
-              attention over its own keys [0, length + c_r)
+              attention over its own keys by query blocks (above)
     h, hn     = add_norm_rows(x, out @ wo, bo, norm2)     by tiles
     x, xn     = add_norm_rows(h, mlp(hn) @ w_down, ...)   by tiles
 
