@@ -65,3 +65,20 @@ def test_a_reused_prefix_gives_the_bits_of_computing_it(kept):
     np.testing.assert_array_equal(reused[0], fresh[0])
     for a, b in zip(keys_of(cache, 0), keys_of(clean, 0)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_gpt2_layers_learned_positions_and_biases_give_the_model_logits():
+    """LayerNorm, GELU, biases everywhere, learned positions, no RoPE: the other plain layer."""
+    from serve_models import byte_tokenizer
+
+    from glassformer.models import gpt2
+    from glassformer.models.model import Model
+    tokenizer = byte_tokenizer()
+    cfg = gpt2.GPT2Config(vocab_size=tokenizer.vocab_size, max_seq_len=96, n_layer=2,
+                          n_head=4, d_model=32)
+    model = Model(cfg, gpt2.FAMILY.init_params(cfg, np.random.default_rng(1)), tokenizer)
+    prompts = [tokenizer.encode(t * 2) for t in TEXTS]
+    together, _ = prefill(model, prompts, 5)
+    for i, prompt in enumerate(prompts):
+        reference, _ = model.forward(np.array([prompt]), last_only=True)
+        np.testing.assert_allclose(together[i], reference[0, -1], rtol=1e-4, atol=1e-4)
