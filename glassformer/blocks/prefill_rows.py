@@ -44,10 +44,11 @@ from types import ModuleType
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
-from glassformer.blocks.decode_step import _mlp_hidden
+from glassformer.blocks.decode_step import MLPS
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.packed import packed_whole
 from glassformer.ops.attention import attention_forward
+from glassformer.ops.quant.matrix import COMPILED_ROWS, QuantizedMatrix
 from glassformer.ops.rope import rope_forward, rope_tables_at
 
 ROWS = 32        # rows of every product and kernel call: a fixed shape whatever the batch
@@ -64,6 +65,16 @@ def by_tiles(fn, *arrays: np.ndarray, rows: int = ROWS):
     return np.concatenate(parts)
 
 
+def product(x: np.ndarray, w) -> np.ndarray:
+    """x (ROWS, C) @ w: a float32 matrix in one BLAS call; a QuantizedMatrix (GGUF blocks kept)
+    by COMPILED_ROWS rows at a time, so each call takes its compiled row-by-row kernel instead of
+    dequantizing the whole matrix again for every tile (ops/quant/matrix.py)."""
+    if not isinstance(w, QuantizedMatrix):
+        return x @ w
+    return np.concatenate([x[i:i + COMPILED_ROWS] @ w
+                           for i in range(0, x.shape[0], COMPILED_ROWS)])
+
+
 def padded(x: np.ndarray, rows: int = ROWS) -> np.ndarray:
     """x (N, C) with zero rows appended up to a multiple of `rows`: (N', C), contiguous."""
     extra = -x.shape[0] % rows
@@ -75,15 +86,27 @@ def _qkv(p: dict, xn: np.ndarray):
     weights = [p["attn.wq"], p["attn.wk"], p["attn.wv"]]
     whole = packed_whole(weights)
     if whole is not None:
-        qkv = xn @ whole                                         # (R, C) -> (R, (H+2K) D)
+        qkv = product(xn, whole)                                 # (R, C) -> (R, (H+2K) D)
         a, b = weights[0].shape[1], weights[0].shape[1] + weights[1].shape[1]
         parts = [qkv[:, :a], qkv[:, a:b], qkv[:, b:]]
     else:
-        parts = [xn @ w for w in weights]
+        parts = [product(xn, w) for w in weights]
     for i, name in enumerate(("attn.bq", "attn.bk", "attn.bv")):
         if name in p:
             parts[i] = parts[i] + p[name]
     return tuple(np.ascontiguousarray(part) for part in parts)
+
+
+def _mlp_hidden(kernels: ModuleType, p: dict, hn: np.ndarray, cfg: BlockConfig) -> np.ndarray:
+    """hn (ROWS, C) -> the MLP's hidden activations (ROWS, F), as blocks/decode_step.py's."""
+    if cfg.mlp != "swiglu":
+        return kernels.gelu_rows(product(hn, p["mlp.w_up"]), p.get("mlp.b_up"), MLPS[cfg.mlp])
+    whole = packed_whole([p["mlp.w_gate"], p["mlp.w_up"]])
+    if whole is None:
+        return kernels.swiglu_rows(product(hn, p["mlp.w_gate"]), product(hn, p["mlp.w_up"]))
+    both = product(hn, whole)                                    # (R, C) -> (R, 2F)
+    width = p["mlp.w_gate"].shape[1]
+    return kernels.swiglu_rows(both[:, :width], both[:, width:])
 
 
 def _attend_row(q, k, v, cache: KVCache, layer: int, row: int, start: int, positions,
@@ -143,10 +166,10 @@ def prefill_rows_forward(kernels: ModuleType, layers: list[dict], x: np.ndarray,
             lo, hi = ends[row] - counts[row], ends[row]
             out[lo:hi] = _attend_row(q[lo:hi], k[lo:hi], v[lo:hi], kv_cache, i, row, start,
                                      positions[row, t - counts[row]:], cfg)
-        a = by_tiles(lambda o: o @ p["attn.wo"], out)
+        a = by_tiles(lambda o: product(o, p["attn.wo"]), out)
         h, hn = by_tiles(lambda r, d: kernels.add_norm_rows(
             r, d, p.get("attn.bo"), p["norm2.w"], p.get("norm2.b"), eps, rms), x_rows, a)
-        m = by_tiles(lambda r: _mlp_hidden(kernels, p, r, cfg) @ p["mlp.w_down"], hn)
+        m = by_tiles(lambda r: product(_mlp_hidden(kernels, p, r, cfg), p["mlp.w_down"]), hn)
         if i + 1 < len(layers):
             after = layers[i + 1]
             x_rows, xn = by_tiles(lambda r, d: kernels.add_norm_rows(
@@ -165,8 +188,9 @@ def prefill_rows_head(kernels: ModuleType, norm: dict, weight, x: np.ndarray,
     norm: norm_f's params ("w", maybe "b"); weight: the head's (C, V)."""
     b = x.shape[0]
     rows = padded(x.reshape(b, -1), HEAD_ROWS)                             # (B', C)
-    logits = by_tiles(lambda a: kernels.norm_rows(a, norm["w"], norm.get("b"), cfg.norm_eps,
-                                                  cfg.norm == "rms") @ weight,
+    rms = cfg.norm == "rms"
+    logits = by_tiles(lambda a: product(kernels.norm_rows(a, norm["w"], norm.get("b"),
+                                                          cfg.norm_eps, rms), weight),
                       rows, rows=HEAD_ROWS)
     return logits[:b, None]                                                # (B, 1, V)
 
