@@ -85,7 +85,7 @@ def main() -> None:
 
 
 def run(args) -> None:
-    model = load_model(args.model)
+    model = load_model(args.model, dequantize=True)   # float32, as the invariant test serves it
     engines = {name: Engine(model, max_batch=args.max_batch, max_queue=64, max_len=512,
                             prefill_chunk=args.prefill_chunk, batch_invariant=name == "invariant")
                for name in ("plain", "invariant")}

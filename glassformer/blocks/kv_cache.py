@@ -74,6 +74,9 @@ class KVCache:
     positions: int | None = None   # T_max, when a ring makes it differ from k[0]'s length
     batch_invariant: bool = False  # serve --batch-invariant: a decoded step computes each row
                                    # apart from the others (models/common.py: layers_forward)
+    prefill_rows: bool = False     # serve --batch-invariant's prefill: each row's new ids on
+                                   # fixed-shape tiles, one column per position
+                                   # (blocks/prefill_rows.py)
 
     @classmethod
     def allocate(cls, layout: KVLayout, *, n_layer: int, batch: int, max_len: int,

@@ -19,6 +19,7 @@ from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
+from glassformer.blocks.prefill_rows import prefill_rows_forward, prefill_rows_head
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
@@ -74,9 +75,13 @@ def lm_head_forward(params: dict, x: np.ndarray, *, frozen: bool = False
     """x (B, T, C) -> logits (B, T, V), with `lm_head` (C, V) or tied `tok_emb` (V, C).
     frozen: the head takes no gradient (a LoRA model)."""
     tied = "lm_head" not in params
-    weight = params["tok_emb"].T if tied else params["lm_head"]   # (C, V); .T is a view
-    logits, ctx = linear_forward(x, weight, frozen=frozen)        # (B, T, C) -> (B, T, V)
+    logits, ctx = linear_forward(x, head_weight(params), frozen=frozen)   # (B, T, C) -> (B, T, V)
     return logits, LMHeadCtx(ctx, tied)
+
+
+def head_weight(params: dict) -> np.ndarray:
+    """The LM head's (C, V) matrix: `lm_head`, or `tok_emb` (V, C) transposed (a view)."""
+    return params["tok_emb"].T if "lm_head" not in params else params["lm_head"]
 
 
 def lm_head_backward(dlogits: np.ndarray, ctx: LMHeadCtx) -> tuple[dict, np.ndarray]:
@@ -131,7 +136,13 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
     A decoded step (one position, a KV cache, plain pre-norm layers) runs on the fused kernels of
     blocks/decode_step.py when kernels/choice.py selects the compiled path: same numbers to
     float32 rounding, a few calls per layer instead of ~40. A cache marked `batch_invariant`
-    (serve --batch-invariant) takes that path on the NumPy twins too."""
+    (serve --batch-invariant) takes that path on the NumPy twins too; a cache marked
+    `prefill_rows` (its prefill) runs blocks/prefill_rows.py, each row's ids as alone."""
+    cache = block_kwargs.get("kv_cache")
+    if cache is not None and cache.prefill_rows:
+        # serve --batch-invariant's prefill: each row's ids as alone (blocks/prefill_rows.py)
+        return prefill_rows_forward(decode_kernels() or decode_numpy,
+                                    split_layers(params, n_layer), x, bcfg, **block_kwargs), None
     tables = {}   # (theta, scaling) -> the cos/sin tables every layer of that RoPE shares
     if bcfg.position == "rope" and block_kwargs.get("positions") is not None:
         # layers rotate by the same angles (or, Gemma 3, by one of two bases): make each set of
@@ -281,6 +292,11 @@ def decoder_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int
     x, block_ctxs = layers_forward(params, x, bcfg, n_layer, causal=True, **block_kwargs)
     if last_only:
         x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
+    cache = block_kwargs.get("kv_cache")
+    if last_only and cache is not None and cache.prefill_rows:        # as alone, on fixed tiles
+        logits = prefill_rows_head(decode_kernels() or decode_numpy,
+                                   sub_params(params, "norm_f."), head_weight(params), x, bcfg)
+        return logits, block_ctxs, None
     if head_rows is not None:
         x = x[head_rows]                                              # (B, T, C) -> (N, C)
     logits, head_ctx = head_forward(params, x, bcfg, frozen=frozen)   # (..., C) -> (..., V)

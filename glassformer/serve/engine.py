@@ -23,8 +23,10 @@ row's keys and positions are its own: rows.py), to float rounding of batched mat
 A hybrid model (Qwen3-Next, Qwen3.5) is served the same way, each row also carrying its
 linear-attention layers' fixed-size state (rows.py); its rows reuse no earlier request's prefix.
 With `batch_invariant` (serve --batch-invariant, invariant.py) a reply's logits are bit for bit
-those it gets alone: each joiner is prefilled on its own and whole (`EachAlone`, no reused
-prefix), and every decode step computes all max_batch rows, so its products have one shape.
+those it gets alone: joiners are prefilled together on fixed-shape tiles, each attending alone
+by query blocks fixed from position 0, reusing a prefix only where an earlier prompt's prefill
+computed it (`Aligned`), and every decode step computes all max_batch rows, so its products
+have one shape.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ from glassformer.serve.budget import PrefillBudget
 from glassformer.serve.faults import fault_line
 from glassformer.serve.invariant import check_invariant
 from glassformer.serve.metrics import Metrics
-from glassformer.serve.prefill import EachAlone, Prefill
+from glassformer.serve.prefill import Aligned, Prefill
 from glassformer.serve.reasoning import force_rows
 from glassformer.serve.rows import RowCache
 from glassformer.serve.sequence import Sequence, TokenInfo, likeliest
@@ -67,11 +69,12 @@ class Engine:
         self.model = model
         self.prefill_chunk = prefill_chunk   # 0 (and no budget): a joining prompt in one piece
         self.budget = prefill_budget         # each chunk sized to the decode step (budget.py)
-        self.joining: Prefill | EachAlone | None = None   # joiners prefilled chunk by chunk
+        self.joining: Prefill | Aligned | None = None   # joiners prefilled chunk by chunk
         self.joiners: list[Sequence] = []
         self.max_queue = max_queue
         self.rows = RowCache.allocate(model, max_batch, max_len, batch_invariant=batch_invariant)
         self.running: list[Sequence | None] = [None] * max_batch
+        self.prefilled = np.zeros(max_batch, dtype=np.int64)   # each row's last prompt length
         self.next_tokens = np.zeros(max_batch, dtype=np.int64)   # (B,) each row's newest token
         self.waiting: deque[Sequence] = deque()
         self.wake = threading.Condition()
@@ -180,13 +183,16 @@ class Engine:
                 reused.append(keep)
         if not joiners:
             return
+        if self.batch_invariant:   # the prefix every joiner's row holds (Aligned)
+            reused = [min(reused)] * len(reused)
         running = np.array([seq is not None for seq in self.running])   # before the joiners
         for seq, row, keep in zip(joiners, rows, reused):   # running before their prefill, so
             seq.cached_tokens = keep                        # a fault in it fails them too
             self.running[row] = seq                         # (fail_all) rather than losing them
+            self.prefilled[row] = len(seq.prompt)
         prompts = [seq.prompt for seq in joiners]
         if self.batch_invariant:   # each prompt computed as it would be alone (invariant.py)
-            joining = EachAlone.start(self.rows, self.model, rows, prompts)
+            joining = Aligned.start(self.rows, self.model, rows, prompts, min(reused))
         else:
             joining = Prefill.start(self.rows, self.model, rows, prompts, reused)
         if self.prefill_chunk or self.budget is not None:
@@ -221,9 +227,9 @@ class Engine:
 
     def best_row(self, free: list[int], prompt: list[int]) -> tuple[int, int]:
         """The free row holding the longest prefix of prompt (else the lowest), and its length."""
-        if self.batch_invariant:
-            return free[0], 0
         shared = [self.rows.reuse(row, prompt) for row in free]
+        if self.batch_invariant:   # its last prompt's keys only (prefill.py's Aligned)
+            shared = [min(n, int(self.prefilled[row])) for n, row in zip(shared, free)]
         best = int(np.argmax(shared))
         return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
 

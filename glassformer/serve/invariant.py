@@ -23,14 +23,15 @@ flag the engine removes each:
                   (kernels/decode_numba.py's `_softmax_in_order`, decode_numpy.py's gathered
                   keys), on the numba path and on the NumPy one (models/common.py sends a
                   flagged cache's decode step to the twins when numba is off)
-    prefill       each joiner in forwards of its own (prefill.py's EachAlone), its whole
-                  prompt (no prefix reuse), in the same chunks as alone: the same forward calls
-                  with the same shapes
+    prefill       joiners together (prefill.py's Aligned), each prompt from column 0 in the
+                  chunks it gets alone, its ids packed with the others' into products and row
+                  kernels on fixed 32-row tiles, attending alone over its own keys
+                  (blocks/prefill_rows.py); a prefix is reused only in whole chunks of a
+                  prompt the row held, computed by the same chunks at the same positions
 
 It is a flag, off by default (as vLLM's VLLM_BATCH_INVARIANT): with few rows running every step
-still computes --max-batch rows, a joining prompt is computed whole even when a row holds its
-prefix, and joiners are prefilled in a forward each rather than together (docs/performance.md
-measures the cost at 8 clients). Invariance holds within one server: another --max-batch, BLAS, thread
+still computes --max-batch rows, a prefill's products are padded to whole tiles, and a held
+prefix is reused in whole chunks only (docs/performance.md measures the cost at 8 clients). Invariance holds within one server: another --max-batch, BLAS, thread
 count or machine sums in another order.
 """
 from __future__ import annotations

@@ -16,8 +16,8 @@ the chunks before it in the small cache, as one piece would: the same logits to 
 of the products' shapes (greedy replies are unchanged, tests/serve/test_chunked_prefill.py).
 
 Equal prompts (a request's n choices) are computed once, in one small row, and copied into each
-joiner's row (`source`). With `serve --batch-invariant` each joiner is prefilled apart instead
-(`EachAlone`: a Prefill of its own, whole), so its numbers are those it gets alone.
+joiner's row (`source`). With `serve --batch-invariant` the joiners are laid out and computed
+so that each one's numbers are those it gets alone (`Aligned`).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.prefill_rows import QUERIES
 
 
 @dataclass
@@ -96,36 +97,81 @@ class Prefill:
 
 
 @dataclass
-class EachAlone:
-    """Joiners prefilled each in its own small cache, whole, as each would be alone: one
-    forward per joiner and chunk, no padding beside another prompt, no reused prefix (serve
-    --batch-invariant, invariant.py). The same interface as Prefill."""
-    parts: list[Prefill]        # one per joiner
+class Aligned:
+    """Joiners prefilled together, each with the numbers it gets alone (serve --batch-invariant,
+    invariant.py): one column per position in the small cache (each prompt from column 0, not
+    left-padded), the forward's products on fixed-shape tiles and each row attending alone by
+    query blocks fixed from position 0 (blocks/prefill_rows.py, the cache's `prefill_rows`), so
+    an id's numbers follow from its prompt and position only, not from the chunks or the other
+    rows. The same interface as Prefill.
+
+    Rows are kept longest prompt first, so the rows still feeding are always the first ones.
+    The first `kept` ids, which every joiner's row holds from an earlier prefill (not from its
+    decoded reply, computed otherwise), are copied instead of fed: the same bits."""
+    rows: list[int]             # (n,) the row each joiner takes
+    prompts: list[list[int]]    # n prompts
+    source: np.ndarray          # (n,) each joiner's small row
+    small: KVCache              # (n, K, W, D) per layer, W >= the longest prompt; `length`: fed
+    small_live: np.ndarray      # (n, W) bool: column j < P_r of small row r
+    lengths: np.ndarray         # (n,) each small row's prompt length, longest first
+    logits: np.ndarray | None = None   # (n, V) of each small row's last id, once fed
 
     @classmethod
-    def start(cls, cache, model, rows: list[int], prompts: list[list[int]]) -> "EachAlone":
-        return cls([Prefill.start(cache, model, [row], [prompt], [0])
-                    for row, prompt in zip(rows, prompts)])
+    def start(cls, cache, model, rows: list[int], prompts: list[list[int]],
+              kept: int = 0) -> "Aligned":
+        """Lay out the prompts joining `rows` of RowCache `cache`; their first `kept` ids (held
+        by each joiner's row, prefilled there) are copied instead of fed."""
+        order = np.argsort([-len(p) for p in prompts], kind="stable")      # (n,) longest first
+        source = np.argsort(order)                                          # joiner -> small row
+        lengths = np.array([len(prompts[i]) for i in order])                # (n,)
+        width = -(-int(lengths[0]) // QUERIES) * QUERIES                    # whole query blocks
+        small = model.new_cache(len(prompts), width)
+        small.prefill_rows = True
+        small_live = np.arange(width)[None, :] < lengths[:, None]           # (n, W)
+        if kept:
+            copied = np.zeros_like(small_live)
+            cache.copy_prefix(small, copied, [rows[i] for i in order],
+                              np.full(len(prompts), kept), kept)             # columns [0, kept)
+        small.length = kept
+        return cls(rows, prompts, source, small, small_live, lengths)
 
     @property
-    def rows(self) -> list[int]:
-        return [row for part in self.parts for row in part.rows]
+    def fed(self) -> int:
+        return self.small.length
 
     @property
     def done(self) -> bool:
-        return all(part.done for part in self.parts)
+        return self.fed == int(self.lengths[0])
 
     def feed(self, model, chunk: int | None = None) -> None:
-        for part in self.parts:
-            if not part.done:
-                part.feed(model, chunk)
+        """Feed the next chunk (`chunk` positions; None or 0: all that are left) of every prompt
+        not yet in, each row's ids at the end of the forward's columns (left-padded there)."""
+        start = self.fed
+        end = int(self.lengths[0]) if not chunk else min(int(self.lengths[0]), start + chunk)
+        feeding = int((self.lengths > start).sum())                         # rows [0, feeding)
+        counts = np.minimum(self.lengths[:feeding], end) - start            # (a,) c_r >= 1
+        width = int(counts.max())
+        tokens = np.zeros((feeding, width), dtype=np.int64)
+        positions = np.full((feeding, width), start, dtype=np.int64)        # padding: a valid one
+        for r, c in enumerate(counts):
+            tokens[r, width - c:] = self.prompt(r)[start:start + c]
+            positions[r, width - c:] = np.arange(start, start + c)
+        view = KVCache(k=[k[:feeding] for k in self.small.k], v=[v[:feeding] for v in self.small.v],
+                       length=start, prefill_rows=True)
+        logits, _ = model.forward(tokens, attention_mask=self.small_live[:feeding, :end],
+                                  positions=positions, kv_cache=view, last_only=True)  # (a,1,V)
+        if self.logits is None:
+            self.logits = np.zeros((len(self.lengths), logits.shape[-1]), dtype=logits.dtype)
+        last = np.flatnonzero(self.lengths[:feeding] <= end)                # their last id fed
+        self.logits[last] = logits[last, -1]
+        self.small.length = end
+
+    def prompt(self, r: int) -> list[int]:
+        """The prompt of small row r."""
+        return self.prompts[int(np.flatnonzero(self.source == r)[0])]
 
     def finish(self, cache, running: np.ndarray) -> np.ndarray:
-        """Each joiner placed in turn (those placed before it kept if the timeline moves);
-        (n, V) logits of each prompt's last id."""
-        running = running.copy()
-        logits = []
-        for part in self.parts:
-            logits.append(part.finish(cache, running))
-            running[part.rows] = True
-        return np.concatenate(logits)                                   # (n, V)
+        """Copy every joiner's keys into its row of `cache`; (n, V) logits of each last id."""
+        cache.place(self.small, self.small_live[self.source], self.source, self.rows,
+                    np.concatenate(self.prompts), self.lengths[self.source], running)
+        return self.logits[self.source]
