@@ -20,7 +20,13 @@ of its graph once computed; the named ones (attn_norm-0, kqv_out-0, ffn_inp-0, f
 For each point: the largest and mean |difference| and the relative error ||a - b|| / ||b||, so one
 sees where the gap is born and how it grows.
 
-    python bench/llamacpp_layers.py [--tokens 4] [--side float32|q8] [--layers 0,1,29]
+--ops instead feeds each of layer 0's operations (and the LM head) llama.cpp's own input tensor
+and compares the output with llama.cpp's: the 8-bit activation products (ops/quant/
+activations_q8.py), the RMS norm, SwiGLU, the softmax. Equal to float32 rounding there (relative
+error ~1e-7) means the arithmetic is llama.cpp's, op by op; what the chain still shows is the
+8-bit rounding turning those ulps into different codes (bench/agreement.py).
+
+    python bench/llamacpp_layers.py [--tokens 4] [--side float32|q8] [--layers 0,1,29] [--ops]
 
 Last line: one JSON object {point: {max, mean, rel}} per position range.
 A diagnostic only: llama-cpp-python is a benchmark dependency (never a test one).
@@ -145,8 +151,56 @@ def weight(params: dict, name: str) -> np.ndarray:
 def gap(a: np.ndarray, b: np.ndarray) -> dict:
     """max, mean |a - b| and ||a - b|| / ||b|| (b: llama.cpp's)."""
     d = np.abs(a - b)
-    return {"max": round(float(d.max()), 5), "mean": round(float(d.mean()), 6),
-            "rel": round(float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)), 6)}
+    rel = np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
+    return {"max": figure(d.max()), "mean": figure(d.mean()), "rel": figure(rel)}
+
+
+def figure(x) -> float:
+    """x to 3 significant digits (ulp-sized gaps stay visible)."""
+    return float(f"{float(x):.3g}")
+
+
+def op_checks(path: str, ids: list[int], threads: int) -> dict:
+    """Layer 0's operations and the LM head on llama.cpp's inputs, against llama.cpp's outputs."""
+    from glassformer.io.pretrained import load_pretrained
+    from glassformer.ops.quant.activations_q8 import activation_product
+    got, _ = llamacpp_values(path, ids, lambda n: n.endswith("-0") or n.startswith("result"),
+                             threads, False)
+    t = {name: v.reshape(len(ids), -1) for name, v in got.items()
+         if name not in ("kq-0", "kq_soft_max-0", "kqv-0")}
+    p = load_pretrained(path, activations="q8").params
+
+    def product(x, name):
+        w = p[name]
+        return activation_product(x, w.kind, w.blocks, w.cols)
+
+    gate, up = t["ffn_gate-0"], t["ffn_up-0"]
+    x = t["ffn_inp-0"]
+    rms = x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(1e-5))
+    kq = got["kq-0"][0][:, :, : len(ids)] * np.float32(1 / 8)              # (H, T, T)
+    kq[:, np.triu(np.ones((len(ids), len(ids)), bool), 1)] = -np.inf
+    soft = np.exp(kq - kq.max(-1, keepdims=True))
+    checks = {
+        "Vcur = attn_norm @ wv (q8)": (product(t["attn_norm-0"], "blocks.0.attn.wv"),
+                                       t["Vcur-0"]),
+        "attn_out = kqv_out @ wo (q8)": (product(t["kqv_out-0"], "blocks.0.attn.wo"),
+                                         t["attn_out-0"]),
+        "ffn_norm = rms(ffn_inp) * w": (rms * weight(p, "blocks.0.norm2.w"), t["ffn_norm-0"]),
+        "ffn_gate (q8)": (product(t["ffn_norm-0"], "blocks.0.mlp.w_gate"), gate),
+        "ffn_up (q8)": (product(t["ffn_norm-0"], "blocks.0.mlp.w_up"), up),
+        "ffn_swiglu = silu(gate) * up": (gate / (1 + np.exp(-gate)) * up, t["ffn_swiglu-0"]),
+        "ffn_out = swiglu @ w_down (q8)": (product(t["ffn_swiglu-0"], "blocks.0.mlp.w_down"),
+                                           t["ffn_out-0"]),
+        "softmax(kq / 8), causal": (soft / soft.sum(-1, keepdims=True),
+                                    got["kq_soft_max-0"][0][:, :, : len(ids)]),
+        "logits = result_norm @ tok_emb^T (q8)": (product(t["result_norm"], "tok_emb"),
+                                                  t["result_output"]),
+    }
+    report = {}
+    for name, (a, b) in checks.items():
+        report[name] = dict(gap(a, b), bit_equal=round(float(np.mean(a == b)), 3))
+        print(f"{name:>38}: {report[name]}", flush=True)
+    return report
 
 
 def main() -> None:
@@ -157,11 +211,16 @@ def main() -> None:
     parser.add_argument("--layers", default="0,1,2,15,28,29")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--f32-cache", action="store_true", help="llama.cpp's KV cache in f32")
+    parser.add_argument("--ops", action="store_true",
+                        help="layer 0's operations on llama.cpp's own inputs instead")
     args = parser.parse_args()
     from bench.llamacpp import gguf_path, held_out_text
     from glassformer.tokenizers.load import load_tokenizer
     path = str(gguf_path(args))
     ids = load_tokenizer(path).encode(held_out_text()[: args.tokens * 8])[: args.tokens]
+    if args.ops:
+        print(json.dumps({"ids": ids, "ops": op_checks(path, ids, args.threads)}))
+        return
     layers = [int(x) for x in args.layers.split(",")]
     ours, our_logits = ours_values(path, ids, args.side, layers)
     theirs, their_logits = llamacpp_values(path, ids, lambda n: n in ours, args.threads,
