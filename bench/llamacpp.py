@@ -27,6 +27,15 @@ to the file's exact product. `glassformer-q8` (--activation-quant q8) rounds the
 does, integer block products included: what remains is the rest of llama.cpp's arithmetic.
 --sides picks glassformer's sides (all by default).
 
+The logit part also measures llama.cpp against itself (--floor, default both): `llama.cpp-f32kv`
+(a float32 KV cache instead of float16) and `llama.cpp-fa` (flash attention on), each compared
+with the default llama.cpp like a glassformer side. Those change only llama.cpp's own rounding,
+so their agreement is the floor any other implementation can be held to: 8-bit activations
+turn a one-ulp difference into a different rounding code that spreads (bench/agreement.py,
+bench/llamacpp_layers.py). Each side also gets the share of positions whose top-1 is within
+--tolerance logits of llama.cpp's best in llama.cpp's own logits, and its agreement where
+llama.cpp's top two are more than --decided apart (bench/agreement.py).
+
     python bench/llamacpp.py [--threads 2] [--prompt-tokens 512] [--new-tokens 64]
                              [--repeats 3] [--tokens 2048] [--window 512]
 
@@ -47,15 +56,18 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench import agreement                       # noqa: E402  (run as a script)
+from bench.agreement import SETTLED               # noqa: E402
 # glassformer keeps the GGUF's blocks quantized (ops/quant/, products that read the blocks);
 # glassformer-f32 widens them to float32 at load (load_pretrained(dequantize=True)).
 # glassformer-q8 keeps them quantized and rounds their inputs to 8-bit blocks as llama.cpp does
 # (--activation-quant q8: ops/quant/activations_q8.py, kernels/q8_numba.py).
 SIDES = ("llama.cpp", "glassformer", "glassformer-f32", "glassformer-q8")
 OURS = SIDES[1:]
-# A window's first positions carry the largest activations (the attention sink forms there), so
-# 8-bit activations round them worst; the largest gap is also given from this position on.
-SETTLED = 8
+# llama.cpp with only its own arithmetic changed: the noise floor of the logit comparison
+FLOOR = {"llama.cpp-f32kv": dict(type_k=0, type_v=0),     # GGML_TYPE_F32 KV cache (default F16)
+         "llama.cpp-fa": dict(flash_attn=True)}
 
 
 def gguf_path(args) -> Path:
@@ -79,13 +91,13 @@ def held_out_text() -> str:
 
 
 def load_side(side: str, args, context: int, logits_all: bool = False):
-    """The model of one side: a llama_cpp.Llama, or a glassformer Model."""
+    """The model of one side: a llama_cpp.Llama (a FLOOR variant too), or a glassformer Model."""
     threads = args.threads
-    if side == "llama.cpp":
+    if side.startswith("llama.cpp"):
         from llama_cpp import Llama
         return Llama(str(gguf_path(args)), n_ctx=context, n_batch=512, n_ubatch=512,
                      n_threads=threads, n_threads_batch=threads, logits_all=logits_all,
-                     verbose=False)
+                     verbose=False, **FLOOR.get(side, {}))
     from glassformer.io.pretrained import load_pretrained
     return load_pretrained(gguf_path(args), dequantize=side == "glassformer-f32",
                            activations="q8" if side == "glassformer-q8" else "float32")
@@ -146,45 +158,51 @@ def prompt_ids(n: int, args) -> list[int]:
     return tokenizer.encode(held_out_text()[:n * 8])[:n]
 
 
+def window_logits(side: str, model, window: list[int]) -> np.ndarray:
+    """Every position's logits (W, V) of one fresh-context window."""
+    if side.startswith("llama.cpp"):
+        model.reset()
+        model.eval(window)
+        return np.array(model.scores[: len(window)], dtype=np.float32)
+    return model.forward(np.array([window]))[0][0]
+
+
 def compare_child(args) -> dict:
-    """Every side in this process on the same held-out windows: each glassformer side's top-1
-    agreement with llama.cpp and their logit gaps."""
+    """Every side in this process on the same held-out windows: each glassformer side's (and
+    each --floor variant's) top-1 agreement with llama.cpp, their logit gaps, and the
+    tolerance figures of bench/agreement.py."""
     from glassformer.blas import blas_threads
+    from glassformer.tokenizers.load import load_tokenizer
+    sides = [*floor_sides(args), *chosen(args)]
     with blas_threads(args.threads):
-        ours = {side: load_side(side, args, args.window) for side in chosen(args)}
+        ours = {side: load_side(side, args, args.window, logits_all=True) for side in sides}
         theirs = load_side("llama.cpp", args, args.window, logits_all=True)
         text = held_out_text()[: args.tokens * 8]
-        ids = next(iter(ours.values())).tokenizer.encode(text)[: args.tokens]
+        ids = load_tokenizer(gguf_path(args)).encode(text)[: args.tokens]
         same_ids = theirs.tokenize(text.encode("utf-8"), add_bos=False)[: len(ids)] == ids
-        tally = {side: dict(agree=0, ties=0, max_diff=0.0, max_later=0.0, sum_abs=0.0)
-                 for side in ours}
+        tally = {side: agreement.new_tally() for side in ours}
         positions = 0
         for start in range(0, len(ids) - args.window + 1, args.window):
             window = ids[start:start + args.window]
-            theirs.reset()
-            theirs.eval(window)
-            ref = np.array(theirs.scores[: len(window)], dtype=np.float32)     # (W, V)
-            top_ref = ref.argmax(-1)
-            two = np.sort(ref, axis=-1)[:, -2:]                               # (W, 2)
-            near_tie = (two[:, 1] - two[:, 0]) < args.tie
+            ref = window_logits("llama.cpp", theirs, window)                  # (W, V)
             positions += len(window)
             for side, model in ours.items():
-                got = model.forward(np.array([window]))[0][0]                 # (W, V)
-                top_got, diff, t = got.argmax(-1), np.abs(ref - got), tally[side]
-                t["agree"] += int((top_ref == top_got).sum())
-                t["ties"] += int(((top_ref != top_got) & near_tie).sum())
-                t["max_diff"] = max(t["max_diff"], float(diff.max()))
-                t["max_later"] = max(t["max_later"], float(diff[SETTLED:].max()))
-                t["sum_abs"] += float(diff.mean(axis=-1).sum())
+                agreement.tally_window(tally[side], ref, window_logits(side, model, window),
+                                       args.tie)
     result = {"positions": positions, "same_token_ids": bool(same_ids)}
     for side, t in tally.items():
-        result[side] = {"top1_agreement": round(t["agree"] / positions, 4),
-                        "disagreements": positions - t["agree"],
-                        "disagreements_at_near_ties": t["ties"],
-                        "max_abs_logit_diff": round(t["max_diff"], 3),
-                        f"max_abs_logit_diff_from_position_{SETTLED}": round(t["max_later"], 3),
-                        "mean_abs_logit_diff": round(t["sum_abs"] / positions, 4)}
+        result[side] = agreement.summary(t, positions, agreement.floats(args.tolerance),
+                                         agreement.floats(args.decided))
     return result
+
+
+def floor_sides(args) -> list[str]:
+    """The llama.cpp variants --floor names (none for an empty --floor)."""
+    names = [n.strip() for n in args.floor.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(FLOOR))
+    if unknown:
+        raise SystemExit(f"--floor: {', '.join(unknown)}; expected some of {', '.join(FLOOR)}")
+    return [side for side in FLOOR if side in names]
 
 
 def chosen(args) -> list[str]:
@@ -203,7 +221,8 @@ def run_child(args, *child_args: str) -> dict:
                "--threads", str(args.threads),
                "--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens),
                "--repeats", str(args.repeats), "--tokens", str(args.tokens),
-               "--window", str(args.window), "--tie", str(args.tie), "--sides", args.sides]
+               "--window", str(args.window), "--tie", str(args.tie), "--sides", args.sides,
+               "--floor", args.floor, "--tolerance", args.tolerance, "--decided", args.decided]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         out, _ = process.communicate(timeout=args.child_timeout)
@@ -250,6 +269,13 @@ def main() -> None:
                         help="speed, logits or both (comma-separated): what to measure")
     parser.add_argument("--sides", default=",".join(OURS),
                         help=f"glassformer's sides to run, comma-separated ({', '.join(OURS)})")
+    parser.add_argument("--floor", default=",".join(FLOOR),
+                        help=f"llama.cpp variants compared with llama.cpp too, the noise floor "
+                             f"({', '.join(FLOOR)}; '' for none)")
+    parser.add_argument("--tolerance", default="0.25,0.5,1",
+                        help="logit tolerances tau: top-1 within tau of llama.cpp's best")
+    parser.add_argument("--decided", default="0.25,0.5,1",
+                        help="top-2 gaps: agreement where llama.cpp's top two are further apart")
     parser.add_argument("--child", choices=[*SIDES, "compare"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -268,18 +294,20 @@ def main() -> None:
         r = list(ratios[side].values())
         print(f"{side} / llama.cpp: decode tokens/s {r[0]:.2f}x, prefill speed "
               f"({args.prompt_tokens} tokens) {r[1]:.2f}x, peak memory {r[2]:.2f}x", flush=True)
-    agreement = run_child(args, "--child", "compare") if "logits" in parts else {}
-    for side in chosen(args) if agreement else ():
-        a = agreement[side]
-        print(f"{side} logits over {agreement['positions']} held-out tokens: top-1 agreement "
+    agreed = run_child(args, "--child", "compare") if "logits" in parts else {}
+    for side in [*floor_sides(args), *chosen(args)] if agreed else ():
+        a = agreed[side]
+        print(f"{side} logits over {agreed['positions']} held-out tokens: top-1 agreement "
               f"{a['top1_agreement']:.2%} ({a['disagreements']} differ, "
               f"{a['disagreements_at_near_ties']} of them at near ties), max |diff| "
               f"{a['max_abs_logit_diff']} (from position {SETTLED} on "
               f"{a[f'max_abs_logit_diff_from_position_{SETTLED}']}), mean |diff| "
-              f"{a['mean_abs_logit_diff']}", flush=True)
+              f"{a['mean_abs_logit_diff']}; top-1 within tau of llama.cpp's best "
+              f"{a['within_tolerance']}; where llama.cpp's top-2 gap > g {a['decided']}",
+              flush=True)
     print(json.dumps({"model": str(gguf_path(args)), "threads": args.threads,
                       "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-                      "speed": best, "ratios": ratios, "logits": agreement}))
+                      "speed": best, "ratios": ratios, "logits": agreed}))
 
 
 if __name__ == "__main__":
