@@ -100,3 +100,12 @@ def q8_kernels(setting: str | None = None) -> ModuleType | None:
         return None
     loaded = sys.modules.get("glassformer.kernels.q8_numba")
     return loaded if loaded is not None else _compiled("q8_numba")
+
+
+def prefill_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled prefill attention (prefill_numba.py) when the choice is numba, else None:
+    blocks/attention.py then runs ops/tiled_attention.py, its NumPy twin."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.prefill_numba")
+    return loaded if loaded is not None else _compiled("prefill_numba")
