@@ -141,8 +141,10 @@ def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cf
     cos, sin = rope_tables
     if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
         cos, sin = cos[:, None], sin[:, None]
-    q, q_rope = rope_forward(q, cos, sin)
-    k, k_rope = rope_forward(k, cos, sin)
+    kernels = prefill_kernels()     # its rope_forward: one compiled pass, the same ctx
+    rotate = rope_forward if kernels is None else kernels.rope_forward
+    q, q_rope = rotate(q, cos, sin)
+    k, k_rope = rotate(k, cos, sin)
     return q, k, q_rope, k_rope
 
 

@@ -103,9 +103,10 @@ def q8_kernels(setting: str | None = None) -> ModuleType | None:
 
 
 def prefill_kernels(setting: str | None = None) -> ModuleType | None:
-    """The compiled prefill attention (prefill_numba.py) when the choice is numba, else None:
-    blocks/attention.py then runs ops/tiled_attention.py, its NumPy twin."""
+    """The prefill's fast path (prefill.py: tiled attention, RoPE, SwiGLU on the compiled loops
+    of prefill_numba.py) when the choice is numba, else None: blocks/attention.py and
+    blocks/mlp.py then run the NumPy twins (ops/)."""
     if kernel_choice(setting) != "numba":
         return None
-    loaded = sys.modules.get("glassformer.kernels.prefill_numba")
-    return loaded if loaded is not None else _compiled("prefill_numba")
+    loaded = sys.modules.get("glassformer.kernels.prefill")
+    return loaded if loaded is not None else _compiled("prefill")

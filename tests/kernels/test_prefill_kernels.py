@@ -1,12 +1,14 @@
-"""The compiled prefill attention (kernels/prefill_numba.py) against its NumPy twin,
-ops/tiled_attention.py's forward: same arguments, out and lse equal to float32 rounding, and a
-ctx the twin's backward reads. Skipped, with its reason, where numba is not installed."""
+"""The prefill's fast path (kernels/prefill.py, on kernels/prefill_numba.py's loops) against its
+NumPy twins: tiled attention (out and lse equal to float32 rounding, a ctx the twin's backward
+reads), RoPE and SwiGLU. Skipped, with its reason, where numba is not installed."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from glassformer.kernels import decode_numpy
 from glassformer.kernels.choice import numba_importable, prefill_kernels
+from glassformer.ops.rope import rope_forward
 from glassformer.ops.tiled_attention import tiled_attention_backward, tiled_attention_forward
 
 pytestmark = pytest.mark.skipif(not numba_importable(),
@@ -16,7 +18,7 @@ TOL = dict(rtol=2e-5, atol=2e-5)
 
 @pytest.fixture
 def fast(monkeypatch):
-    """kernels/prefill_numba.py with tiles small enough that a short prompt crosses several
+    """kernels/prefill.py with tiles small enough that a short prompt crosses several
     query tiles and key chunks (the results do not depend on them beyond rounding)."""
     module = prefill_kernels("numba")
     monkeypatch.setattr(module, "QUERY_ROWS", 8)
@@ -95,9 +97,40 @@ def test_exp2_is_float32_accurate():
     x = np.linspace(-126.0, 64.0, 20001).astype(np.float32)
     scores = x[None].copy()
     total = np.zeros(1, np.float32)
-    module.exp_rows(scores, 1, 10**6, 0, 0, total)               # every column seen
+    module.prefill_numba.exp_rows(scores, 1, 10**6, 0, 0, total)               # every column seen
     exact = np.exp2(x.astype(np.float64))
     np.testing.assert_allclose(scores[0], exact, rtol=3e-7, atol=0)
     scores = np.array([[-np.inf, -200.0, 0.0]], np.float32)
-    module.exp_rows(scores, 1, 10**6, 0, 0, total)
+    module.prefill_numba.exp_rows(scores, 1, 10**6, 0, 0, total)
     assert scores[0].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_swiglu_rows_of_a_packed_product():
+    """gate and up as column halves of one (B, T, 2F) product, as blocks/mlp.py hands them."""
+    module = prefill_kernels("numba")
+    both = (np.random.default_rng(8).standard_normal((2, 5, 2 * 24)) * 6).astype(np.float32)
+    gate, up = both[..., :24], both[..., 24:]
+    expected = decode_numpy.swiglu_rows(gate, up)
+    np.testing.assert_allclose(module.swiglu_rows(gate, up), expected, rtol=2e-6, atol=1e-6)
+    apart = gate.copy(), up.copy()                               # two arrays: rows as given
+    np.testing.assert_allclose(module.swiglu_rows(*apart), expected, rtol=2e-6, atol=1e-6)
+    swapped = module.swiglu_rows(up, gate)                       # halves the other way round
+    np.testing.assert_allclose(swapped, decode_numpy.swiglu_rows(up, gate), rtol=2e-6,
+                               atol=1e-6)
+    gate64 = gate.astype(np.float64)                             # float64: the twin
+    assert module.swiglu_rows(gate64, up.astype(np.float64)).dtype == np.float64
+
+
+def test_rope_forward_on_a_head_view():
+    """x (B, H, T, D) as a transposed view of (B, T, H, D), as blocks/heads.py splits it."""
+    module = prefill_kernels("numba")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 7, 3, 8)).astype(np.float32).transpose(0, 2, 1, 3)
+    cos, sin = (f(rng.standard_normal((7, 8))).astype(np.float32) for f in (np.cos, np.sin))
+    out, ctx = module.rope_forward(x, cos, sin)
+    expected, _ = rope_forward(x, cos, sin)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    assert ctx.cos is cos and ctx.sin is sin
+    per_row = np.broadcast_to(cos, (2, 1, 7, 8))                 # per-row tables: the twin
+    np.testing.assert_array_equal(module.rope_forward(x, per_row, per_row)[0],
+                                  rope_forward(x, per_row, per_row)[0])
