@@ -90,7 +90,8 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     s, dv = k.shape[2], v.shape[3]
     offset = s - t                                       # query i sits at position i + offset
     # (N, K, T, G, D): a tile's rows of all G heads are one block; times scale * log2(e)
-    q2 = np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), dtype=np.float32)
+    q2 = np.empty((n, n_kv, t, group, d), np.float32)   # C order: a tile's rows are one block
+    np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), out=q2)
     out = np.empty((n, n_kv, t, group, dv), np.float32)  # (N, K, T, G, Dv), swapped back below
     lse = np.empty((n, n_kv, t, group), np.float32)
     span = max(32, QUERY_ROWS // group)                  # query positions per tile
