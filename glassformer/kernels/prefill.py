@@ -55,6 +55,7 @@ KEY_CHUNK = 1024   # keys per chunk: a (384, 1024) float32 score chunk is 1.5 Mi
 SAFE_SUM = 2.0 ** -64   # a row's sum of 2^score must lie in [SAFE_SUM, 1 / SAFE_SUM]
 LOG2E = 1.0 / math.log(2.0)
 
+
 def supports(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: dict) -> bool:
     """Whether a call can take the compiled path: float32 q (N, K, G, T, D), k and v
     (N, K, 1, S, D) with S >= T, causal, no mask, bias, soft cap or sinks (a window may be set).
@@ -89,8 +90,9 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     n, n_kv, group, t, d = q.shape
     s, dv = k.shape[2], v.shape[3]
     offset = s - t                                       # query i sits at position i + offset
-    # (N, K, T, G, D): a tile's rows of all G heads are one block; times scale * log2(e)
-    q2 = np.empty((n, n_kv, t, group, d), np.float32)   # C order: a tile's rows are one block
+    # (N, K, T, G, D), C order: a tile's rows of all G heads are one block; times
+    # scale * log2(e), so that the weights are powers of 2
+    q2 = np.empty((n, n_kv, t, group, d), np.float32)
     np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), out=q2)
     out = np.empty((n, n_kv, t, group, dv), np.float32)  # (N, K, T, G, Dv), swapped back below
     lse = np.empty((n, n_kv, t, group), np.float32)

@@ -54,7 +54,7 @@ def _float_from_bits(typingctx, bits):
 def _exp2(x):
     """2^x, float32: 2^n (n = round(x), written into the exponent bits) times 2^r (r = x - n in
     [-0.5, 0.5], a polynomial). x is clamped to [-127, 127]: 0 below (and for -inf), 2^127
-    above, which the caller's range check then rejects."""
+    above, which the caller's range check then rejects (a NaN too: exp_rows' sums catch it)."""
     x = min(max(x, LOWEST), HIGHEST)
     n = np.floor(x + HALF)
     r = x - n
@@ -81,11 +81,14 @@ def exp_rows(scores, group, first_position, first_key, window, total):
         row[stop:] = F0
         seen = row[start:stop]          # a view: indices from 0, which the compiler vectorizes
         added = F0
+        nan = F0                        # x - x: 0, or NaN for a NaN score (_exp2 would hide it)
         for j in range(seen.shape[0]):
-            e = _exp2(seen[j])
+            x = seen[j]
+            e = _exp2(x)
             seen[j] = e
             added += e
-        total[r] += added
+            nan += x - x
+        total[r] += added + nan         # a NaN sum sends the tile to the twin, which keeps it
 
 
 @jit

@@ -134,3 +134,13 @@ def test_rope_forward_on_a_head_view():
     per_row = np.broadcast_to(cos, (2, 1, 7, 8))                 # per-row tables: the twin
     np.testing.assert_array_equal(module.rope_forward(x, per_row, per_row)[0],
                                   rope_forward(x, per_row, per_row)[0])
+
+
+def test_a_nan_is_not_hidden(fast):
+    """A NaN score's row is NaN, as the twin's: the kernel's exp passes NaN on."""
+    q, k, v = grouped(np.random.default_rng(10), t=40, s=40)
+    k[1, 0, 0, 3, 2] = np.nan
+    out, _ = fast.tiled_attention_forward(q, k, v, causal=True)
+    ref, _ = tiled_attention_forward(q, k, v, causal=True)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    assert np.isnan(out[1, 0]).any() and not np.isnan(out[0]).any()
