@@ -15,7 +15,9 @@ Cached decoding (kv_cache given) is inference only: its ctx cannot be run backwa
 Long sequences (TILED_FROM queries or more) run tiled attention (ops/tiled_attention.py) when
 no one will read the weights: generation's prefill (a KV cache) and training (train=True). Its ctx
 keeps each row's logsumexp, O(T), instead of the (T, S) weights; other forwards (explain, the
-viewer, evaluation) keep the whole op, whose ctx holds the weights they show.
+viewer, evaluation) keep the whole op, whose ctx holds the weights they show. On the compiled
+path (kernels/choice.py) a float32 causal call runs kernels/prefill_numba.py's twin of it, whose
+ctx the same backward reads.
 
 The q, k, v projections (one joined product or three, LoRA adapters on them) are
 blocks/qkv.py's; the heads are split and merged by blocks/heads.py.
@@ -39,6 +41,7 @@ from glassformer.blocks.qk_norm import (QKNormCtx, qk_norm_backward, qk_norm_for
                                         qk_norm_shapes)
 from glassformer.blocks.qkv import qkv_backward, qkv_forward
 from glassformer.errors import GlassformerError
+from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.attention import AttentionCtx, attention_backward, attention_forward
 from glassformer.ops.linear import LinearCtx, linear_forward
@@ -138,8 +141,10 @@ def _rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray, rope_tables, cf
     cos, sin = rope_tables
     if cos.ndim == 3:  # per-row positions (B, T, D) -> (B, 1, T, D), broadcast over heads
         cos, sin = cos[:, None], sin[:, None]
-    q, q_rope = rope_forward(q, cos, sin)
-    k, k_rope = rope_forward(k, cos, sin)
+    kernels = prefill_kernels()     # its rope_forward: one compiled pass, the same ctx
+    rotate = rope_forward if kernels is None else kernels.rope_forward
+    q, q_rope = rotate(q, cos, sin)
+    k, k_rope = rotate(k, cos, sin)
     return q, k, q_rope, k_rope
 
 
@@ -207,8 +212,10 @@ def attention_block_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *,
                    bias=_alibi(cfg, t, k.shape[2], q.dtype), scale=cfg.attn_scale,
                    window=window, softcap=cfg.attn_softcap, sinks=_sinks(params, cfg))
     if t >= TILED_FROM and (cached or train):   # no one reads these weights: O(T) memory
-        out, attn = tiled_attention_forward(_group(q, cfg.kv_heads), k[:, :, None],
-                                            v[:, :, None], **options)          # (B, K, G, T, D)
+        kernels = prefill_kernels()             # compiled twin (kernels/prefill_numba.py)
+        tiled = tiled_attention_forward if kernels is None else kernels.tiled_attention_forward
+        out, attn = tiled(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
+                          **options)                                          # (B, K, G, T, D)
     else:  # cached (generation): no backward follows, so the (T, S) weights are not kept
         out, attn = attention_forward(_group(q, cfg.kv_heads), k[:, :, None], v[:, :, None],
                                       keep_weights=not cached, **options)      # (B, K, G, T, D)

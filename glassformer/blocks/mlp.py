@@ -20,6 +20,7 @@ from glassformer.blocks.lora import adapter_of
 from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import (init_projections, projection_backward,
                                            projection_forward)
+from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward, silu_backward, silu_forward)
@@ -37,7 +38,8 @@ class MLPCtx(NamedTuple):
     kind: str                 # cfg.mlp
     up: LinearCtx | LoraLinearCtx             # x -> (B, T, F)
     gate: LinearCtx | LoraLinearCtx | None    # x -> (B, T, F), gated form only
-    act: Any                                  # ctx of the activation (or of swiglu)
+    act: Any                                  # ctx of the activation (or of swiglu;
+                                              # None: inference on the compiled path)
     down: LinearCtx | LoraLinearCtx           # (B, T, F) -> (B, T, C)
 
 
@@ -88,7 +90,10 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     gate_ctx = None
     if cfg.mlp in GATED:
         gate, up, gate_ctx, up_ctx = _gate_and_up(params, x, options)    # (B, T, F) each
-        if cfg.mlp == "swiglu":
+        kernels = prefill_kernels() if inference and cfg.mlp == "swiglu" else None
+        if kernels is not None:   # no backward follows: one compiled pass, no ctx
+            hidden, act_ctx = kernels.swiglu_rows(gate, up), None        # (B, T, F)
+        elif cfg.mlp == "swiglu":
             hidden, act_ctx = swiglu_forward(gate, up)                   # (B, T, F)
         elif cfg.mlp == "swiglu_clamped":                                # gpt-oss's experts
             hidden, act_ctx = clamped_swiglu_forward(gate, up, alpha=cfg.glu_alpha,

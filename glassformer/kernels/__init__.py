@@ -18,6 +18,14 @@ compiled loop; the products themselves stay BLAS calls.
                      (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K), the twin of ops/quant/product.py's
                      rows_t_product; chosen in one place, ops/quant/matrix.py's product
 
+    prefill.py       a long prefill's fast path, each function with its NumPy twin's name,
+                     arguments and results: tiled attention (ops/tiled_attention.py's forward:
+                     BLAS products around one compiled exp pass per key chunk), RoPE
+                     (ops/rope.py), SwiGLU (decode_numpy.swiglu_rows); chosen by choice.py's
+                     prefill_kernels in blocks/attention.py and blocks/mlp.py
+    prefill_numba.py its compiled loops (a vectorized exp2, the masked exp and row sums, RoPE's
+                     and SwiGLU's single passes)
+
 Every kernel in decode_numba.py has the name, arguments and results of its twin in
 decode_numpy.py, and tests/kernels/ checks the two agree. Where the kernels are used is decided
 in one place: models/common.py's layers_forward hands a one-token cached step to

@@ -100,3 +100,13 @@ def q8_kernels(setting: str | None = None) -> ModuleType | None:
         return None
     loaded = sys.modules.get("glassformer.kernels.q8_numba")
     return loaded if loaded is not None else _compiled("q8_numba")
+
+
+def prefill_kernels(setting: str | None = None) -> ModuleType | None:
+    """The prefill's fast path (prefill.py: tiled attention, RoPE, SwiGLU on the compiled loops
+    of prefill_numba.py) when the choice is numba, else None: blocks/attention.py and
+    blocks/mlp.py then run the NumPy twins (ops/)."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.prefill")
+    return loaded if loaded is not None else _compiled("prefill")

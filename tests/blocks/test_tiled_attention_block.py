@@ -14,8 +14,14 @@ from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.kv_cache import KVCache, KVLayout
 from glassformer.errors import GlassformerError
 from glassformer.gradcheck.cases._block_params import exercised
+from glassformer.kernels.choice import KERNELS_ENV, numba_importable
 from glassformer.ops.attention import AttentionCtx
 from glassformer.ops.tiled_attention import TiledAttentionCtx
+
+
+# both paths: ops/tiled_attention.py, and its compiled twin kernels/prefill_numba.py
+KERNELS = ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
+    not numba_importable(), reason="numba is not installed (the fast extra)"))]
 
 
 def _setup(t, **cfg_kwargs):
@@ -30,7 +36,9 @@ def _setup(t, **cfg_kwargs):
 @pytest.mark.parametrize("cfg_kwargs", [{"position": "rope", "n_kv_head": 2},
                                         {"position": "alibi", "n_kv_head": 1}],
                          ids=["rope-gqa", "alibi-mqa"])
-def test_a_long_training_forward_is_tiled_and_equal(cfg_kwargs, monkeypatch):
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_long_training_forward_is_tiled_and_equal(cfg_kwargs, kernels, monkeypatch):
+    monkeypatch.setenv(KERNELS_ENV, kernels)
     cfg, params, x = _setup(block.TILED_FROM, **cfg_kwargs)
     y, ctx = attention_block_forward(params, x, cfg, causal=True, train=True)
     assert isinstance(ctx.attn, TiledAttentionCtx)
@@ -57,8 +65,10 @@ def test_an_evaluation_forward_keeps_the_weights():
     assert head_weights(ctx).shape == (2, 4, block.TILED_FROM, block.TILED_FROM)
 
 
-def test_a_long_prefill_after_a_short_one_is_tiled_and_equal(monkeypatch):
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_a_long_prefill_after_a_short_one_is_tiled_and_equal(kernels, monkeypatch):
     """A 5-token prefill, then TILED_FROM tokens more: S > T, end-aligned causal tiles."""
+    monkeypatch.setenv(KERNELS_ENV, kernels)
     cfg, params, x = _setup(block.TILED_FROM + 5, position="rope", n_kv_head=2, window=300)
     layout = KVLayout(cfg.kv_heads, cfg.dim_per_head, cfg.dim_per_head)
     outs = []
