@@ -107,3 +107,23 @@ def test_fused_decode_step_runs_on_quantized_weights(monkeypatch):
     monkeypatch.setenv(KERNELS_ENV, "numba")
     fast = [t.tolist() for t in generate(model, prompt, max_new_tokens=6, temperature=0.0)]
     assert fast == reference and len(calls) == 5                        # every cached step fused
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0", "q4_1"])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_fused_four_row_products_and_their_threaded_twins(kind, threaded):
+    """The block-sum products read four rows of W at a time; 67 rows leave a tail group of
+    three (its last row repeated), and the threaded twins split the groups over threads."""
+    compiled = quant_kernels("numba")
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((67, 96), dtype=np.float32) + 0.5            # minimums far from 0
+    m = quantize_matrix(w, kind)
+    for n in (1, 5):
+        x = rng.standard_normal((n, 96), dtype=np.float32)
+        y = np.full((n, 67), np.nan, np.float32)
+        run = (compiled.THREADED if threaded else compiled.PRODUCTS)[kind]
+        run(x, m.blocks, compiled.HALF_VALUES, y)
+        expected = rows_t_product(x, kind, m.blocks, 96)
+        bound = np.abs(x) @ np.abs(m.dequantize()).T
+        assert (np.abs(y - expected) <= TOL * bound + 1e-30).all()
