@@ -127,3 +127,39 @@ def test_fused_four_row_products_and_their_threaded_twins(kind, threaded):
         expected = rows_t_product(x, kind, m.blocks, 96)
         bound = np.abs(x) @ np.abs(m.dequantize()).T
         assert (np.abs(y - expected) <= TOL * bound + 1e-30).all()
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("kind", sorted(FORMATS))
+def test_compiled_widening_equals_the_reference_bit_for_bit(kind):
+    """quant_slabs.widen_rows widens as dequantize_rows does (gguf's roundings, no fastmath), so
+    the many-row products on it equal the reference's exactly, both directions."""
+    from glassformer.kernels.choice import quant_slab_kernels
+    from glassformer.ops.quant.product import dequantize_rows, rows_product
+    slabs = quant_slab_kernels("numba")
+    rng = np.random.default_rng(11)
+    cols = 512 if kind == "q4_k" else 96
+    w = rng.standard_normal((45, cols), dtype=np.float32) * 3.0 - 1.0
+    w[2] = 0.0
+    m = quantize_matrix(w, kind)
+    assert np.array_equal(slabs.widen_rows(kind, m.blocks, cols),
+                          dequantize_rows(kind, m.blocks, cols))
+    x = rng.standard_normal((40, cols), dtype=np.float32)
+    assert np.array_equal(slabs.rows_t_product(x, kind, m.blocks, cols),
+                          rows_t_product(x, kind, m.blocks, cols))
+    dy = rng.standard_normal((40, 45), dtype=np.float32)
+    assert np.array_equal(slabs.rows_product(dy, kind, m.blocks, cols),
+                          rows_product(dy, kind, m.blocks, cols))
+
+
+@NEEDS_NUMBA
+def test_numba_threads_follow_blas_threads():
+    """blas_threads(n) sets the threaded products' count too (numba's), and puts it back."""
+    import numba
+
+    from glassformer.blas import blas_threads
+    quant_kernels("numba")
+    before = numba.get_num_threads()
+    with blas_threads(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before
