@@ -4,12 +4,11 @@
 
 the compiled twin of ops/quant/product.py's `rows_t_product` (the NumPy reference: it widens a
 slab of W's rows with NumPy, then calls BLAS), with the same arguments. A decoded token multiplies
-1..16 rows of x by every weight, so reading the weight's bytes is the cost. Here each row of W is
-read once from its blocks and widened into a C-float scratch that stays in L1 (never the whole W,
-never a slab), in one vectorized loop per block:
+1..16 rows of x by every weight, so reading the weight's bytes is the cost. For Q5_0 and Q4_K
+each row of W is read once from its blocks and widened into a C-float scratch that stays in L1
+(never the whole W, never a slab), in one vectorized loop per block:
 
-    q8_0, q4_0, q5_0   w = d * (q - centre)                 (centre 0, 8, 16)
-    q4_1               w = d * q + m
+    q5_0               w = d * (q - 16)
     q4_k               w = (d * sc) * q - (dmin * m)        per sub-block of 32
 
 and every row of x takes its dot product with that row (`_dots`). The widened values are the
@@ -23,8 +22,9 @@ affine in the codes, so a block's share of a dot product is
     q8_0   d * sum_j q_j x_j            q4_0   d * (sum_j q_j x_j - 8 * S)
     q4_1   d * sum_j q_j x_j + m * S    S = sum_j x_j over the block, once per row of x
 
-and four rows of W are read together, each x value loaded once for the four (`_four_*`): about a
-third fewer instructions a weight than widening first (measured in docs/performance.md).
+and four rows of W are read together, each x value loaded once for the four (`_four_*`): no
+store and reload of a widened row (15-25% less CPU time than widening first with W in L2;
+docs/performance.md, issue 44's qshare section).
 
 Threads: with numba's thread count above one (kernels/choice.py sets it to BLAS's count when it
 imports this module; glassformer.blas.blas_threads keeps the two together), the groups of four
