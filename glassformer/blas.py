@@ -7,7 +7,8 @@ products must then run on the thread that calls them, or the processes' BLAS thr
 the same cores.
 
 `blas_threads(n)` sets the thread count of every BLAS loaded in this process for a `with` block
-and puts the old counts back after it. The finding and setting is `threadpoolctl`'s, the library
+and puts the old counts back after it; numba's (the compiled quantized products', kernels/),
+when numba is loaded, follows it. The finding and setting is `threadpoolctl`'s, the library
 scikit-learn and joblib use for this (OpenBLAS, MKL and BLIS; Linux, macOS and Windows).
 note: it must reach every copy: SciPy (which torch and transformers import) brings a second
 OpenBLAS, which comes first in the list, and NumPy's must not be the one left out; threadpoolctl
@@ -25,6 +26,7 @@ their own counts inside (training's ranks run one thread each).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,8 +52,23 @@ def blas_threads(n: int) -> Iterator[bool]:
     ...     _ = np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)
     """
     blas = find_blas()
-    with blas.limit(limits=int(n)):  # restores each library's own count on exit
-        yield len(blas.info()) > 0
+    numba = sys.modules.get("numba")   # the compiled kernels' threads follow BLAS's, when loaded
+    before = numba.get_num_threads() if numba is not None else None
+    try:
+        if numba is not None:
+            numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+        with blas.limit(limits=int(n)):  # restores each library's own count on exit
+            yield len(blas.info()) > 0
+    finally:
+        if numba is not None:
+            numba.set_num_threads(before)
+
+
+def blas_thread_count() -> int:
+    """The fewest threads any loaded BLAS may use now (1 when none can be controlled): what
+    kernels/choice.py gives numba's compiled kernels when it first loads them."""
+    counts = [info["num_threads"] for info in find_blas().info()]
+    return max(1, min(counts)) if counts else 1
 
 
 def cpu_times(cores: set[int]) -> tuple[float, float]:

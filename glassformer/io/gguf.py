@@ -101,23 +101,28 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
     dequantize: widen quantized matrices to float32 instead of keeping their blocks.
     """
     path = Path(path)
-    return gguf_model(open_gguf(path), path, with_tokenizer=with_tokenizer,
-                      dequantize=dequantize)
-
-
-def gguf_model(reader, path: Path, *, with_tokenizer: bool = True, dequantize: bool = False):
-    """The `Model` of an open GGUF file (see load_gguf)."""
+    reader = open_gguf(path)
     architecture = metadata(reader, "general.architecture", path)
     if architecture in BY_GGUF_NAME:   # Gemma 3, Qwen3-Next, Qwen3.5: through their HF form
         return family_gguf_model(reader, path, architecture, with_tokenizer=with_tokenizer)
     if architecture == "gpt-oss":
         refuse_gpt_oss(reader, path)
     cfg = llama_config(reader, path)
-    params = read_params(reader, cfg, path, dequantize=dequantize)
-    lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
-    tokenizer = None
+    tokenizer, tokenizer_error = None, None
     if with_tokenizer:
-        tokenizer = gguf_tokenizer(reader, path)   # the same reader: the file is parsed once
+        try:
+            tokenizer = gguf_tokenizer(reader, path)   # the same reader: parsed once
+        except GlassformerError as err:
+            tokenizer_error = err      # raised after the weights: their errors are named first
+    tensors = reader.tensors
+    # note: the reader's metadata is ~500k small NumPy views for a 49k-token vocabulary (about
+    # 150 MB of Python objects for SmolLM2); dropped here, before the weights come in, the
+    # process's peak memory is the larger of the two, not their sum (docs/performance.md)
+    del reader
+    params = read_params(tensors, cfg, path, dequantize=dequantize)
+    if tokenizer_error is not None:
+        raise tokenizer_error
+    lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
     return Model(cfg, params, tokenizer=tokenizer)
 
 
@@ -209,14 +214,14 @@ def expected_tensors(cfg) -> dict[str, tuple[str, bool, str | None]]:
     return table
 
 
-def read_params(reader, cfg, path: Path, *, dequantize: bool = False) -> dict[str, np.ndarray]:
-    """Every tensor converted to glassformer's names and layouts: float32, or a QuantizedMatrix
-    for a matrix in an ops/quant/ format unless `dequantize`.
+def read_params(tensors, cfg, path: Path, *, dequantize: bool = False) -> dict[str, np.ndarray]:
+    """Every tensor (a GGUFReader's `tensors`) converted to glassformer's names and layouts:
+    float32, or a QuantizedMatrix for a matrix in an ops/quant/ format unless `dequantize`.
 
     Key sets are compared both ways and every shape is checked before any dequantisation.
     """
     table = expected_tensors(cfg)
-    tensors = {tensor.name: tensor for tensor in reader.tensors}
+    tensors = {tensor.name: tensor for tensor in tensors}
     missing = sorted(set(table) - set(tensors))
     unexpected = sorted(set(tensors) - set(table))
     if missing or unexpected:
@@ -252,15 +257,18 @@ def _convert(tensor, transpose: bool, rope_heads: int | None, path: Path,
 
 
 def kept_quantized(tensor, transpose: bool, rope_heads: int | None, path: Path):
-    """A quantized GGUF matrix as a QuantizedMatrix: its blocks copied (rows reordered for RoPE
-    as in _widened: a row's blocks move with it), `transposed` for a linear weight."""
+    """A quantized GGUF matrix as a QuantizedMatrix, `transposed` for a linear weight. Its
+    blocks are a read-only view of the file's memory map, not a copy (the pages are the file's,
+    read from disk as the products first touch them, shared by every process that maps the same
+    file, as llama.cpp's mmap); the q and k rows reordered for RoPE (as in _widened: a row's
+    blocks move with it) are the one copy."""
     kind = tensor.tensor_type.name
     if kind.lower() not in FORMATS:
         raise CheckpointError(
             f"{path}: tensor {tensor.name} uses {kind}, which glassformer does not keep "
             f"quantized (supported: {', '.join(name.upper() for name in FORMATS)}); load it "
             "with --dequantize (dequantize=True) to widen it to float32")
-    blocks = np.array(tensor.data, dtype=np.uint8)        # (out rows, row bytes): a fresh copy
+    blocks = np.asarray(tensor.data).view(np.uint8)       # (out rows, row bytes): the map's
     if not scales_finite(kind.lower(), blocks):
         raise CheckpointError(f"{path}: tensor {tensor.name} has a non-finite scale (NaN or inf)")
     if rope_heads is not None:

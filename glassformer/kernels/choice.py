@@ -73,6 +73,11 @@ def _compiled(name: str = "decode_numba") -> ModuleType:
         # note: set before decode_numba.py's decorators run, which is when numba picks the
         # folder; NUMBA_CACHE_DIR, when set, was already read by numba itself
         numba.config.CACHE_DIR = str(folder)
+    if "glassformer.kernels." + name not in sys.modules:
+        # numba starts with a thread a core; its threaded products get BLAS's count instead
+        # (the CLI sizes it to the idle cores; blas_threads keeps the two together from now on)
+        from glassformer.blas import blas_thread_count
+        numba.set_num_threads(min(blas_thread_count(), numba.config.NUMBA_NUM_THREADS))
     return importlib.import_module(f"glassformer.kernels.{name}")
 
 
@@ -110,3 +115,12 @@ def prefill_kernels(setting: str | None = None) -> ModuleType | None:
         return None
     loaded = sys.modules.get("glassformer.kernels.prefill")
     return loaded if loaded is not None else _compiled("prefill")
+
+
+def quant_slab_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled widening of many-row quantized products (quant_slabs.py) when the choice is
+    numba, else None: ops/quant/matrix.py then runs ops/quant/product.py's NumPy widening."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.quant_slabs")
+    return loaded if loaded is not None else _compiled("quant_slabs")

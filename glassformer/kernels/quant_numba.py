@@ -4,12 +4,11 @@
 
 the compiled twin of ops/quant/product.py's `rows_t_product` (the NumPy reference: it widens a
 slab of W's rows with NumPy, then calls BLAS), with the same arguments. A decoded token multiplies
-1..16 rows of x by every weight, so reading the weight's bytes is the cost. Here each row of W is
-read once from its blocks and widened into a C-float scratch that stays in L1 (never the whole W,
-never a slab), in one vectorized loop per block:
+1..16 rows of x by every weight, so reading the weight's bytes is the cost. For Q5_0 and Q4_K
+each row of W is read once from its blocks and widened into a C-float scratch that stays in L1
+(never the whole W, never a slab), in one vectorized loop per block:
 
-    q8_0, q4_0, q5_0   w = d * (q - centre)                 (centre 0, 8, 16)
-    q4_1               w = d * q + m
+    q5_0               w = d * (q - 16)
     q4_k               w = (d * sc) * q - (dmin * m)        per sub-block of 32
 
 and every row of x takes its dot product with that row (`_dots`). The widened values are the
@@ -17,8 +16,21 @@ reference's (fastmath may fuse d * q + m into one rounding), the sums are float3
 than BLAS's, so the two paths agree to float32 rounding (tests/kernels/test_quant_kernels.py
 states the tolerance), not bit for bit. A float16 scale is read exactly from a table (`_half`).
 
-One thread: on 2 shared cores numba's parallel loops measured 10-20x slower under load (its
-threads wait on each other, as OpenBLAS's do: blas.py), and a decode step is one product at a time.
+Q8_0, Q4_0 and Q4_1 (the formats of SmolLM2's files) skip the widened row: their weights are
+affine in the codes, so a block's share of a dot product is
+
+    q8_0   d * sum_j q_j x_j            q4_0   d * (sum_j q_j x_j - 8 * S)
+    q4_1   d * sum_j q_j x_j + m * S    S = sum_j x_j over the block, once per row of x
+
+and four rows of W are read together, each x value loaded once for the four (`_four_*`): no
+store and reload of a widened row (15-25% less CPU time than widening first with W in L2;
+docs/performance.md, issue 44's qshare section).
+
+Threads: with numba's thread count above one (kernels/choice.py sets it to BLAS's count when it
+imports this module; glassformer.blas.blas_threads keeps the two together), the groups of four
+rows are split over the threads (`prange`, the `*_threads` twins). On 2 cores shared with other
+programs the threads wait on each other (as OpenBLAS's do: blas.py), which is why the CLI's
+free-core rule sizes both to the idle cores.
 
 Imported only through kernels/choice.py (`quant_kernels`), which sets numba's cache folder first;
 compiled on the first call of each format and cached on disk (cache=True).
@@ -30,6 +42,8 @@ import numpy as np
 
 FAST = {"reassoc", "contract", "arcp"}   # reorder sums (SIMD), fuse multiply-adds; keep inf/NaN
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
+pjit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy", parallel=True)
+MIN_THREADED_ROWS = 64   # a W with fewer rows is not worth waking a second thread for
 
 
 # every float16 bit pattern's value as float32 (NumPy's exact conversion), 256 KiB: a scale is
@@ -60,56 +74,134 @@ def _dots(x, wrow, y, r):
 # into scalar code; a run-time one gets it vectorized (4x faster, measured).
 
 @jit
+def _block_sums(x):
+    """S (N, C / 32): each 32-wide block of each row of x summed (the minimum's and centre's
+    share of a block's dot product)."""
+    nb = x.shape[1] // 32
+    sums = np.empty((x.shape[0], nb), np.float32)
+    for i in range(x.shape[0]):
+        for b in range(nb):
+            total = np.float32(0.0)
+            for j in range(32):
+                total += x[i, b * 32 + j]
+            sums[i, b] = total
+    return sums
+
+
+@jit
+def _four(blocks, r):
+    """Rows r..r+3 of W (the last repeated past its end: a tail group writes it twice, alike)."""
+    last = blocks.shape[0] - 1
+    return (r, min(r + 1, last), min(r + 2, last), min(r + 3, last))
+
+
+@jit
+def _four_q8_0(x, blocks, halves, y, r):
+    """y[:, r..r+3] for Q8_0 rows of W: d * sum_j q_j x_j per block."""
+    r0, r1, r2, r3 = _four(blocks, r)
+    w0, w1, w2, w3 = blocks[r0], blocks[r1], blocks[r2], blocks[r3]
+    nb = x.shape[1] // 32
+    width = blocks.shape[1] // nb - 2                                    # 32 codes a block
+    for i in range(x.shape[0]):
+        t0 = t1 = t2 = t3 = np.float32(0.0)
+        for b in range(nb):
+            at, o = b * 34 + 2, b * 32
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for j in range(width):
+                v = x[i, o + j]
+                s0 += np.float32(np.int8(w0[at + j])) * v               # uint8 read as int8
+                s1 += np.float32(np.int8(w1[at + j])) * v
+                s2 += np.float32(np.int8(w2[at + j])) * v
+                s3 += np.float32(np.int8(w3[at + j])) * v
+            t0 += _half(halves, w0, at - 2) * s0
+            t1 += _half(halves, w1, at - 2) * s1
+            t2 += _half(halves, w2, at - 2) * s2
+            t3 += _half(halves, w3, at - 2) * s3
+        y[i, r0], y[i, r1], y[i, r2], y[i, r3] = t0, t1, t2, t3
+
+
+@jit
+def _four_q4(x, sums, blocks, halves, y, r, size, minimum):
+    """y[:, r..r+3] for Q4_0 (size 18: d * (sum q x - 8 S)) or Q4_1 (size 20, `minimum`:
+    d * sum q x + m * S) rows of W."""
+    r0, r1, r2, r3 = _four(blocks, r)
+    w0, w1, w2, w3 = blocks[r0], blocks[r1], blocks[r2], blocks[r3]
+    nb = x.shape[1] // 32
+    head = size - 16                                                     # 2 or 4 bytes of scales
+    half = blocks.shape[1] // nb - head                                  # 16 bytes of codes
+    for i in range(x.shape[0]):
+        t0 = t1 = t2 = t3 = np.float32(0.0)
+        for b in range(nb):
+            at, o, s = b * size + head, b * 32, sums[i, b]
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for j in range(half):
+                lo, hi = x[i, o + j], x[i, o + 16 + j]
+                c0, c1 = np.float32(w0[at + j]), np.float32(w1[at + j])
+                c2, c3 = np.float32(w2[at + j]), np.float32(w3[at + j])
+                h0, h1 = np.floor(c0 * np.float32(0.0625)), np.floor(c1 * np.float32(0.0625))
+                h2, h3 = np.floor(c2 * np.float32(0.0625)), np.floor(c3 * np.float32(0.0625))
+                s0 += (c0 - np.float32(16.0) * h0) * lo + h0 * hi
+                s1 += (c1 - np.float32(16.0) * h1) * lo + h1 * hi
+                s2 += (c2 - np.float32(16.0) * h2) * lo + h2 * hi
+                s3 += (c3 - np.float32(16.0) * h3) * lo + h3 * hi
+            at = b * size
+            if minimum:
+                t0 += _half(halves, w0, at) * s0 + _half(halves, w0, at + 2) * s
+                t1 += _half(halves, w1, at) * s1 + _half(halves, w1, at + 2) * s
+                t2 += _half(halves, w2, at) * s2 + _half(halves, w2, at + 2) * s
+                t3 += _half(halves, w3, at) * s3 + _half(halves, w3, at + 2) * s
+            else:
+                centre = np.float32(8.0) * s
+                t0 += _half(halves, w0, at) * (s0 - centre)
+                t1 += _half(halves, w1, at) * (s1 - centre)
+                t2 += _half(halves, w2, at) * (s2 - centre)
+                t3 += _half(halves, w3, at) * (s3 - centre)
+        y[i, r0], y[i, r1], y[i, r2], y[i, r3] = t0, t1, t2, t3
+
+
+# The drivers: each group of four rows of W on one thread; the `_threads` twins split the groups.
+
+@jit
 def q8_0_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q8_0 blocks (R, C / 32 * 34)."""
-    rows, nb = blocks.shape[0], x.shape[1] // 32
-    width = blocks.shape[1] // nb - 2                                    # 32 codes a block
-    wrow = np.empty(x.shape[1], np.float32)
-    for r in range(rows):
-        row = blocks[r]
-        for b in range(nb):
-            at, o, scale = b * 34 + 2, b * 32, _half(halves, row, b * 34)
-            for j in range(width):
-                code = np.float32(row[at + j])                       # int8 stored as uint8
-                wrow[o + j] = scale * (code - np.float32(256.0) if code >= 128 else code)
-        _dots(x, wrow, y, r)
+    for g in range((blocks.shape[0] + 3) // 4):
+        _four_q8_0(x, blocks, halves, y, 4 * g)
+
+
+@pjit
+def q8_0_product_threads(x, blocks, halves, y):
+    for g in numba.prange((blocks.shape[0] + 3) // 4):
+        _four_q8_0(x, blocks, halves, y, 4 * g)
 
 
 @jit
 def q4_0_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q4_0 blocks (R, C / 32 * 18)."""
-    rows, nb = blocks.shape[0], x.shape[1] // 32
-    half = blocks.shape[1] // nb - 2                                     # 16 bytes of codes
-    wrow = np.empty(x.shape[1], np.float32)
-    for r in range(rows):
-        row = blocks[r]
-        for b in range(nb):
-            at, o, scale = b * 18 + 2, b * 32, _half(halves, row, b * 18)
-            for j in range(half):
-                code = np.float32(row[at + j])
-                high = np.floor(code * np.float32(0.0625))           # byte >> 4
-                wrow[o + j] = scale * (code - np.float32(16.0) * high - np.float32(8.0))
-                wrow[o + 16 + j] = scale * (high - np.float32(8.0))
-        _dots(x, wrow, y, r)
+    sums = _block_sums(x)
+    for g in range((blocks.shape[0] + 3) // 4):
+        _four_q4(x, sums, blocks, halves, y, 4 * g, 18, False)
+
+
+@pjit
+def q4_0_product_threads(x, blocks, halves, y):
+    sums = _block_sums(x)
+    for g in numba.prange((blocks.shape[0] + 3) // 4):
+        _four_q4(x, sums, blocks, halves, y, 4 * g, 18, False)
 
 
 @jit
 def q4_1_product(x, blocks, halves, y):
     """y (N, R) = x (N, C) @ W^T, W's rows Q4_1 blocks (R, C / 32 * 20)."""
-    rows, nb = blocks.shape[0], x.shape[1] // 32
-    half = blocks.shape[1] // nb - 4                                     # 16 bytes of codes
-    wrow = np.empty(x.shape[1], np.float32)
-    for r in range(rows):
-        row = blocks[r]
-        for b in range(nb):
-            at, o = b * 20 + 4, b * 32
-            scale, low = _half(halves, row, b * 20), _half(halves, row, b * 20 + 2)
-            for j in range(half):
-                code = np.float32(row[at + j])
-                high = np.floor(code * np.float32(0.0625))
-                wrow[o + j] = scale * (code - np.float32(16.0) * high) + low
-                wrow[o + 16 + j] = scale * high + low
-        _dots(x, wrow, y, r)
+    sums = _block_sums(x)
+    for g in range((blocks.shape[0] + 3) // 4):
+        _four_q4(x, sums, blocks, halves, y, 4 * g, 20, True)
+
+
+@pjit
+def q4_1_product_threads(x, blocks, halves, y):
+    sums = _block_sums(x)
+    for g in numba.prange((blocks.shape[0] + 3) // 4):
+        _four_q4(x, sums, blocks, halves, y, 4 * g, 20, True)
 
 
 @jit
@@ -168,11 +260,16 @@ def q4_k_product(x, blocks, halves, y):
 
 PRODUCTS = {"q8_0": q8_0_product, "q4_0": q4_0_product, "q4_1": q4_1_product,
             "q5_0": q5_0_product, "q4_k": q4_k_product}
+THREADED = {"q8_0": q8_0_product_threads, "q4_0": q4_0_product_threads,
+            "q4_1": q4_1_product_threads}
 
 
 def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
     """ops/quant/product.rows_t_product's twin: x (N, C) float32 @ W^T -> y (N, R) float32."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     y = np.empty((x.shape[0], blocks.shape[0]), np.float32)             # (N, R)
-    PRODUCTS[kind](x, np.ascontiguousarray(blocks), HALF_VALUES, y)
+    product = PRODUCTS[kind]
+    if blocks.shape[0] >= MIN_THREADED_ROWS and kind in THREADED and numba.get_num_threads() > 1:
+        product = THREADED[kind]
+    product(x, np.ascontiguousarray(blocks), HALF_VALUES, y)
     return y

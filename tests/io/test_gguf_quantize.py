@@ -125,3 +125,19 @@ def test_quantize_command_writes_the_file(tmp_path, capsys):
     assert main(["quantize", "--model", str(tmp_path), "--type", "q4_0",
                  "--out", str(tmp_path / "x.gguf")]) == 2         # a folder: one line
     assert "reads a .gguf file for now" in capsys.readouterr().err
+
+
+def test_kept_blocks_map_the_file_instead_of_copying_it(tmp_path):
+    """The blocks of a loaded file are read-only views of its memory map (the file's pages, as
+    llama.cpp's mmap), except q and k, whose rows are reordered for RoPE: no second copy."""
+    params = init_params(CFG, np.random.default_rng(4))
+    write_source(tmp_path / "f32.gguf", params)
+    quantize_gguf(tmp_path / "f32.gguf", "q8_0", tmp_path / "q.gguf")
+    model = load_pretrained(tmp_path / "q.gguf", tokenizer=False)
+    for name in ("tok_emb", "lm_head", "blocks.1.attn.wv", "blocks.1.mlp.w_down"):
+        blocks = model.params[name].blocks
+        assert not blocks.flags.owndata and not blocks.flags.writeable, name
+        assert type(blocks) is np.ndarray, name          # a plain array, not np.memmap
+    assert model.params["blocks.0.attn.wq"].blocks.flags.writeable   # reordered: its own copy
+    want = Model(CFG, in_memory(params, "q8_0"))(IDS)
+    np.testing.assert_allclose(model(IDS), want, rtol=0, atol=RTOL * np.abs(want).max())

@@ -107,3 +107,59 @@ def test_fused_decode_step_runs_on_quantized_weights(monkeypatch):
     monkeypatch.setenv(KERNELS_ENV, "numba")
     fast = [t.tolist() for t in generate(model, prompt, max_new_tokens=6, temperature=0.0)]
     assert fast == reference and len(calls) == 5                        # every cached step fused
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0", "q4_1"])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_fused_four_row_products_and_their_threaded_twins(kind, threaded):
+    """The block-sum products read four rows of W at a time; 67 rows leave a tail group of
+    three (its last row repeated), and the threaded twins split the groups over threads."""
+    compiled = quant_kernels("numba")
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((67, 96), dtype=np.float32) + 0.5            # minimums far from 0
+    m = quantize_matrix(w, kind)
+    for n in (1, 5):
+        x = rng.standard_normal((n, 96), dtype=np.float32)
+        y = np.full((n, 67), np.nan, np.float32)
+        run = (compiled.THREADED if threaded else compiled.PRODUCTS)[kind]
+        run(x, m.blocks, compiled.HALF_VALUES, y)
+        expected = rows_t_product(x, kind, m.blocks, 96)
+        bound = np.abs(x) @ np.abs(m.dequantize()).T
+        assert (np.abs(y - expected) <= TOL * bound + 1e-30).all()
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("kind", sorted(FORMATS))
+def test_compiled_widening_equals_the_reference_bit_for_bit(kind):
+    """quant_slabs.widen_rows widens as dequantize_rows does (gguf's roundings, no fastmath), so
+    the many-row products on it equal the reference's exactly, both directions."""
+    from glassformer.kernels.choice import quant_slab_kernels
+    from glassformer.ops.quant.product import dequantize_rows, rows_product
+    slabs = quant_slab_kernels("numba")
+    rng = np.random.default_rng(11)
+    cols = 512 if kind == "q4_k" else 96
+    w = rng.standard_normal((45, cols), dtype=np.float32) * 3.0 - 1.0
+    w[2] = 0.0
+    m = quantize_matrix(w, kind)
+    assert np.array_equal(slabs.widen_rows(kind, m.blocks, cols),
+                          dequantize_rows(kind, m.blocks, cols))
+    x = rng.standard_normal((40, cols), dtype=np.float32)
+    assert np.array_equal(slabs.rows_t_product(x, kind, m.blocks, cols),
+                          rows_t_product(x, kind, m.blocks, cols))
+    dy = rng.standard_normal((40, 45), dtype=np.float32)
+    assert np.array_equal(slabs.rows_product(dy, kind, m.blocks, cols),
+                          rows_product(dy, kind, m.blocks, cols))
+
+
+@NEEDS_NUMBA
+def test_numba_threads_follow_blas_threads():
+    """blas_threads(n) sets the threaded products' count too (numba's), and puts it back."""
+    import numba
+
+    from glassformer.blas import blas_threads
+    quant_kernels("numba")
+    before = numba.get_num_threads()
+    with blas_threads(1):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before

@@ -48,8 +48,11 @@ TEXT = with_common({
         "x": "An input row x, to multiply by the Q4_1 block as a one-row weight W.",
         "y": "y = x W^T computed from the blocks: the product widens W a slab of rows at a "
              "time into scratch memory, never the whole matrix (ops/quant/product.py); with "
-             "numba, a decode step's few rows use a compiled twin that widens one row of W at a "
-             "time in L1 and takes the dot products there (kernels/quant_numba.py).",
+             "numba, a decode step's few rows use a compiled twin that never widens W: for "
+             "Q8_0, Q4_0 and Q4_1 a block adds d * sum(code * x) (plus m, or -8 d, times the "
+             "block's sum of x), four rows of W at a time (kernels/quant_numba.py); a prefill's "
+             "many rows keep the slabs and BLAS, each slab widened by one compiled pass "
+             "(kernels/quant_slabs.py).",
         "dx": "The blocks take no gradient (rounding has none). y = x W^T with W "
               "quantized: the blocks are frozen (no dW: LoRA trains "
               "float32 adapters beside them) and dx = G W reads the same blocks, a slab of rows "
@@ -85,8 +88,10 @@ TEXT = with_common({
                   "位数越少，台阶越粗。",
         "x": "一行输入 x，与作为单行权重 W 的 Q4_1 块相乘。",
         "y": "直接从块计算 y = x W^T：乘法每次只把 W 的一段行展开到临时内存，从不展开整个矩阵"
-             "（ops/quant/product.py）；装了 numba 时，解码一步的少数几行改走编译版本：每次只把 W "
-             "的一行展开到 L1 缓存里，就地算点积（kernels/quant_numba.py）。",
+             "（ops/quant/product.py）；装了 numba 时，解码一步的少数几行改走编译版本，完全不展开 W："
+             "对 Q8_0、Q4_0、Q4_1，每个块贡献 d * sum(code * x)，再加上 m（或 -8d）乘以该块 x 的和，"
+             "一次处理 W 的四行（kernels/quant_numba.py）；预填充的大量行仍按段展开后交给 BLAS，"
+             "只是每段的展开改成一趟编译循环（kernels/quant_slabs.py）。",
         "dx": "这些块没有梯度（取整没有导数）。y = x W^T 在 W 量化时的反向：这些块是冻结的（没有 dW：LoRA 在旁边训练 float32 的"
               "适配器），dx = G W 读的仍是同样的块，每次一段行（ops/quant/product.py）。",
     },

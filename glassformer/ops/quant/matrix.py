@@ -18,7 +18,9 @@ so ops/linear.py, the tied LM head and an embedding lookup run unchanged; `x @ M
 Anything else (arithmetic, np.asarray) is refused: `dequantize()` first, on purpose.
 
 A few float32 rows times W^T (a decode step) run on kernels/quant_numba.py's compiled twin when
-GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`); product.py stays the reference.
+GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`); more float32 rows (a prefill) and the
+backward run product.py's slabs with kernels/quant_slabs.py's compiled widening (the same floats,
+so the same products). product.py stays the reference.
 
 `activations="q8"` (opt-in: `--activation-quant q8`, `load_pretrained(activations="q8")`) makes
 x @ W^T round x to 8-bit blocks first and take integer block products, as llama.cpp's CPU backend
@@ -32,14 +34,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.kernels.choice import q8_kernels, quant_kernels
+from glassformer.kernels.choice import q8_kernels, quant_kernels, quant_slab_kernels
 from glassformer.ops.quant.activations_q8 import activation_product
 from glassformer.ops.quant.formats import format_of
 from glassformer.ops.quant.product import dequantize_rows, rows_product, rows_t_product
 
 COMPILED_ROWS = 16   # x @ W^T with at most this many float32 rows runs compiled (a decode step:
-#                      kernels/quant_numba.py) when kernels/choice.py says so; more rows, the
-#                      backward's dy @ W and float64 stay on product.py (BLAS wins with many rows)
+#                      kernels/quant_numba.py) when kernels/choice.py says so; more float32 rows
+#                      and the backward's dy @ W run product.py's slabs and BLAS, widened by
+#                      kernels/quant_slabs.py (the same floats); float64 stays on product.py
 ACTIVATIONS = ("float32", "q8")   # how x is multiplied by W^T: as it is, or rounded to 8 bits
 
 
@@ -93,6 +96,10 @@ class QuantizedMatrix:
             compiled = quant_kernels()     # the one place the compiled products are chosen
             if compiled is not None:
                 product = compiled.rows_t_product
+        elif rows.dtype == np.float32:
+            slabs = quant_slab_kernels()   # many rows: product.py's slabs, compiled widening
+            if slabs is not None:
+                product = slabs.rows_t_product if self.transposed else slabs.rows_product
         y = product(rows, self.kind, self.blocks, self.cols)            # (N, out)
         return y.reshape(x.shape[:-1] + (c_out,))
 

@@ -43,9 +43,11 @@ def slab_rows(cols: int, n: int = 1) -> int:
     return max(1, SLAB_BYTES // (4 * cols), n)
 
 
-def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
+def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int,
+                   widen=dequantize_rows) -> np.ndarray:
     """y = x @ W^T for x (N, C) and W (R, C) stored as `blocks` -> y (N, R), dtype of x and
-    float32's result type."""
+    float32's result type. `widen`: dequantize_rows, or a twin with its arguments and values
+    (kernels/quant_slabs.py's compiled one)."""
     rows = blocks.shape[0]
     out_dtype = np.result_type(x.dtype, np.float32)
     y = np.empty((x.shape[0], rows), out_dtype)                         # (N, R)
@@ -53,20 +55,21 @@ def rows_t_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> n
     scratch = np.empty((min(step, rows), cols), np.float32)             # one slab of W
     for start in range(0, rows, step):
         stop = min(start + step, rows)
-        w = dequantize_rows(kind, blocks[start:stop], cols, out=scratch[:stop - start])
+        w = widen(kind, blocks[start:stop], cols, out=scratch[:stop - start])
         np.matmul(x, w.T, out=y[:, start:stop])                         # (N, C) @ (C, r) -> (N, r)
     return y
 
 
-def rows_product(dy: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
+def rows_product(dy: np.ndarray, kind: str, blocks: np.ndarray, cols: int,
+                 widen=dequantize_rows) -> np.ndarray:
     """dx = dy @ W for dy (N, R) and W (R, C) stored as `blocks` -> dx (N, C): each slab of
-    rows adds its share, dy[:, slab] @ W[slab]."""
+    rows adds its share, dy[:, slab] @ W[slab]. `widen` as for rows_t_product."""
     rows = blocks.shape[0]
     dx = np.zeros((dy.shape[0], cols), np.result_type(dy.dtype, np.float32))   # (N, C)
     step = slab_rows(cols, dy.shape[0])
     scratch = np.empty((min(step, rows), cols), np.float32)
     for start in range(0, rows, step):
         stop = min(start + step, rows)
-        w = dequantize_rows(kind, blocks[start:stop], cols, out=scratch[:stop - start])
+        w = widen(kind, blocks[start:stop], cols, out=scratch[:stop - start])
         dx += dy[:, start:stop] @ w                                     # (N, r) @ (r, C) -> (N, C)
     return dx
