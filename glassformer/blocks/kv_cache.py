@@ -39,7 +39,7 @@ the positions the next token needs are still in it (`can_keep`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -74,6 +74,9 @@ class KVCache:
     positions: int | None = None   # T_max, when a ring makes it differ from k[0]'s length
     batch_invariant: bool = False  # serve --batch-invariant: a decoded step computes each row
                                    # apart from the others (models/common.py: layers_forward)
+    decode_plan: object = field(default=None, repr=False, compare=False)
+                                   # the decoded step's operands, gathered at its first step
+                                   # (blocks/decode_plan.py); None until then
 
     @classmethod
     def allocate(cls, layout: KVLayout, *, n_layer: int, batch: int, max_len: int,
