@@ -19,6 +19,9 @@ A weight kept in GGUF blocks (ops/quant/matrix.py's QuantizedMatrix) takes the s
 its product reads the blocks (compiled, kernels/quant_numba.py, on this path), never packed with
 its neighbours, so q, k, v (and gate, up) are then one product each.
 
+The weights come from a `DecodePlan` (blocks/decode_plan.py): gathered by role once per cache,
+not looked up by name at every token.
+
 `kernels` is a module with those kernels: kernels/decode_numba.py on the fast path, or
 kernels/decode_numpy.py, their NumPy twins, which the tests run to check this composition
 against block_forward. models/common.py's `layers_forward` is the one caller, for the layers that
@@ -32,8 +35,8 @@ from types import ModuleType
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.decode_plan import DecodePlan, LayerOperands
 from glassformer.blocks.kv_cache import KVCache
-from glassformer.blocks.packed import packed_whole
 
 MLPS = {"swiglu": None, "gelu": False, "gelu_tanh": True}   # MLP -> gelu_rows' approximate
 
@@ -63,42 +66,39 @@ def _rows_tables(rope_tables, rows: int, d: int):
                  for table in rope_tables)                               # (B, D) each
 
 
-def _attention(kernels: ModuleType, p: dict, xn: np.ndarray, cache: KVCache, layer: int,
-               tables, key_mask) -> np.ndarray:
+def _attention(kernels: ModuleType, op: LayerOperands, xn: np.ndarray, cache: KVCache,
+               layer: int, tables, key_mask) -> np.ndarray:
     """xn (B, C) -> the attention sub-block's output before its bias, (B, C)."""
-    weights = [p["attn.wq"], p["attn.wk"], p["attn.wv"]]
-    whole = packed_whole(weights)
-    if whole is not None:
-        qkv = xn @ whole                                         # (B, C) -> (B, (H+2K) D)
-        width_q, width_kv = weights[0].shape[1], weights[1].shape[1]
+    if op.qkv is not None:
+        qkv = xn @ op.qkv                                        # (B, C) -> (B, (H+2K) D)
+        width_q, width_kv = op.wq.shape[1], op.wk.shape[1]
         q, k, v = (qkv[:, :width_q], qkv[:, width_q:width_q + width_kv],
                    qkv[:, width_q + width_kv:])                   # views
     else:
-        q, k, v = (xn @ w for w in weights)                      # (B, H*D), (B, K*D) x 2
-    out = kernels.attend_step(q, k, v, p.get("attn.bq"), p.get("attn.bk"), p.get("attn.bv"),
-                              *tables, cache.k[layer], cache.v[layer], cache.length,
-                              key_mask)                          # (B, H*D)
-    return out @ p["attn.wo"]                                    # (B, H*D) -> (B, C)
+        q, k, v = xn @ op.wq, xn @ op.wk, xn @ op.wv             # (B, H*D), (B, K*D) x 2
+    out = kernels.attend_step(q, k, v, op.bq, op.bk, op.bv, *tables, cache.k[layer],
+                              cache.v[layer], cache.length, key_mask)   # (B, H*D)
+    return out @ op.wo                                           # (B, H*D) -> (B, C)
 
 
-def _mlp_hidden(kernels: ModuleType, p: dict, hn: np.ndarray, cfg: BlockConfig) -> np.ndarray:
+def _mlp_hidden(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, cfg: BlockConfig
+                ) -> np.ndarray:
     """hn (B, C) -> the MLP's hidden activations (B, F)."""
     if cfg.mlp != "swiglu":
-        return kernels.gelu_rows(hn @ p["mlp.w_up"], p.get("mlp.b_up"), MLPS[cfg.mlp])
-    whole = packed_whole([p["mlp.w_gate"], p["mlp.w_up"]])
-    if whole is None:
-        return kernels.swiglu_rows(hn @ p["mlp.w_gate"], hn @ p["mlp.w_up"])
-    both = hn @ whole                                            # (B, C) -> (B, 2F)
-    width = p["mlp.w_gate"].shape[1]
+        return kernels.gelu_rows(hn @ op.w_up, op.b_up, MLPS[cfg.mlp])
+    if op.gate_up is None:
+        return kernels.swiglu_rows(hn @ op.w_gate, hn @ op.w_up)
+    both = hn @ op.gate_up                                       # (B, C) -> (B, 2F)
+    width = op.w_gate.shape[1]
     return kernels.swiglu_rows(both[:, :width], both[:, width:])
 
 
-def decode_step_forward(kernels: ModuleType, layers: list[dict], x: np.ndarray,
+def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
                         cfg: BlockConfig, *, kv_cache: KVCache, key_mask: np.ndarray | None = None,
                         rope_tables=None, **_) -> np.ndarray:
-    """x (B, 1, C) through every layer -> (B, 1, C); layers[i] holds layer i's block-local params
-    (models/common.py: split_layers). Writes each layer's new key and value into kv_cache at
-    column kv_cache.length (which it does not advance: the generate loop does)."""
+    """x (B, 1, C) through every layer -> (B, 1, C); plan.layers[i] holds layer i's operands
+    (blocks/decode_plan.py). Writes each layer's new key and value into kv_cache at column
+    kv_cache.length (which it does not advance: the generate loop does)."""
     kv_cache.check_room(1)
     rows, width = x.shape[0], x.shape[2]
     rms, eps = cfg.norm == "rms", cfg.norm_eps
@@ -106,19 +106,18 @@ def decode_step_forward(kernels: ModuleType, layers: list[dict], x: np.ndarray,
     if key_mask is not None:
         key_mask = np.asarray(key_mask, dtype=bool)
     x = np.ascontiguousarray(x.reshape(rows, width))             # (B, 1, C) -> (B, C)
-    first = layers[0]
-    xn = kernels.norm_rows(x, first["norm1.w"], first.get("norm1.b"), eps, rms)
-    for i, p in enumerate(layers):
-        a = _attention(kernels, p, xn, kv_cache, i, tables, key_mask)
-        h, hn = kernels.add_norm_rows(x, a, p.get("attn.bo"), p["norm2.w"], p.get("norm2.b"),
-                                      eps, rms)                  # (B, C) each
-        m = _mlp_hidden(kernels, p, hn, cfg) @ p["mlp.w_down"]   # (B, F) -> (B, C)
+    layers = plan.layers
+    xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
+    for i, op in enumerate(layers):
+        a = _attention(kernels, op, xn, kv_cache, i, tables, key_mask)
+        h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)  # (B, C)
+        m = _mlp_hidden(kernels, op, hn, cfg) @ op.w_down        # (B, F) -> (B, C)
         if i + 1 < len(layers):
             after = layers[i + 1]
-            x, xn = kernels.add_norm_rows(h, m, p.get("mlp.b_down"), after["norm1.w"],
-                                          after.get("norm1.b"), eps, rms)
+            x, xn = kernels.add_norm_rows(h, m, op.b_down, after.norm1_w, after.norm1_b, eps,
+                                          rms)
         else:  # the last layer: the head's own norm follows (models/common.py: head_forward)
-            if "mlp.b_down" in p:
-                m = m + p["mlp.b_down"]
+            if op.b_down is not None:
+                m = m + op.b_down
             x = h + m
     return x[:, None]                                            # (B, C) -> (B, 1, C)

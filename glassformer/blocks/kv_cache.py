@@ -39,7 +39,7 @@ the positions the next token needs are still in it (`can_keep`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +77,9 @@ class KVCache:
     prefill_rows: bool = False     # serve --batch-invariant's prefill: each row's new ids on
                                    # fixed-shape tiles, one column per position
                                    # (blocks/prefill_rows.py)
+    decode_plan: object = field(default=None, repr=False, compare=False)
+                                   # the decoded step's operands, gathered at its first step
+                                   # (blocks/decode_plan.py); None until then
 
     @classmethod
     def allocate(cls, layout: KVLayout, *, n_layer: int, batch: int, max_len: int,

@@ -26,6 +26,7 @@ base weight is frozen, as PEFT freezes the base model: the stack of layers runs 
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -66,7 +67,7 @@ def adapted_weight(name: str) -> str:
 
 def has_adapters(params: dict) -> bool:
     """Whether these params hold any adapter: then the model's base weights are frozen."""
-    return any(key.endswith(TRAINED_SUFFIXES) for key in params)
+    return any(map(str.endswith, params, repeat(TRAINED_SUFFIXES)))   # at every decoded token
 
 
 def adapter_of(params: dict, weight: str) -> Adapter | None:

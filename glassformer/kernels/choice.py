@@ -86,7 +86,8 @@ def decode_kernels(setting: str | None = None) -> ModuleType | None:
     caller then runs its ordinary NumPy path."""
     if kernel_choice(setting) != "numba":
         return None
-    return _compiled()
+    loaded = sys.modules.get("glassformer.kernels.decode_numba")
+    return loaded if loaded is not None else _compiled()     # no mkdir per decoded token
 
 
 def quant_kernels(setting: str | None = None) -> ModuleType | None:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.blocks.decode_plan import cached_plan, decode_plan
 from glassformer.blocks.decode_step import decode_step_applies, decode_step_forward
 from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.lora import has_adapters
@@ -151,20 +152,27 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
             tables[setting] = rope_tables_at(block_kwargs["positions"], bcfg.dim_per_head,
                                              theta=setting[0], scaling=setting[1],
                                              dtype=x.dtype)
-    layers = split_layers(params, n_layer)
-    block_kwargs["frozen"] = has_adapters(params)
+    cache = block_kwargs.get("kv_cache")
+    # a decoding cache keeps the fused step's operands from its first step (blocks/decode_plan.py)
+    plan = None if cache is None else cached_plan(params, cache)
+    layers = None if plan is not None else split_layers(params, n_layer)
+    block_kwargs["frozen"] = plan.frozen if plan is not None else has_adapters(params)
     block_kwargs["rope_tables"] = tables.get(bcfg.rope_at(0))
     if (causal and on_layer is None and block_kwargs.get("hooks") is None
             and decode_step_applies(bcfg, x, **block_kwargs)):
         # one decoded position: the fused kernels when a compiled path is on (kernels/choice.py:
         # GLASSFORMER_KERNELS), else the blocks below, the reference; the only place that asks
         kernels = decode_kernels()
-        if kernels is None and block_kwargs["kv_cache"].batch_invariant:
+        if kernels is None and cache.batch_invariant:
             # serve --batch-invariant on the NumPy path: the twins, which attend each row over
             # its own keys (the blocks below mask one batch, summing where other rows' keys sit)
             kernels = decode_numpy
         if kernels is not None:
-            return decode_step_forward(kernels, layers, x, bcfg, **block_kwargs), None
+            if plan is None:
+                plan = cache.decode_plan = decode_plan(params, layers)
+            return decode_step_forward(kernels, plan, x, bcfg, **block_kwargs), None
+    if layers is None:
+        layers = split_layers(params, n_layer)
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
     hooks = block_kwargs.get("hooks")
     ctxs = []
