@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.kernels.choice import train_kernels
 from glassformer.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from glassformer.ops.rms_norm import rms_norm_backward, rms_norm_forward
 
@@ -18,6 +19,15 @@ from glassformer.ops.rms_norm import rms_norm_backward, rms_norm_forward
 class NormCtx(NamedTuple):
     kind: str      # "layer" or "rms"
     inner: Any     # LayerNormCtx or RMSNormCtx
+
+
+def _layer_norm_kernels():
+    """(forward, backward) of LayerNorm: the compiled pair (kernels/train_numba.py) when
+    kernels/choice.py says so, else the ops' (the reference). Both make the same LayerNormCtx."""
+    compiled = train_kernels()
+    if compiled is None:
+        return layer_norm_forward, layer_norm_backward
+    return compiled.layer_norm_forward, compiled.layer_norm_backward
 
 
 def norm_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
@@ -39,7 +49,8 @@ def norm_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndar
     if cfg.norm == "rms":
         y, inner = rms_norm_forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
     else:
-        y, inner = layer_norm_forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
+        forward = _layer_norm_kernels()[0]
+        y, inner = forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
     return y, NormCtx(cfg.norm, inner)
 
 
@@ -48,7 +59,7 @@ def norm_backward(dy: np.ndarray, ctx: NormCtx) -> tuple[dict, np.ndarray]:
     if ctx.kind == "rms":
         dx, dw = rms_norm_backward(dy, ctx.inner)
         return {"w": dw}, dx
-    dx, dw, db = layer_norm_backward(dy, ctx.inner)
+    dx, dw, db = _layer_norm_kernels()[1](dy, ctx.inner)
     grads = {"w": dw}
     if db is not None:
         grads["b"] = db
