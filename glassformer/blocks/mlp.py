@@ -94,7 +94,9 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
     if cfg.mlp in GATED:
         gate, up, gate_ctx, up_ctx = _gate_and_up(params, x, options)    # (B, T, F) each
         if cfg.mlp == "swiglu":
-            hidden, act_ctx = swiglu_forward(gate, up)                   # (B, T, F)
+            compiled = train_kernels()            # one compiled pass (kernels/train_numba.py)
+            forward = swiglu_forward if compiled is None else compiled.swiglu_forward
+            hidden, act_ctx = forward(gate, up)                          # (B, T, F)
         elif cfg.mlp == "swiglu_clamped":                                # gpt-oss's experts
             hidden, act_ctx = clamped_swiglu_forward(gate, up, alpha=cfg.glu_alpha,
                                                      limit=cfg.glu_limit)
@@ -111,7 +113,9 @@ def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
     """Returns (grads with the forward's param names, dx)."""
     dhidden, grads, db_down = projection_backward(dy, ctx.down, "w_down")   # (B, T, F)
     if ctx.kind in GATED:
-        gated_backward = {"swiglu": swiglu_backward, "geglu_tanh": geglu_backward,
+        compiled = train_kernels()
+        gated_backward = {"swiglu": swiglu_backward if compiled is None
+                          else compiled.swiglu_backward, "geglu_tanh": geglu_backward,
                           "swiglu_clamped": clamped_swiglu_backward}[ctx.kind]
         dgate, dup = gated_backward(dhidden, ctx.act)
         dx_gate, gate_grads, db_gate = projection_backward(dgate, ctx.gate, "w_gate")

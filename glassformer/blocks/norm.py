@@ -21,15 +21,6 @@ class NormCtx(NamedTuple):
     inner: Any     # LayerNormCtx or RMSNormCtx
 
 
-def _layer_norm_kernels():
-    """(forward, backward) of LayerNorm: the compiled pair (kernels/train_numba.py) when
-    kernels/choice.py says so, else the ops' (the reference). Both make the same LayerNormCtx."""
-    compiled = train_kernels()
-    if compiled is None:
-        return layer_norm_forward, layer_norm_backward
-    return compiled.layer_norm_forward, compiled.layer_norm_backward
-
-
 def norm_shapes(cfg: BlockConfig) -> dict[str, tuple[int, ...]]:
     """Param names and shapes of one norm: "w" (C,), and "b" (C,) for a LayerNorm with a shift."""
     shapes = {"w": (cfg.d_model,)}
@@ -45,21 +36,28 @@ def norm_gain(w: np.ndarray, cfg: BlockConfig) -> np.ndarray:
 
 
 def norm_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, NormCtx]:
-    """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present)."""
+    """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present).
+    The compiled norms (kernels/train_numba.py) run when kernels/choice.py says so, else the
+    ops (the reference); both make the same ctx."""
+    compiled = train_kernels()
     if cfg.norm == "rms":
-        y, inner = rms_norm_forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
+        forward = rms_norm_forward if compiled is None else compiled.rms_norm_forward
+        y, inner = forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
     else:
-        forward = _layer_norm_kernels()[0]
+        forward = layer_norm_forward if compiled is None else compiled.layer_norm_forward
         y, inner = forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
     return y, NormCtx(cfg.norm, inner)
 
 
 def norm_backward(dy: np.ndarray, ctx: NormCtx) -> tuple[dict, np.ndarray]:
     """Returns ({"w": dw[, "b": db]}, dx), dx (..., C) like dy."""
+    compiled = train_kernels()
     if ctx.kind == "rms":
-        dx, dw = rms_norm_backward(dy, ctx.inner)
+        dx, dw = (rms_norm_backward if compiled is None else compiled.rms_norm_backward)(
+            dy, ctx.inner)
         return {"w": dw}, dx
-    dx, dw, db = _layer_norm_kernels()[1](dy, ctx.inner)
+    dx, dw, db = (layer_norm_backward if compiled is None else compiled.layer_norm_backward)(
+        dy, ctx.inner)
     grads = {"w": dw}
     if db is not None:
         grads["b"] = db

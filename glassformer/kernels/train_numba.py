@@ -18,7 +18,7 @@ Precision. The LayerNorm and GELU loops reassociate their sums (fastmath: SIMD l
 agree with the twins to float32 rounding, not bit for bit (tests/kernels/test_train_kernels.py);
 the LayerNorm kernels take float32 and float64 alike (the gradient checks run them in float64).
 The GELU kernel takes float32 only (other inputs go to the twin): its exp is a short polynomial
-written here (`_gelu_exp_parts`), because numba has no vector exp without Intel's SVML and a scalar
+written here (`_exp_cubic_parts`), because numba has no vector exp without Intel's SVML and a scalar
 exp per element would cost more than NumPy's whole SIMD pass. AdamW follows torch's operations
 one by one with no fused multiply-add, so its params and moments equal the twin's bit for bit.
 
@@ -34,10 +34,12 @@ import math
 import numba
 import numpy as np
 
-from glassformer.ops import activation, layer_norm
+from glassformer.ops import activation, layer_norm, rms_norm, swiglu
 from glassformer.ops._scalars import check_eps
-from glassformer.ops.activation import GeluCtx
+from glassformer.ops.activation import GeluCtx, SiluCtx
 from glassformer.ops.layer_norm import LayerNormCtx
+from glassformer.ops.rms_norm import RMSNormCtx
+from glassformer.ops.swiglu import SwigluCtx
 
 FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; keep inf/NaN rules
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
@@ -59,14 +61,16 @@ def _compiled_dtype(*arrays) -> bool:
 # ---- LayerNorm ---------------------------------------------------------------------------------
 
 @jit
-def _layer_norm_rows(x, w, b, eps, inv_width, one, y, xhat, rstd):
-    """Per row of x (N, C): mean, variance, rstd, xhat = (x - mean) rstd, y = xhat w (+ b).
-    eps, inv_width and one are scalars of x's dtype, so float32 stays float32."""
+def _norm_rows(x, w, b, eps, inv_width, one, centre, y, xhat, rstd):
+    """Per row of x (N, C): mean (0 unless centre: RMSNorm), variance, rstd, xhat = (x - mean)
+    rstd, y = xhat w (+ b). eps, inv_width and one are scalars of x's dtype, so float32 stays
+    float32."""
     width = x.shape[1]
     for r in range(x.shape[0]):
         total = eps - eps
-        for c in range(width):
-            total += x[r, c]
+        if centre:
+            for c in range(width):
+                total += x[r, c]
         mean = total * inv_width
         square = eps - eps
         for c in range(width):
@@ -84,9 +88,9 @@ def _layer_norm_rows(x, w, b, eps, inv_width, one, y, xhat, rstd):
 
 
 @jit
-def _layer_norm_back_rows(dy, xhat, rstd, w, inv_width, dx, dw, db):
-    """Per row: g = dy w, dx = rstd (g - mean(g) - xhat mean(g xhat)); dw, db summed over rows
-    (db None: no bias)."""
+def _norm_back_rows(dy, xhat, rstd, w, inv_width, centre, dx, dw, db):
+    """Per row: g = dy w, dx = rstd (g - mean(g) - xhat mean(g xhat)), without the mean(g) term
+    unless centre (RMSNorm); dw, db summed over rows (db None: no bias)."""
     width = dy.shape[1]
     for c in range(width):
         dw[c] = 0.0
@@ -102,7 +106,7 @@ def _layer_norm_back_rows(dy, xhat, rstd, w, inv_width, dx, dw, db):
             dw[c] += dy[r, c] * xhat[r, c]
             if db is not None:
                 db[c] += dy[r, c]
-        g_mean = g_total * inv_width
+        g_mean = g_total * inv_width if centre else inv_width - inv_width
         gx_mean = gx_total * inv_width
         scale = rstd[r, 0]
         for c in range(width):
@@ -121,7 +125,7 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     rows = _rows(x)                                                   # (N, C)
     y, xhat = np.empty_like(rows), np.empty_like(rows)                # (N, C)
     rstd = np.empty((rows.shape[0], 1), x.dtype)                      # (N, 1)
-    _layer_norm_rows(rows, w, b, eps, kind(1.0 / x.shape[-1]), kind(1.0), y, xhat, rstd)
+    _norm_rows(rows, w, b, eps, kind(1.0 / x.shape[-1]), kind(1.0), True, y, xhat, rstd)
     lead = x.shape[:-1]
     return y.reshape(x.shape), LayerNormCtx(xhat=xhat.reshape(x.shape),
                                             rstd=rstd.reshape(lead + (1,)), w=w,
@@ -138,22 +142,48 @@ def layer_norm_backward(dy: np.ndarray, ctx: LayerNormCtx
     dx = np.empty_like(dy_rows)                                       # (N, C)
     dw = np.empty_like(ctx.w)                                         # (C,)
     db = np.empty_like(ctx.w) if ctx.has_bias else None               # (C,)
-    _layer_norm_back_rows(dy_rows, _rows(ctx.xhat), ctx.rstd.reshape(-1, 1), ctx.w,
-                          dy.dtype.type(1.0 / width), dx, dw, db)
+    _norm_back_rows(dy_rows, _rows(ctx.xhat), ctx.rstd.reshape(-1, 1), ctx.w,
+                    dy.dtype.type(1.0 / width), True, dx, dw, db)
     return dx.reshape(dy.shape), dw, db
+
+
+def rms_norm_forward(x: np.ndarray, w: np.ndarray, *, eps: float = 1e-6
+                     ) -> tuple[np.ndarray, RMSNormCtx]:
+    """ops/rms_norm.py's rms_norm_forward: LayerNorm's loops without the mean."""
+    rms_norm.check_rms_norm_inputs(x, w)
+    if not _compiled_dtype(x, w):
+        return rms_norm.rms_norm_forward(x, w, eps=eps)
+    kind = x.dtype.type
+    eps = kind(check_eps("eps", eps))
+    rows = _rows(x)                                                   # (N, C)
+    y, xhat = np.empty_like(rows), np.empty_like(rows)                # (N, C)
+    rstd = np.empty((rows.shape[0], 1), x.dtype)                      # (N, 1)
+    _norm_rows(rows, w, None, eps, kind(1.0 / x.shape[-1]), kind(1.0), False, y, xhat, rstd)
+    return y.reshape(x.shape), RMSNormCtx(xhat=xhat.reshape(x.shape),
+                                          rstd=rstd.reshape(x.shape[:-1] + (1,)), w=w)
+
+
+def rms_norm_backward(dy: np.ndarray, ctx: RMSNormCtx) -> tuple[np.ndarray, np.ndarray]:
+    """ops/rms_norm.py's rms_norm_backward: (dx, dw)."""
+    if not _compiled_dtype(dy, ctx.xhat, ctx.rstd, ctx.w) or dy.shape != ctx.xhat.shape:
+        return rms_norm.rms_norm_backward(dy, ctx)
+    dy_rows = _rows(dy)                                               # (N, C)
+    dx, dw = np.empty_like(dy_rows), np.empty_like(ctx.w)             # (N, C), (C,)
+    _norm_back_rows(dy_rows, _rows(ctx.xhat), ctx.rstd.reshape(-1, 1), ctx.w,
+                    dy.dtype.type(1.0 / ctx.w.shape[0]), False, dx, dw, None)
+    return dx.reshape(dy.shape), dw
 
 
 # ---- the tanh GELU -----------------------------------------------------------------------------
 
 @jit
-def _gelu_exp_parts(x, mantissa, exponent):
-    """exp(-2u) for float32 x, u = sqrt(2/pi) (x + 0.044715 x^3), as mantissa * 2^k, the float32
-    bits of 2^k written to `exponent` (int32). Cephes' expf: -2u clamped to [-87, 88], k the
-    nearest integer to -2u / ln 2, a degree-5 polynomial on the rest (|r| <= ln 2 / 2).
-    Two outputs because numba has no bit cast of a float inside a vectorized loop: the caller
-    reads `exponent` as float32 through a view."""
-    linear = np.float32(-2.0 * math.sqrt(2.0 / math.pi))        # -2u = x (linear + cubic x^2)
-    cubic = np.float32(-2.0 * math.sqrt(2.0 / math.pi) * 0.044715)
+def _exp_cubic_parts(x, linear, cubic, mantissa, exponent):
+    """exp(z), z = x (linear + cubic x^2), for float32 x (1-D, any stride), as mantissa * 2^k,
+    the float32 bits of 2^k written to `exponent` (int32). The tanh GELU's exp(-2u) is
+    (-2 sqrt(2/pi), -2 sqrt(2/pi) 0.044715); SiLU's exp(-x) is (-1, 0). Cephes' expf: z clamped
+    to [-87, 88], k the nearest integer to z / ln 2, a degree-5 polynomial on the rest
+    (|r| <= ln 2 / 2). Two outputs because numba has no bit cast of a float inside a vectorized
+    loop: the caller reads `exponent` as float32 through a view."""
     for i in range(x.shape[0]):
         value = x[i]
         z = min(max(value * (linear + cubic * value * value), np.float32(-87.0)),
@@ -179,7 +209,9 @@ def _gelu_tanh_slope(x, out, slope):
     slope_linear = np.float32(2.0 * math.sqrt(2.0 / math.pi))   # 2 du/dx = this + that x^2
     slope_cubic = np.float32(6.0 * math.sqrt(2.0 / math.pi) * 0.044715)
     one = np.float32(1.0)
-    _gelu_exp_parts(x, out, slope.view(np.int32))
+    _exp_cubic_parts(x, np.float32(-2.0 * math.sqrt(2.0 / math.pi)),       # exp(-2u)
+                     np.float32(-2.0 * math.sqrt(2.0 / math.pi) * 0.044715), out,
+                     slope.view(np.int32))
     for i in range(x.shape[0]):
         value = x[i]
         gate = one / (one + out[i] * slope[i])       # sigmoid(2u); slope[i] holds 2^k until here
@@ -198,6 +230,89 @@ def gelu_forward(x: np.ndarray, *, approximate: str = "none", keep_slope: bool =
     out, slope = np.empty_like(flat), np.empty_like(flat)   # (N,): the slope's memory is
     _gelu_tanh_slope(flat, out, slope)                      # scratch when it is not kept
     return out.reshape(x.shape), GeluCtx(slope=slope.reshape(x.shape) if keep_slope else None)
+
+
+# ---- SwiGLU ------------------------------------------------------------------------------------
+
+@jit
+def _swiglu_rows(gates, g, ups, u, out, activated, sigmoid):
+    """Per row r of gate = gates[:, g], up = ups[:, u] (N, F) (blocks._rows_of):
+    sigmoid = 1 / (1 + exp(-gate)), activated = gate sigmoid, out = activated up."""
+    bits = sigmoid.view(np.int32)
+    one = np.float32(1.0)
+    for r in range(out.shape[0]):
+        _exp_cubic_parts(gates[r, g], np.float32(-1.0), np.float32(0.0), activated[r], bits[r])
+        for f in range(out.shape[1]):
+            s = one / (one + activated[r, f] * sigmoid[r, f])   # sigmoid[r, f] holds 2^k here
+            sigmoid[r, f] = s
+            silu = gates[r, g, f] * s
+            activated[r, f] = silu
+            out[r, f] = silu * ups[r, u, f]
+
+
+@jit
+def _swiglu_back_rows(dout, ups, u, activated, gates, g, sigmoid, dgate, dup):
+    """dup = dout silu(gate); dgate = (dout up) s (1 + gate (1 - s)), per row, one pass."""
+    one = np.float32(1.0)
+    for r in range(dout.shape[0]):
+        for f in range(dout.shape[1]):
+            grad = dout[r, f]
+            s = sigmoid[r, f]
+            dup[r, f] = grad * activated[r, f]
+            dgate[r, f] = grad * ups[r, u, f] * (s * (one + gates[r, g, f] * (one - s)))
+
+
+def _rows_of(gate: np.ndarray, up: np.ndarray):
+    """gate and up (..., F) float32 as C-contiguous blocks the loops index without strides:
+    (gates, g, ups, u) with gate = gates[:, g, :] and up = ups[:, u, :] as (N, F); None when
+    they are neither each contiguous nor the two halves of one packed gate|up row
+    (blocks/mlp.py's packed product)."""
+    width = gate.shape[-1]
+    if gate.dtype != np.float32 or up.dtype != np.float32 or gate.shape != up.shape:
+        return None
+    if gate.flags.c_contiguous and up.flags.c_contiguous:
+        return gate.reshape(-1, 1, width), 0, up.reshape(-1, 1, width), 0
+    start = gate.__array_interface__["data"][0]
+    packed = (up.__array_interface__["data"][0] == start + width * 4
+              and gate.strides[-1] == up.strides[-1] == 4 and gate.strides == up.strides
+              and gate.ndim >= 2 and gate.strides[-2] == 2 * width * 4
+              and all(gate.strides[i] == gate.strides[i + 1] * gate.shape[i + 1]
+                      for i in range(gate.ndim - 2)))
+    if not packed:
+        return None
+    rows = gate.size // width
+    both = np.lib.stride_tricks.as_strided(gate, shape=(rows, 2, width),
+                                           strides=(2 * width * 4, width * 4, 4))
+    return both, 0, both, 1                              # (N, 2, F): C-contiguous, a view
+
+
+def swiglu_forward(gate: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, SwigluCtx]:
+    """ops/swiglu.py's swiglu_forward (its checks, its ctx) in one compiled pass per row, for
+    float32 gate and up that are contiguous or a packed pair; anything else runs the twin."""
+    swiglu.check_swiglu_inputs(gate, up)
+    blocks = _rows_of(gate, up)
+    if blocks is None:
+        return swiglu.swiglu_forward(gate, up)
+    rows = (gate.size // gate.shape[-1], gate.shape[-1])
+    out, activated, sigmoid = (np.empty(rows, np.float32) for _ in range(3))   # (N, F)
+    _swiglu_rows(*blocks, out, activated, sigmoid)
+    shape = gate.shape
+    return out.reshape(shape), SwigluCtx(up=up, activated=activated.reshape(shape),
+                                         silu=SiluCtx(x=gate, sigmoid=sigmoid.reshape(shape)))
+
+
+def swiglu_backward(dout: np.ndarray, ctx: SwigluCtx) -> tuple[np.ndarray, np.ndarray]:
+    """ops/swiglu.py's swiglu_backward: (dgate, dup), one compiled pass."""
+    blocks = _rows_of(ctx.silu.x, ctx.up)
+    kept = (dout, ctx.activated, ctx.silu.sigmoid)
+    if blocks is None or not _compiled_dtype(*kept) or dout.dtype != np.float32 \
+            or not dout.shape == ctx.activated.shape == ctx.silu.sigmoid.shape == ctx.up.shape:
+        return swiglu.swiglu_backward(dout, ctx)
+    gates, g, ups, u = blocks
+    dout_rows, activated, sigmoid = (_rows(a) for a in kept)                  # (N, F)
+    dgate, dup = np.empty_like(dout_rows), np.empty_like(dout_rows)           # (N, F)
+    _swiglu_back_rows(dout_rows, ups, u, activated, gates, g, sigmoid, dgate, dup)
+    return dgate.reshape(dout.shape), dup.reshape(dout.shape)
 
 
 # ---- AdamW -------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from glassformer.errors import GlassformerError
 from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases._weight_bias import weight_bias_case
 from glassformer.kernels.choice import KERNELS_ENV, numba_importable, train_kernels
-from glassformer.models import gpt2
-from glassformer.ops import activation, layer_norm
+from glassformer.models import gpt2, llama
+from glassformer.ops import activation, layer_norm, rms_norm, swiglu
 from glassformer.train.optim import adamw_init, adamw_update
 from glassformer.train.step import loss_and_grads, train_step
 
@@ -117,22 +117,28 @@ def test_adamw_update_leaves_views_to_the_twin(compiled):
     np.testing.assert_array_equal(p, before)
 
 
-def test_training_agrees_on_both_paths(monkeypatch):
-    """A small GPT (LayerNorm with bias, tanh GELU, AdamW with decay) on each path: the same
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_training_agrees_on_both_paths(monkeypatch, family):
+    """A small GPT (LayerNorm with bias, tanh GELU) or Llama (RMSNorm, SwiGLU), AdamW with
+    decay, on each path: the same
     gradients to float32 rounding, and the same losses over three steps. (Params are not
     compared after AdamW: its first steps move every weight by about lr whatever the size of
     its gradient, so a near-zero gradient's rounding shows as a large relative change.)"""
-    cfg = gpt2.GPT2Config(vocab_size=31, max_seq_len=16, n_layer=2, n_head=2, d_model=32)
+    module = {"gpt2": gpt2, "llama": llama}[family]
+    cfg = (gpt2.GPT2Config(vocab_size=31, max_seq_len=16, n_layer=2, n_head=2, d_model=32)
+           if family == "gpt2" else
+           llama.LlamaConfig(vocab_size=31, max_seq_len=16, n_layer=2, n_head=4, n_kv_head=2,
+                             d_model=32))
     rng = np.random.default_rng(4)
     batches = [(rng.integers(0, 31, (3, 16)), rng.integers(0, 31, (3, 16))) for _ in range(3)]
     results = {}
     for path in ("numpy", "numba"):
         monkeypatch.setenv(KERNELS_ENV, path)
-        params = gpt2.init_params(cfg, np.random.default_rng(5))
-        _, grads = loss_and_grads(gpt2, params, cfg, *batches[0], rng=None)
+        params = module.init_params(cfg, np.random.default_rng(5))
+        _, grads = loss_and_grads(module, params, cfg, *batches[0], rng=None)
         opt, losses = adamw_init(params), []
         for x, y in batches:
-            loss, opt, _ = train_step(gpt2, params, cfg, [(x, y)], opt, rng=None, grad_clip=1.0,
+            loss, opt, _ = train_step(module, params, cfg, [(x, y)], opt, rng=None, grad_clip=1.0,
                                       lr=1e-2, weight_decay=0.1)
             losses.append(loss)
         results[path] = losses, grads
@@ -142,3 +148,54 @@ def test_training_agrees_on_both_paths(monkeypatch):
         # + 1e-7: a key bias's gradient is 0 in exact arithmetic (softmax ignores a shift), so
         # both paths give rounding noise there
         assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max() + 1e-7, key
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rms_norm_matches_its_twin(compiled, dtype):
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2, 7, 48)).astype(dtype), rng.standard_normal(48).astype(dtype)
+    tol = TOL32 if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    y_ref, ctx_ref = rms_norm.rms_norm_forward(x, w, eps=1e-6)
+    y, ctx = compiled.rms_norm_forward(x, w, eps=1e-6)
+    np.testing.assert_allclose(y, y_ref, **tol)
+    np.testing.assert_allclose(ctx.rstd, ctx_ref.rstd, **tol)
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    for got, want in zip(compiled.rms_norm_backward(dy, ctx), rms_norm.rms_norm_backward(dy, ctx_ref)):
+        np.testing.assert_allclose(got, want, **tol)
+
+
+def test_rms_norm_kernels_pass_the_gradient_check(compiled):
+    case = weight_bias_case("rms_norm", "compiled",
+                            lambda x, w, b: compiled.rms_norm_forward(x, w, eps=1e-6),
+                            lambda dy, ctx: (*compiled.rms_norm_backward(dy, ctx), None),
+                            x_shape=(2, 3, 5), w_shape=(5,), bias=False)
+    result = run_case(case)
+    assert result.max_rel_err < 1e-6, result.per_input
+
+
+@pytest.mark.parametrize("layout", ["separate", "packed", "strided"])
+def test_swiglu_matches_its_twin(compiled, layout):
+    """gate and up as two arrays, as the halves of one packed gate|up product (what a loaded
+    Llama's MLP hands over), or as views the kernel does not take (the twin runs)."""
+    rng = np.random.default_rng(7)
+    both = rng.standard_normal((3, 5, 2 * 40)).astype(np.float32) * 4
+    if layout == "separate":
+        gate, up = both[..., :40].copy(), both[..., 40:].copy()
+    elif layout == "packed":
+        gate, up = both[..., :40], both[..., 40:]
+    else:
+        gate, up = both[..., ::2], both[..., 1::2]
+    out_ref, ctx_ref = swiglu.swiglu_forward(gate, up)
+    out, ctx = compiled.swiglu_forward(gate, up)
+    np.testing.assert_allclose(out, out_ref, **TOL32)
+    np.testing.assert_allclose(ctx.silu.sigmoid, ctx_ref.silu.sigmoid, **TOL32)
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    for mine in (ctx, ctx_ref):                      # the backward takes either ctx
+        for got, want in zip(compiled.swiglu_backward(dout, mine),
+                             swiglu.swiglu_backward(dout, ctx_ref)):
+            np.testing.assert_allclose(got, want, **TOL32)
+
+
+def test_swiglu_kernel_fails_as_the_op_does(compiled):
+    with pytest.raises(GlassformerError):
+        compiled.swiglu_forward(np.ones((2, 4), np.float32), np.ones((2, 5), np.float32))
