@@ -160,7 +160,8 @@ def test_rms_norm_matches_its_twin(compiled, dtype):
     np.testing.assert_allclose(y, y_ref, **tol)
     np.testing.assert_allclose(ctx.rstd, ctx_ref.rstd, **tol)
     dy = rng.standard_normal(x.shape).astype(dtype)
-    for got, want in zip(compiled.rms_norm_backward(dy, ctx), rms_norm.rms_norm_backward(dy, ctx_ref)):
+    for got, want in zip(compiled.rms_norm_backward(dy, ctx),
+                         rms_norm.rms_norm_backward(dy, ctx_ref)):
         np.testing.assert_allclose(got, want, **tol)
 
 
