@@ -74,6 +74,10 @@ def _compiled(name: str = "decode_numba") -> ModuleType:
         raise GlassformerError(f"cannot create numba's cache folder {folder} ({err.strerror}); "
                                f"set NUMBA_CACHE_DIR to a writable folder, or "
                                f"{KERNELS_ENV}=numpy") from None
+    # note: with highlighting on, numba initialises colorama, which writes an ANSI reset to a
+    # terminal stdout at exit; an MPI rank's stdout is a pty, so every data-parallel command
+    # (and any test that reads its last line as JSON) would end with "\x1b[0m"
+    os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     import numba
 
     if not os.environ.get("NUMBA_CACHE_DIR"):

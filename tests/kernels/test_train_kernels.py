@@ -5,6 +5,9 @@ AdamW update (train/optim.py's adamw_update); then a whole training step on both
 Skipped, with its reason, where numba is not installed (the default install)."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -13,7 +16,8 @@ from glassformer.gradcheck import run_case
 from glassformer.gradcheck.cases._weight_bias import weight_bias_case
 from glassformer.kernels.choice import KERNELS_ENV, numba_importable, train_kernels
 from glassformer.models import gpt2, llama
-from glassformer.ops import activation, layer_norm, rms_norm, swiglu
+from glassformer.ops import activation, layer_norm, rms_norm, softmax, swiglu
+from glassformer.ops.attention import causal_mask
 from glassformer.train.optim import adamw_init, adamw_update
 from glassformer.train.step import loss_and_grads, train_step
 
@@ -200,3 +204,51 @@ def test_swiglu_matches_its_twin(compiled, layout):
 def test_swiglu_kernel_fails_as_the_op_does(compiled):
     with pytest.raises(GlassformerError):
         compiled.swiglu_forward(np.ones((2, 4), np.float32), np.ones((2, 5), np.float32))
+
+
+@pytest.mark.parametrize("masked", ["causal", "none", "window"])
+def test_softmax_matches_its_twin(compiled, masked):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32) * 4
+    mask = {"causal": causal_mask(16, 16), "none": None, "window": causal_mask(16, 16, 3)}[masked]
+    p_ref, ctx_ref = softmax.softmax_forward(x, mask=mask)
+    p, ctx = compiled.softmax_forward(x, mask=mask)
+    np.testing.assert_allclose(p, p_ref, **TOL32)
+    dp = rng.standard_normal(x.shape).astype(np.float32)
+    np.testing.assert_allclose(compiled.softmax_backward(dp, ctx),
+                               softmax.softmax_backward(dp, ctx_ref), **TOL32)
+
+
+def test_softmax_kernel_shifts_rows_that_need_it(compiled):
+    """Rows whose unshifted exps overflow or underflow, and a row with nothing allowed."""
+    x = np.array([[1000.0, 0.0, -5.0], [-1000.0, -1001.0, -2000.0], [1.0, 2.0, 3.0],
+                  [0.0, 0.0, 0.0]], np.float32)[None]
+    mask = np.array([[1, 1, 1], [1, 1, 0], [0, 1, 1], [0, 0, 0]], bool)
+    np.testing.assert_allclose(compiled.softmax_forward(x, mask=mask)[0],
+                               softmax.softmax_forward(x, mask=mask)[0], rtol=1e-6, atol=1e-30)
+
+
+def test_numba_writes_nothing_to_a_terminal_at_exit(tmp_path):
+    """Numba's error highlighting (colorama) would end a terminal's stdout with an ANSI reset;
+    an MPI rank's stdout is a pty, and commands print one JSON line last."""
+    script = ("import pty, os, sys\n"
+              "pid, fd = pty.fork()\n"
+              "if pid == 0:\n"
+              "    import numpy as np\n"
+              "    from glassformer.kernels.choice import train_kernels\n"
+              "    train_kernels('numba').softmax_forward(np.ones((2, 2), np.float32))\n"
+              "    print('last')\n"
+              "    sys.exit(0)\n"          # atexit handlers run: colorama's would write here
+              "out = b''\n"
+              "while True:\n"
+              "    try:\n"
+              "        chunk = os.read(fd, 1024)\n"
+              "    except OSError:\n"
+              "        break\n"
+              "    if not chunk:\n"
+              "        break\n"
+              "    out += chunk\n"
+              "sys.stdout.write(repr(out))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert "\\x1b" not in done.stdout and "last" in done.stdout
