@@ -77,8 +77,8 @@ def glassformer_stepper(cfg, params, comm=None):
             loss, state["opt"], _ = train_step(gpt2, params, cfg, [(x, y)], state["opt"], rng=None,
                                             **hyper)
         else:
-            loss, state["opt"] = data_parallel_step(comm, gpt2, params, cfg, [(x, y)],
-                                                    state["opt"], rng=None, **hyper)
+            loss, state["opt"], _ = data_parallel_step(comm, gpt2, params, cfg, [(x, y)],
+                                                       state["opt"], rng=None, **hyper)
         return loss
     return step
 

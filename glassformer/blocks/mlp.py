@@ -20,7 +20,7 @@ from glassformer.blocks.lora import adapter_of
 from glassformer.blocks.packed import packed_whole
 from glassformer.blocks.projection import (init_projections, projection_backward,
                                            projection_forward)
-from glassformer.kernels.choice import prefill_kernels
+from glassformer.kernels.choice import prefill_kernels, train_kernels
 from glassformer.ops._check import check_float, check_shape
 from glassformer.ops.activation import (gelu_backward, gelu_forward, relu_backward,
                                         relu_forward, silu_backward, silu_forward)
@@ -48,8 +48,12 @@ def _activation_forward(kind: str, h: np.ndarray, inference: bool):
         return relu_forward(h)
     if kind == "silu":
         return silu_forward(h)
-    return gelu_forward(h, approximate="tanh" if kind == "gelu_tanh" else "none",
-                        keep_slope=not inference)
+    # the tanh form on float32 has a compiled kernel (kernels/train_numba.py): out and slope in
+    # one pass instead of 13 (train_kernels is None on the NumPy path)
+    compiled = train_kernels() if kind == "gelu_tanh" else None
+    forward = gelu_forward if compiled is None else compiled.gelu_forward
+    return forward(h, approximate="tanh" if kind == "gelu_tanh" else "none",
+                   keep_slope=not inference)
 
 
 def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
@@ -94,7 +98,9 @@ def mlp_forward(params: dict, x: np.ndarray, cfg: BlockConfig, *, inference: boo
         if kernels is not None:   # no backward follows: one compiled pass, no ctx
             hidden, act_ctx = kernels.swiglu_rows(gate, up), None        # (B, T, F)
         elif cfg.mlp == "swiglu":
-            hidden, act_ctx = swiglu_forward(gate, up)                   # (B, T, F)
+            compiled = train_kernels()            # one compiled pass (kernels/train_numba.py)
+            forward = swiglu_forward if compiled is None else compiled.swiglu_forward
+            hidden, act_ctx = forward(gate, up)                          # (B, T, F)
         elif cfg.mlp == "swiglu_clamped":                                # gpt-oss's experts
             hidden, act_ctx = clamped_swiglu_forward(gate, up, alpha=cfg.glu_alpha,
                                                      limit=cfg.glu_limit)
@@ -111,7 +117,9 @@ def mlp_backward(dy: np.ndarray, ctx: MLPCtx) -> tuple[dict, np.ndarray]:
     """Returns (grads with the forward's param names, dx)."""
     dhidden, grads, db_down = projection_backward(dy, ctx.down, "w_down")   # (B, T, F)
     if ctx.kind in GATED:
-        gated_backward = {"swiglu": swiglu_backward, "geglu_tanh": geglu_backward,
+        compiled = train_kernels()
+        gated_backward = {"swiglu": swiglu_backward if compiled is None
+                          else compiled.swiglu_backward, "geglu_tanh": geglu_backward,
                           "swiglu_clamped": clamped_swiglu_backward}[ctx.kind]
         dgate, dup = gated_backward(dhidden, ctx.act)
         dx_gate, gate_grads, db_gate = projection_backward(dgate, ctx.gate, "w_gate")

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from glassformer.blocks.config import BlockConfig
+from glassformer.kernels.choice import train_kernels
 from glassformer.ops.layer_norm import layer_norm_backward, layer_norm_forward
 from glassformer.ops.rms_norm import rms_norm_backward, rms_norm_forward
 
@@ -35,20 +36,28 @@ def norm_gain(w: np.ndarray, cfg: BlockConfig) -> np.ndarray:
 
 
 def norm_forward(params: dict, x: np.ndarray, cfg: BlockConfig) -> tuple[np.ndarray, NormCtx]:
-    """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present)."""
+    """Normalise x (..., C) -> (..., C) with params["w"] (and params["b"], when present).
+    The compiled norms (kernels/train_numba.py) run when kernels/choice.py says so, else the
+    ops (the reference); both make the same ctx."""
+    compiled = train_kernels()
     if cfg.norm == "rms":
-        y, inner = rms_norm_forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
+        forward = rms_norm_forward if compiled is None else compiled.rms_norm_forward
+        y, inner = forward(x, norm_gain(params["w"], cfg), eps=cfg.norm_eps)
     else:
-        y, inner = layer_norm_forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
+        forward = layer_norm_forward if compiled is None else compiled.layer_norm_forward
+        y, inner = forward(x, params["w"], params.get("b"), eps=cfg.norm_eps)
     return y, NormCtx(cfg.norm, inner)
 
 
 def norm_backward(dy: np.ndarray, ctx: NormCtx) -> tuple[dict, np.ndarray]:
     """Returns ({"w": dw[, "b": db]}, dx), dx (..., C) like dy."""
+    compiled = train_kernels()
     if ctx.kind == "rms":
-        dx, dw = rms_norm_backward(dy, ctx.inner)
+        dx, dw = (rms_norm_backward if compiled is None else compiled.rms_norm_backward)(
+            dy, ctx.inner)
         return {"w": dw}, dx
-    dx, dw, db = layer_norm_backward(dy, ctx.inner)
+    dx, dw, db = (layer_norm_backward if compiled is None else compiled.layer_norm_backward)(
+        dy, ctx.inner)
     grads = {"w": dw}
     if db is not None:
         grads["b"] = db

@@ -15,6 +15,7 @@ imports it until a compiled kernel is asked for. Its compiled code is cached on 
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -29,7 +30,13 @@ CHOICES = ("auto", "numpy", "numba")
 
 
 def numba_importable() -> bool:
-    """Whether numba is installed, found without importing it."""
+    """Whether numba is installed, found without importing it (looked up once a process: the
+    training kernels ask on every op call, and a lookup costs ~20 us)."""
+    return _numba_found()
+
+
+@functools.cache
+def _numba_found() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
@@ -67,6 +74,10 @@ def _compiled(name: str = "decode_numba") -> ModuleType:
         raise GlassformerError(f"cannot create numba's cache folder {folder} ({err.strerror}); "
                                f"set NUMBA_CACHE_DIR to a writable folder, or "
                                f"{KERNELS_ENV}=numpy") from None
+    # note: with highlighting on, numba initialises colorama, which writes an ANSI reset to a
+    # terminal stdout at exit; an MPI rank's stdout is a pty, so every data-parallel command
+    # (and any test that reads its last line as JSON) would end with "\x1b[0m"
+    os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     import numba
 
     if not os.environ.get("NUMBA_CACHE_DIR"):
@@ -125,3 +136,13 @@ def quant_slab_kernels(setting: str | None = None) -> ModuleType | None:
         return None
     loaded = sys.modules.get("glassformer.kernels.quant_slabs")
     return loaded if loaded is not None else _compiled("quant_slabs")
+
+
+def train_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled training kernels (train_numba.py: LayerNorm, the tanh GELU, AdamW) when the
+    choice is numba, else None: the caller then runs their NumPy twins (the ops, and
+    train/optim.py's adamw_update). Asked once per op call, so it must stay cheap."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels.train_numba")
+    return loaded if loaded is not None else _compiled("train_numba")

@@ -54,6 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError, ShapeError
+from glassformer.kernels.choice import train_kernels
 from glassformer.ops._check import broadcasts_into, check_float, check_same_dtype, check_shape
 from glassformer.ops._shapes import sum_to_shape
 from glassformer.ops.sink import SinkSoftmaxCtx, sink_softmax_backward, sink_softmax_forward
@@ -150,6 +151,15 @@ def transposed_operand(x: np.ndarray, rows: int) -> np.ndarray:
     return np.ascontiguousarray(x_t) if rows > 1 else x_t
 
 
+def _softmax_pair():
+    """(forward, backward) of the weights' softmax: the compiled pair (kernels/softmax_numba.py)
+    when kernels/choice.py says so, else ops/softmax.py's, the reference. Same ctx either way."""
+    compiled = train_kernels()
+    if compiled is None:
+        return softmax_forward, softmax_backward
+    return compiled.softmax_forward, compiled.softmax_backward
+
+
 def attention_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
     """Raw scaled scores Q K^T * scale: (..., T, D) @ (..., D, S) -> (..., T, S)."""
     scores = q @ transposed_operand(k, q.shape[-2])
@@ -238,7 +248,7 @@ def attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, *,
         scores = attention_scores(q, k, scale)                # (..., T, S)
         if bias is not None:
             scores = scores + bias                 # (..., T, S) + broadcast bias -> (..., T, S)
-        weights, softmax_ctx = softmax_forward(scores, mask=allowed)
+        weights, softmax_ctx = _softmax_pair()[0](scores, mask=allowed)
         out = weights @ v                     # (..., T, S) @ (..., S, Dv) -> (..., T, Dv)
     if not keep_weights:
         softmax_ctx = None
@@ -289,6 +299,7 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     weights = np.zeros(lead + (t, s), q.dtype) if keep_weights else None  # unwritten: exact 0
     out = np.empty(lead + (t, v.shape[-1]), q.dtype)
     k_t = transposed_operand(k, t)                 # (..., S, D) -> (..., D, S), contiguous
+    forward = _softmax_pair()[0]
     for start in range(0, t, CAUSAL_BLOCK):
         stop = min(start + CAUSAL_BLOCK, t)
         keys = stop + (s - t)                      # the last query of the block sees keys < this
@@ -301,7 +312,7 @@ def _causal_by_blocks(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
         scores *= scale
         if bias is not None:
             scores += _block_of(bias, start, stop, cols)
-        block, _ = softmax_forward(scores, mask=_block_of(allowed, start, stop, cols))
+        block, _ = forward(scores, mask=_block_of(allowed, start, stop, cols))
         if weights is not None:
             weights[..., start:stop, cols] = block
         out[..., start:stop, :] = block @ v[..., cols, :]   # (..., bT, bS) @ (..., bS, Dv)
@@ -329,7 +340,7 @@ def attention_backward_steps(dout: np.ndarray, ctx: AttentionCtx) -> AttentionGr
     if isinstance(ctx.softmax, SinkSoftmaxCtx):
         dscores, dsinks = sink_softmax_backward(dweights, ctx.softmax)  # (..., T, S), sinks
     else:
-        dscores = softmax_backward(dweights, ctx.softmax)           # (..., T, S)
+        dscores = _softmax_pair()[1](dweights, ctx.softmax)         # (..., T, S)
     if ctx.softcap is not None:
         dscores = softcap_backward(dscores, ctx.softcap)            # before the cap
     dq = dscores @ ctx.k                       # (..., T, S) @ (..., S, D) -> (..., T, D)

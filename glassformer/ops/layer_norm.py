@@ -47,7 +47,8 @@ class LayerNormCtx(NamedTuple):
     has_bias: bool
 
 
-def _check_inputs(x, w, b) -> None:
+def check_layer_norm_inputs(x, w, b) -> None:
+    """The forward's input checks (also kernels/train_numba.py's, which must fail alike)."""
     check_float("x", x)
     check_float("w", w)
     sizes: dict = {}
@@ -70,7 +71,7 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     >>> y.tolist(), ctx.rstd.tolist()
     ([[-1.0, 1.0]], [[1.0]])
     """
-    _check_inputs(x, w, b)
+    check_layer_norm_inputs(x, w, b)
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
     mean = row_sum(x, 1.0 / x.shape[-1])            # (..., C) -> (..., 1)
     centered = x - mean                             # (..., C)

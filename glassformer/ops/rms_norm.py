@@ -42,6 +42,16 @@ class RMSNormCtx(NamedTuple):
     w: np.ndarray
 
 
+def check_rms_norm_inputs(x, w) -> None:
+    """The forward's input checks (also kernels/train_numba.py's, which must fail alike)."""
+    check_float("x", x)
+    check_float("w", w)
+    sizes: dict = {}
+    check_shape("x", x, ("...", "C"), sizes)
+    check_shape("w", w, ("C",), sizes)
+    check_same_dtype(x=x, w=w)
+
+
 def rms_norm_forward(x: np.ndarray, w: np.ndarray, *, eps: float = 1e-6
                      ) -> tuple[np.ndarray, RMSNormCtx]:
     """y = x / sqrt(mean(x^2) + eps) * w over the last axis. x (..., C), w (C,) -> y (..., C).
@@ -50,12 +60,7 @@ def rms_norm_forward(x: np.ndarray, w: np.ndarray, *, eps: float = 1e-6
     >>> ctx.rstd.round(6).tolist()
     [[0.282843]]
     """
-    check_float("x", x)
-    check_float("w", w)
-    sizes: dict = {}
-    check_shape("x", x, ("...", "C"), sizes)
-    check_shape("w", w, ("C",), sizes)
-    check_same_dtype(x=x, w=w)
+    check_rms_norm_inputs(x, w)
     eps = check_eps("eps", eps)  # note: a Python float, so float32 + eps stays float32
     # (..., C) -> (..., 1): a row dot of x with itself (vecdot: no squared temporary)
     mean_square = np.vecdot(x, x)[..., None] * (1.0 / x.shape[-1])

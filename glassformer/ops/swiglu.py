@@ -41,6 +41,16 @@ class SwigluCtx(NamedTuple):
     silu: SiluCtx
 
 
+def check_swiglu_inputs(gate, up) -> None:
+    """The forward's input checks (also kernels/train_numba.py's, which must fail alike)."""
+    check_float("gate", gate)
+    check_float("up", up)
+    check_same_dtype(gate=gate, up=up)
+    sizes: dict = {}
+    check_shape("gate", gate, ("...", "F"), sizes)
+    check_shape("up", up, ("...", "F"), sizes)       # same leading dims and F as gate
+
+
 def swiglu_forward(gate: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, SwigluCtx]:
     """silu(gate) * up, elementwise. gate (..., F), up (..., F) -> (..., F), same dtype.
 
@@ -48,12 +58,7 @@ def swiglu_forward(gate: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, Swiglu
     >>> np.round(out, 6).tolist()
     [0.0, 1.462117]
     """
-    check_float("gate", gate)
-    check_float("up", up)
-    check_same_dtype(gate=gate, up=up)
-    sizes: dict = {}
-    check_shape("gate", gate, ("...", "F"), sizes)
-    check_shape("up", up, ("...", "F"), sizes)       # same leading dims and F as gate
+    check_swiglu_inputs(gate, up)
     activated, silu_ctx = silu_forward(gate)
     out = activated * up
     return out, SwigluCtx(up=up, activated=activated, silu=silu_ctx)
