@@ -8,7 +8,8 @@ applies a batch of them, one per row, to a batch of logits (B, V) in one call:
     temperature  divide logits by T: T < 1 sharpens, T > 1 flattens
     top-k        keep the k largest logits (ties at the k-th value are all kept)
     top-p        keep the smallest set of most likely tokens whose probability sums to >= p
-                 (the most likely token is always kept), as HF's TopPLogitsWarper
+                 (the most likely token is always kept), as HF's TopPLogitsWarper; sorting
+                 only each row's largest few (nucleus.py), not all V
     min-p        keep the tokens at least min_p times as likely as the most likely one, as
                  HF's MinPLogitsWarper (after temperature: a cut on logit >= max + log(min_p))
 
@@ -29,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.nucleus import top_p_filter  # noqa: F401  (sample's, tests')
 from glassformer.generate.penalties import penalize
 from glassformer.ops.softmax import softmax_forward
 
@@ -190,25 +192,6 @@ def top_k_filter(logits: np.ndarray, k) -> np.ndarray:
     ordered = np.partition(logits, sorted(set(position.tolist())), axis=-1)  # those exact
     kth = ordered[np.arange(logits.shape[0]), position][:, None]    # (B, V) -> (B, 1)
     return np.where(logits < kth, -np.inf, logits)
-
-
-def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
-    """Keep the nucleus: the fewest most-likely tokens whose probabilities reach p. (B, V).
-
-    p: one float, or one per row as a (B, 1) array (1 or more: that row keeps every token)."""
-    p = np.asarray(p, dtype=np.float64)
-    if np.all(p >= 1.0):
-        return logits
-    # subtle: a row with p = 1 keeps every token, though rounding may bring `before` to 1 first
-    p = np.where(p < 1.0, p, np.inf)
-    order = np.argsort(-logits, axis=-1, kind="stable")            # (B, V) most likely first
-    sorted_logits = np.take_along_axis(logits, order, axis=-1)
-    probs, _ = softmax_forward(sorted_logits)
-    before = np.cumsum(probs, axis=-1) - probs                      # mass of strictly likelier
-    drop_sorted = before >= p                                       # the first token: before = 0
-    drop = np.empty_like(drop_sorted)
-    np.put_along_axis(drop, order, drop_sorted, axis=-1)            # back to vocabulary order
-    return np.where(drop, -np.inf, logits)
 
 
 def min_p_filter(logits: np.ndarray, min_p) -> np.ndarray:
