@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.generate.draw import rounding_margin
 from glassformer.ops.softmax import softmax_forward
 
 FIRST_PLACES = 64           # most nuclei at p 0.9 are smaller; a row that needs more grows 8x
@@ -49,8 +50,9 @@ def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
     top = logits.max(axis=-1, keepdims=True)                        # (B, 1)
     if not np.isfinite(top).all():                                  # NaN, +inf, all -inf
         return top_p_sorted(logits, p)
-    total = np.exp(logits - top).sum(axis=-1, keepdims=True)        # (B, 1), >= 1
-    margin = max(1e-9, 4.0 * (vocab + 256) * np.finfo(np.float64).eps)
+    # note: row by row, so that a row's exps stay in L2 cache (as in draw.py)
+    total = np.array([[np.exp(x - peak).sum()] for x, peak in zip(logits, top[:, 0])])  # (B, 1)
+    margin = rounding_margin(vocab)
     count = np.full(rows, vocab)                                    # (B,) places kept
     last = np.full((rows, 1), -np.inf)                              # (B, 1) the last's value
     pending = np.flatnonzero(p[:, 0] < np.inf)                      # (n,) rows still open

@@ -30,9 +30,9 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.draw import draw
 from glassformer.generate.nucleus import top_p_filter  # noqa: F401  (sample's, tests')
 from glassformer.generate.penalties import penalize
-from glassformer.ops.softmax import softmax_forward
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -156,8 +156,7 @@ def sample(logits: np.ndarray, records: list[Sampling], rngs: list,
         scaled = top_p_filter(scaled, settings.top_p[:, None])
     if settings.min_p.any():
         scaled = min_p_filter(scaled, settings.min_p[:, None])
-    probs, _ = softmax_forward(scaled)                              # (b, V)
-    ids[sampled] = draw_ids(probs, uniforms(rngs))
+    ids[sampled] = draw(scaled, uniforms(rngs))                     # draw.py: softmax's ids
     return ids
 
 
@@ -203,15 +202,3 @@ def min_p_filter(logits: np.ndarray, min_p) -> np.ndarray:
     with np.errstate(divide="ignore"):
         floor = logits.max(axis=-1, keepdims=True) + np.log(min_p)     # (B, 1); m = 0: -inf
     return np.where(logits < floor, -np.inf, logits)
-
-
-def draw_ids(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """One id per row of probs (B, V), by inverting its cumulative sum at uniforms (B, 1) in
-    [0, 1): the first id whose cumulative probability passes the draw."""
-    cdf = np.cumsum(probs, axis=-1)                                 # (B, V)
-    draws = uniforms * cdf[:, -1:]                                  # (B, 1), within total mass
-    ids = (cdf <= draws).sum(axis=-1)                               # first index with cdf > u
-    # subtle: rounding could point past the last kept token; step back to one with probability.
-    ids = np.minimum(ids, probs.shape[-1] - 1)
-    kept_last = probs.shape[-1] - 1 - np.argmax(probs[:, ::-1] > 0.0, axis=-1)
-    return np.minimum(ids, kept_last).astype(np.int64)
