@@ -1,4 +1,4 @@
-"""What the sampler's fast paths (generate/nucleus.py, draw.py) buy a server, and that it picks the same.
+"""What the sampler's fast paths (nucleus.py, draw.py) buy a server, and that it picks the same.
 
 One process, one model (SmolLM2 by default), one engine (serve/engine.py, in process: the HTTP
 side is left out), the same load twice per round: with the sampler as it is (`top_p_filter` on
