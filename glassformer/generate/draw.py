@@ -9,8 +9,9 @@ rows, more than a core's L2 cache), every decoded step.
 `draw` skips the normalising: the chosen id is the first whose cumulative sum of exp(x - max)
 passes u times the row's total, the same comparison with both sides multiplied by one number.
 So it needs exp, one cumulative sum and a binary search a row (~3 passes, a row at a time).
-It is exactly the reference's id, not nearly: the cumulative sums of the two ways differ only by float rounding
-(sums of V terms in another order, exp of x or of x - max: within 4 V ulps of the total), so
+It is exactly the reference's id, not nearly: the cumulative sums of the two ways differ only
+by float rounding (sums of V terms in another order, exp of x or of x - max: within 4 V ulps of
+the total), so
 when the draw falls farther than `margin` (1e-9 of the total) from both cumulative sums around
 it, both ways pick the same id. A draw that close to a boundary (about one in a billion), or a
 row with NaN or +inf, sends the batch to the reference, computed just as before.
