@@ -8,7 +8,8 @@ applies a batch of them, one per row, to a batch of logits (B, V) in one call:
     temperature  divide logits by T: T < 1 sharpens, T > 1 flattens
     top-k        keep the k largest logits (ties at the k-th value are all kept)
     top-p        keep the smallest set of most likely tokens whose probability sums to >= p
-                 (the most likely token is always kept), as HF's TopPLogitsWarper
+                 (the most likely token is always kept), as HF's TopPLogitsWarper; sorting
+                 only each row's largest few (nucleus.py), not all V
     min-p        keep the tokens at least min_p times as likely as the most likely one, as
                  HF's MinPLogitsWarper (after temperature: a cut on logit >= max + log(min_p))
 
@@ -29,8 +30,9 @@ from typing import NamedTuple
 import numpy as np
 
 from glassformer.errors import GlassformerError
+from glassformer.generate.draw import draw
+from glassformer.generate.nucleus import top_p_filter  # noqa: F401  (sample's, tests')
 from glassformer.generate.penalties import penalize
-from glassformer.ops.softmax import softmax_forward
 
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -154,8 +156,7 @@ def sample(logits: np.ndarray, records: list[Sampling], rngs: list,
         scaled = top_p_filter(scaled, settings.top_p[:, None])
     if settings.min_p.any():
         scaled = min_p_filter(scaled, settings.min_p[:, None])
-    probs, _ = softmax_forward(scaled)                              # (b, V)
-    ids[sampled] = draw_ids(probs, uniforms(rngs))
+    ids[sampled] = draw(scaled, uniforms(rngs))                     # draw.py: softmax's ids
     return ids
 
 
@@ -192,25 +193,6 @@ def top_k_filter(logits: np.ndarray, k) -> np.ndarray:
     return np.where(logits < kth, -np.inf, logits)
 
 
-def top_p_filter(logits: np.ndarray, p) -> np.ndarray:
-    """Keep the nucleus: the fewest most-likely tokens whose probabilities reach p. (B, V).
-
-    p: one float, or one per row as a (B, 1) array (1 or more: that row keeps every token)."""
-    p = np.asarray(p, dtype=np.float64)
-    if np.all(p >= 1.0):
-        return logits
-    # subtle: a row with p = 1 keeps every token, though rounding may bring `before` to 1 first
-    p = np.where(p < 1.0, p, np.inf)
-    order = np.argsort(-logits, axis=-1, kind="stable")            # (B, V) most likely first
-    sorted_logits = np.take_along_axis(logits, order, axis=-1)
-    probs, _ = softmax_forward(sorted_logits)
-    before = np.cumsum(probs, axis=-1) - probs                      # mass of strictly likelier
-    drop_sorted = before >= p                                       # the first token: before = 0
-    drop = np.empty_like(drop_sorted)
-    np.put_along_axis(drop, order, drop_sorted, axis=-1)            # back to vocabulary order
-    return np.where(drop, -np.inf, logits)
-
-
 def min_p_filter(logits: np.ndarray, min_p) -> np.ndarray:
     """Drop the tokens less likely than min_p times the row's most likely one. (B, V).
 
@@ -220,15 +202,3 @@ def min_p_filter(logits: np.ndarray, min_p) -> np.ndarray:
     with np.errstate(divide="ignore"):
         floor = logits.max(axis=-1, keepdims=True) + np.log(min_p)     # (B, 1); m = 0: -inf
     return np.where(logits < floor, -np.inf, logits)
-
-
-def draw_ids(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """One id per row of probs (B, V), by inverting its cumulative sum at uniforms (B, 1) in
-    [0, 1): the first id whose cumulative probability passes the draw."""
-    cdf = np.cumsum(probs, axis=-1)                                 # (B, V)
-    draws = uniforms * cdf[:, -1:]                                  # (B, 1), within total mass
-    ids = (cdf <= draws).sum(axis=-1)                               # first index with cdf > u
-    # subtle: rounding could point past the last kept token; step back to one with probability.
-    ids = np.minimum(ids, probs.shape[-1] - 1)
-    kept_last = probs.shape[-1] - 1 - np.argmax(probs[:, ::-1] > 0.0, axis=-1)
-    return np.minimum(ids, kept_last).astype(np.int64)
