@@ -21,7 +21,8 @@ instead of going unchecked. An entry says how the command runs:
 TINY_CHAT_MODEL is a 2-layer random LLaMA folder with ChatML's tokens and template (SmolLM2's
 format) on a byte-level vocabulary: SmolLM2 itself takes 8-15 CPU-seconds to load from its GGUF
 file, so only `generate --model smollm2` loads it here (tests/real/ check the rest on it); the
-LoRA, DPO, GRPO, chat, show and convert commands run on the tiny one.
+LoRA, DPO, GRPO, chat, show and convert commands run on the tiny one. `explain eval` (en, zh)
+reads SmolLM2 too when it is installed; the slow test reads its GGUF file once (read_once).
 
 Commands run in this process (`glassformer.cli.main`), each must exit 0. The two commands at the
 top of README.md are checked to be the install-and-run and install-and-test ones, and `.ci/run`
@@ -29,6 +30,7 @@ to run exactly the second.
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import re
@@ -40,6 +42,7 @@ import numpy as np
 import pytest
 
 from glassformer.cli import main
+from glassformer.io import pretrained
 from glassformer.io.pretrained import save_pretrained
 from glassformer.models import llama
 from glassformer.models.model import Model
@@ -402,13 +405,31 @@ def main_output(argv: list[str], capsys) -> str:
     return capsys.readouterr().out
 
 
+def read_once(load_gguf):
+    """load_gguf reading each GGUF file once a test: SmolLM2's file is read by `generate` and by
+    both `explain eval`s (seconds each); every later call gets a shallow copy with its own
+    params dict, so a command that swaps an attribute or a weight leaves the next one's alone."""
+    loaded = {}
+
+    def load(path, **options):
+        key = (str(Path(path).resolve()), tuple(sorted(options.items())))
+        if key not in loaded:
+            loaded[key] = load_gguf(path, **options)
+        model = copy.copy(loaded[key])
+        model.params = dict(model.params)
+        return model
+
+    return load
+
+
 @pytest.mark.slow
-def test_the_readme_commands_run_in_order_with_small_sizes(checkout, capsys):
+def test_the_readme_commands_run_in_order_with_small_sizes(checkout, capsys, monkeypatch):
     absent = missing([c for c in all_commands() if STEPS[c].tier == SLOW])
     if absent:
         pytest.skip(f"the README's commands need {', '.join(absent)} (corpora in "
                     f"{DATA}; packages from the test extras)")
     save_tiny_chat_model(checkout / TINY_CHAT_MODEL)
+    monkeypatch.setattr(pretrained, "load_gguf", read_once(pretrained.load_gguf))
     run_all(SLOW, capsys)
     assert (checkout / "out" / "train_log.jsonl").is_file() and (checkout / "dpo").is_dir()
     assert (checkout / "figures").is_dir() and (checkout / "tang-merged").is_dir()

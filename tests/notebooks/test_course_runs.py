@@ -10,7 +10,9 @@ languages on two CPU cores: 112 s measured on a quiet machine (chapters 1-6: 62 
 which starts `glassformer serve`: 7-11 s each a language). Chapter 10 (looking inside SmolLM2:
 head scores, 30 layers of activation patching, attribution, an SAE of 300 steps) took 397 s for
 one language on a busy shared machine (8 agents on 2 cores, 2026-12-07), its patching cell the
-longest; it is not yet measured on a quiet one."""
+longest; it is not yet measured on a quiet one. Since then its SAE trains 100 steps (explained
+variance 0.87 on the held-out tokens, 0.88 after 300) on the model the notebook loaded, not
+through `glassformer sae train`, which loaded SmolLM2 a second time."""
 import pytest
 
 from glassformer.packaged import CORPORA

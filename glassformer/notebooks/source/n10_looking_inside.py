@@ -38,16 +38,16 @@ TransformerLens、SAELens 和 ARENA 课程所教的；这里由 glassformer 直�
 """),
     setup(),
     code("""
-import contextlib
-import io
-import json
 import tempfile
 from pathlib import Path
-from glassformer.cli import main as glassformer_cli   # the `glassformer` command, run in this kernel
 from glassformer.interpret.heads import strong_heads
 from glassformer.interpret.patching import logit_diff_metric
 from glassformer.viewer.interp_page import (attribution_section, heads_section, interp_page_data,
                                             interp_view, patching_section)
+from glassformer.interpret.sae.model import SAEConfig
+from glassformer.interpret.sae.run import StreamConfig, train_and_save   # `glassformer sae train`'s work
+from glassformer.interpret.sae.train import SAETrainConfig
+from glassformer.packaged import corpus_path
 from glassformer.viewer.sae_page import sae_folder_section
 
 WORK = Path(tempfile.mkdtemp(prefix="glassformer-course-"))
@@ -174,27 +174,27 @@ A residual stream of 576 numbers holds many more *features* than 576, superposed
 autoencoder rewrites each activation as a few active features out of many: `f = TopK(W_enc (x -
 b_dec) + b_enc)`, `x_hat = f W_dec + b_dec`, trained to reconstruct x with every forward and
 backward written out (`glassformer/interpret/sae/`). Here: layer 6's stream over 2,048 tokens of
-Tiny Shakespeare, 1,152 features, 16 active per position, 300 Adam steps.
+Tiny Shakespeare, 1,152 features, 16 active per position, 100 Adam steps.
 """, """
 ## 4. 一分钟训练一个稀疏自编码器
 
 576 个数的残差流里叠加着远多于 576 个*特征*。稀疏自编码器把每个激活改写成众多特征中少数几个的组合：
 `f = TopK(W_enc (x - b_dec) + b_enc)`，`x_hat = f W_dec + b_dec`，训练目标是重建 x，前向和反向都是手写的
 （`glassformer/interpret/sae/`）。这里：第 6 层的残差流，Tiny Shakespeare 的 2,048 个词元，1,152 个特征，
-每个位置激活 16 个，Adam 训练 300 步。
+每个位置激活 16 个，Adam 训练 100 步。
 """),
     code("""
 if model is not None:
     SAE = WORK / "sae"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        status = glassformer_cli(["sae", "train", "--model", "smollm2", "--hook", "blocks.6.hook_resid_post",
-                                  "--data", "tinyshakespeare", "--tokens", "2048", "--eval-tokens", "256",
-                                  "--context", "64", "--arch", "topk", "--k", "16", "--expansion", "2",
-                                  "--steps", "300", "--batch", "256", "--lr", "1e-3", "--log-every", "100",
-                                  "--out", str(SAE), "--seed", "0", "--json"])
-    assert status == 0
-    report = json.loads(printed.getvalue())
+    # `glassformer sae train --model smollm2 --hook blocks.6.hook_resid_post --data tinyshakespeare
+    #  --tokens 2048 --eval-tokens 256 --context 64 --arch topk --k 16 --expansion 2 --steps 100
+    #  --batch 256 --lr 1e-3 --seed 0 --out sae` does this; called here on the model loaded above
+    cfg = SAEConfig(d_in=model.cfg.d_model, d_sae=2 * model.cfg.d_model, arch="topk", k=16, aux_k=1.0)
+    report = train_and_save(model, "smollm2", corpus_path("tinyshakespeare").read_text(encoding="utf-8"),
+                            "blocks.6.hook_resid_post", cfg,
+                            SAETrainConfig(steps=100, batch=256, lr=1e-3, log_every=50),
+                            StreamConfig(tokens=2048, eval_tokens=256, context=64), SAE, seed=0,
+                            log=lambda kind, info: None)
     metrics = report["eval"]
     print(f"explained variance {metrics['explained_variance']:.3f}, L0 {metrics['l0']:.1f}, "
           f"CE loss recovered {metrics['ce_loss_recovered']:.3f}")
@@ -209,7 +209,6 @@ through the features: many fire on one word or one piece of punctuation, some on
 """),
     code("""
 if model is not None:
-    from glassformer.packaged import corpus_path
     text = corpus_path("tinyshakespeare").read_text(encoding="utf-8")
     features = sae_folder_section(model, SAE, text, None, tokens=1024, context=64, count=6)
     for feature in features["features"][:3]:
