@@ -50,6 +50,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -138,7 +139,8 @@ def speed_child(side: str, args) -> dict:
     """One side alone in this process: prefill, decode, and the process's peak memory."""
     from glassformer.blas import blas_threads
     context = args.prompt_tokens + args.new_tokens + 8
-    ids = prompt_ids(args.prompt_tokens, args)
+    ids = json.loads(Path(args.ids).read_text())   # tokenized by the parent: a child's peak
+                                                   # RSS is its side's alone, no tokenizer in it
     with blas_threads(args.threads):
         start = time.perf_counter()
         model = load_side(side, args, context)
@@ -238,17 +240,24 @@ def run_child(args, *child_args: str) -> dict:
 def speeds(args) -> dict[str, dict]:
     """Each side's speed child, --rounds times in turn; the best prefill, decode and memory."""
     best: dict[str, dict] = {}
-    for _ in range(args.rounds):
-        for side in ("llama.cpp", *chosen(args)):
-            got = run_child(args, "--child", side)
-            print(f"{side:>15}: {got}", flush=True)
-            if side not in best:
-                best[side] = got
-            else:
-                best[side]["prefill_s"] = min(best[side]["prefill_s"], got["prefill_s"])
-                best[side]["decode_tok_s"] = max(best[side]["decode_tok_s"], got["decode_tok_s"])
-                best[side]["peak_rss_mib"] = min(best[side]["peak_rss_mib"], got["peak_rss_mib"])
+    with tempfile.TemporaryDirectory() as folder:
+        ids_file = Path(folder) / "ids.json"
+        ids_file.write_text(json.dumps(prompt_ids(args.prompt_tokens, args)))
+        for _ in range(args.rounds):
+            for side in ("llama.cpp", *chosen(args)):
+                best = keep_best(best, side, run_child(args, "--child", side, "--ids", str(ids_file)))
     return best
+
+
+def keep_best(best: dict[str, dict], side: str, got: dict) -> dict[str, dict]:
+    """best with one more child's figures: the lowest prefill and memory, the highest decode."""
+    print(f"{side:>15}: {got}", flush=True)
+    if side not in best:
+        return {**best, side: got}
+    kept = best[side]
+    return {**best, side: {**kept, "prefill_s": min(kept["prefill_s"], got["prefill_s"]),
+                           "decode_tok_s": max(kept["decode_tok_s"], got["decode_tok_s"]),
+                           "peak_rss_mib": min(kept["peak_rss_mib"], got["peak_rss_mib"])}}
 
 
 def main() -> None:
@@ -277,6 +286,7 @@ def main() -> None:
     parser.add_argument("--decided", default="0.25,0.5,1",
                         help="top-2 gaps: agreement where llama.cpp's top two are further apart")
     parser.add_argument("--child", choices=[*SIDES, "compare"], help=argparse.SUPPRESS)
+    parser.add_argument("--ids", help=argparse.SUPPRESS)   # a speed child's prompt ids (JSON)
     args = parser.parse_args()
     if args.child:
         result = compare_child(args) if args.child == "compare" else speed_child(args.child, args)
