@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -22,18 +24,10 @@ from glassformer.blas import blas_threads
 from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops.tiled_attention import tiled_attention_forward
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.tiled_attention import best_cpu     # noqa: E402  (run as a script)
+
 N_KV, GROUP, HEAD_DIM = 3, 3, 64
-
-
-def best_cpu(run, repeats: int) -> float:
-    """The least CPU seconds of `repeats` calls, after one warm-up call."""
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        run()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def one_length(torch, fast, t: int, repeats: int) -> dict:

@@ -31,19 +31,24 @@ TOPICS = ["a cat", "the sea", "bread", "a train", "winter", "a robot", "music", 
 
 
 class Reply:
+    """One request's streamed text, its token count and the moment it ended."""
+
     def __init__(self):
-        self.tokens, self.done = 0, threading.Event()
+        self.parts, self.tokens, self.done = [], 0, threading.Event()
 
     def __call__(self, event):
-        if not isinstance(event, Delta):          # the end: its usage counts the tokens
+        if isinstance(event, Delta):
+            self.parts.append(event.text)
+        else:                                       # the end: its usage counts the tokens
             self.tokens = event.usage.completion_tokens
             self.done.set()
 
 
-def load(engine: Engine, model, requests: int, max_tokens: int) -> tuple[int, float]:
-    """(tokens generated, seconds) for `requests` requests from CLIENTS threads."""
+def load(engine: Engine, model, clients: int, requests: int, max_tokens: int) -> dict:
+    """Run `requests` seeded sampled requests from `clients` threads: tokens, seconds and each
+    reply's text (request k: a short story about TOPICS[k], seed k, temperature 0.8, top_p 0.9)."""
     tok = model.tokenizer
-    lock, counts, next_request = threading.Lock(), [0], [0]
+    lock, texts, count, next_request = threading.Lock(), {}, [0], [0]
 
     def client():
         while True:
@@ -60,15 +65,16 @@ def load(engine: Engine, model, requests: int, max_tokens: int) -> tuple[int, fl
             engine.submit([Sequence(0, prompt, settings, frozenset(), tok, reply)])
             reply.done.wait()
             with lock:
-                counts[0] += reply.tokens
+                count[0] += reply.tokens
+                texts[k] = "".join(reply.parts)
 
     start = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    threads = [threading.Thread(target=client) for _ in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return counts[0], time.perf_counter() - start
+    return {"tokens": count[0], "seconds": time.perf_counter() - start, "texts": texts}
 
 
 def main() -> None:
@@ -91,11 +97,12 @@ def run(args) -> None:
                for name in ("plain", "invariant")}
     for engine in engines.values():
         engine.start()
-        load(engine, model, 2, 4)                          # warm: numba's kernels, BLAS
+        load(engine, model, CLIENTS, 2, 4)                 # warm: numba's kernels, BLAS
     totals = {name: [0, 0.0] for name in engines}
     for round_ in range(args.rounds):
         for name, engine in engines.items():
-            tokens, seconds = load(engine, model, args.requests, args.max_tokens)
+            got = load(engine, model, CLIENTS, args.requests, args.max_tokens)
+            tokens, seconds = got["tokens"], got["seconds"]
             totals[name][0] += tokens
             totals[name][1] += seconds
             print(f"round {round_ + 1} {name:9s} {tokens} tokens in {seconds:.1f} s: "

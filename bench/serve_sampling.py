@@ -19,32 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
+import sys
 import time
+from pathlib import Path
 
 from glassformer.blas import blas_threads, free_cores
 from glassformer.generate import draw, nucleus, sampling
-from glassformer.generate.sampling import Sampling
 from glassformer.io.named_models import load_model
 from glassformer.serve import engine as engine_module
 from glassformer.serve.engine import Engine
-from glassformer.serve.sequence import Delta, Sequence, Settings
 
-TOPICS = ["a cat", "the sea", "bread", "a train", "winter", "a robot", "music", "a garden"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.serve_invariant import load         # noqa: E402  (run as a script): its requests
+
 SAMPLERS = {"now": (nucleus.top_p_filter, draw.draw),
             "before": (nucleus.top_p_sorted, draw.draw_reference)}
-
-
-class Reply:
-    def __init__(self):
-        self.parts, self.tokens, self.done = [], 0, threading.Event()
-
-    def __call__(self, event):
-        if isinstance(event, Delta):
-            self.parts.append(event.text)
-        else:                                       # the end: its usage counts the tokens
-            self.tokens = event.usage.completion_tokens
-            self.done.set()
 
 
 class Timed:
@@ -59,38 +48,6 @@ class Timed:
         self.seconds += time.perf_counter() - began
         self.calls += 1
         return ids
-
-
-def load(engine: Engine, model, clients: int, requests: int, max_tokens: int) -> dict:
-    """Run `requests` requests from `clients` threads: tokens, seconds and each reply's text."""
-    tok = model.tokenizer
-    lock, texts, count, next_request = threading.Lock(), {}, [0], [0]
-
-    def client():
-        while True:
-            with lock:
-                k = next_request[0]
-                next_request[0] += 1
-            if k >= requests:
-                return
-            prompt = tok.encode(f"<|im_start|>user\nWrite a short story about "
-                                f"{TOPICS[k % len(TOPICS)]}, number {k}.<|im_end|>\n"
-                                f"<|im_start|>assistant\n")
-            reply = Reply()
-            settings = Settings(max_tokens, Sampling(temperature=0.8, top_p=0.9), k)
-            engine.submit([Sequence(0, prompt, settings, frozenset(), tok, reply)])
-            reply.done.wait()
-            with lock:
-                count[0] += reply.tokens
-                texts[k] = "".join(reply.parts)
-
-    start = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return {"tokens": count[0], "seconds": time.perf_counter() - start, "texts": texts}
 
 
 def main() -> None:
