@@ -92,57 +92,48 @@ def _compiled(name: str = "decode_numba") -> ModuleType:
     return importlib.import_module(f"glassformer.kernels.{name}")
 
 
+def _chosen(name: str, setting: str | None) -> ModuleType | None:
+    """kernels/<name>.py when the choice is numba, else None. Asked at every decoded token and
+    every product, so an already-loaded module is returned as it is (no mkdir, no import)."""
+    if kernel_choice(setting) != "numba":
+        return None
+    loaded = sys.modules.get("glassformer.kernels." + name)
+    return loaded if loaded is not None else _compiled(name)
+
+
 def decode_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled decode kernels (decode_numba.py) when the choice is numba, else None: the
     caller then runs its ordinary NumPy path."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.decode_numba")
-    return loaded if loaded is not None else _compiled()     # no mkdir per decoded token
+    return _chosen("decode_numba", setting)
 
 
 def quant_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled quantized products (quant_numba.py) when the choice is numba, else None: the
     caller (ops/quant/matrix.py, the one place that asks) then runs ops/quant/product.py."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.quant_numba")
-    return loaded if loaded is not None else _compiled("quant_numba")   # no mkdir per product
+    return _chosen("quant_numba", setting)
 
 
 def q8_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled 8-bit activation products (q8_numba.py) when the choice is numba, else None:
     ops/quant/matrix.py then runs ops/quant/activations_q8.py, their NumPy reference."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.q8_numba")
-    return loaded if loaded is not None else _compiled("q8_numba")
+    return _chosen("q8_numba", setting)
 
 
 def prefill_kernels(setting: str | None = None) -> ModuleType | None:
     """The prefill's fast path (prefill.py: tiled attention, RoPE, SwiGLU on the compiled loops
     of prefill_numba.py) when the choice is numba, else None: blocks/attention.py and
     blocks/mlp.py then run the NumPy twins (ops/)."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.prefill")
-    return loaded if loaded is not None else _compiled("prefill")
+    return _chosen("prefill", setting)
 
 
 def quant_slab_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled widening of many-row quantized products (quant_slabs.py) when the choice is
     numba, else None: ops/quant/matrix.py then runs ops/quant/product.py's NumPy widening."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.quant_slabs")
-    return loaded if loaded is not None else _compiled("quant_slabs")
+    return _chosen("quant_slabs", setting)
 
 
 def train_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled training kernels (train_numba.py: LayerNorm, the tanh GELU, AdamW) when the
     choice is numba, else None: the caller then runs their NumPy twins (the ops, and
     train/optim.py's adamw_update). Asked once per op call, so it must stay cheap."""
-    if kernel_choice(setting) != "numba":
-        return None
-    loaded = sys.modules.get("glassformer.kernels.train_numba")
-    return loaded if loaded is not None else _compiled("train_numba")
+    return _chosen("train_numba", setting)
