@@ -82,3 +82,17 @@ def test_the_matrix_product_sends_several_rows_here(monkeypatch, path):
     k = quantize_weight(rng.standard_normal((256, 24), dtype=np.float32), "q4_k")
     np.testing.assert_allclose(x @ k, rows_t_product(x, "q4_k", k.blocks, 256), rtol=0,
                                atol=1e-4)
+
+
+def test_threads_give_the_same_bits_as_one():
+    """The prange twin splits the tiles over threads; each output is still one tile's sums."""
+    import numba
+    kernels = quant_rows_kernels("numba")
+    rng = np.random.default_rng(4)
+    m = quantize_matrix(rng.standard_normal((203, 64), dtype=np.float32), "q4_1")
+    x = rng.standard_normal((5, 64), dtype=np.float32)
+    y_one, y_two = np.empty((5, 203), np.float32), np.empty((5, 203), np.float32)
+    kernels.product(x, m.blocks, kernels.HALF_VALUES, y_one, kernels.SIZES["q4_1"])
+    kernels.product_threads(x, m.blocks, kernels.HALF_VALUES, y_two, kernels.SIZES["q4_1"],
+                            min(2, numba.config.NUMBA_NUM_THREADS))
+    assert np.array_equal(y_one, y_two)
