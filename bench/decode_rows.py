@@ -89,15 +89,16 @@ def serve_step(args) -> dict:
     chooser = matrix.quant_rows_kernels
     result = {"model": "smollm2 " + ("float32" if args.dequantize else "q4_1"), "rows": args.rows}
     with blas_threads(1):
-        for name, kernels in (("rows_kernel", chooser), ("one_row_loops", lambda: None)):
+        sides = (("rows_kernel", chooser), ("one_row_loops", lambda: None))
+        if args.dequantize:                              # no quantized product: one pass
+            sides = (("float32", chooser),)
+        for name, kernels in sides:
             matrix.quant_rows_kernels = kernels          # None: ops/quant keeps quant_numba.py
             one = step_cpu_ms(model, 1, args.new_tokens, args.repeats)
             many = step_cpu_ms(model, args.rows, args.new_tokens, args.repeats)
             result[f"{name}_step_ms_1"] = round(one, 2)
             result[f"{name}_step_ms_{args.rows}"] = round(many, 2)
             result[f"{name}_ratio"] = round(many / one, 3)
-            if args.dequantize:                          # no quantized product: one pass
-                break
     matrix.quant_rows_kernels = chooser
     return result
 
