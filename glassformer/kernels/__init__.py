@@ -17,6 +17,9 @@ compiled loop; the products themselves stay BLAS calls.
     quant_numba.py   x @ W^T for a few rows (a decode step) read from a quantized W's GGUF blocks
                      (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K), the twin of ops/quant/product.py's
                      rows_t_product; chosen in one place, ops/quant/matrix.py's product
+    quant_rows_numba.py  x @ W^T for 2..16 rows (serve's batched decode) of Q8_0, Q4_0, Q4_1:
+                     each tile of W's rows widened once and dotted with every row of x (the
+                     one-row loops unpack each block once per row); same twin, same chooser
     quant_slabs.py   the many-row quantized products (prefill, backward): product.py's slabs and
                      BLAS, each slab widened by one compiled pass (the same floats as NumPy's)
 

@@ -113,6 +113,13 @@ def quant_kernels(setting: str | None = None) -> ModuleType | None:
     return _chosen("quant_numba", setting)
 
 
+def quant_rows_kernels(setting: str | None = None) -> ModuleType | None:
+    """The compiled few-row quantized products (quant_rows_numba.py: 2..16 rows of x, each block
+    unpacked once for all of them) when the choice is numba, else None: ops/quant/matrix.py then
+    runs ops/quant/product.py, their NumPy reference."""
+    return _chosen("quant_rows_numba", setting)
+
+
 def q8_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled 8-bit activation products (q8_numba.py) when the choice is numba, else None:
     ops/quant/matrix.py then runs ops/quant/activations_q8.py, their NumPy reference."""

@@ -18,9 +18,11 @@ so ops/linear.py, the tied LM head and an embedding lookup run unchanged; `x @ M
 Anything else (arithmetic, np.asarray) is refused: `dequantize()` first, on purpose.
 
 A few float32 rows times W^T (a decode step) run on kernels/quant_numba.py's compiled twin when
-GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`); more float32 rows (a prefill) and the
-backward run product.py's slabs with kernels/quant_slabs.py's compiled widening (the same floats,
-so the same products). product.py stays the reference.
+GLASSFORMER_KERNELS selects numba (`COMPILED_ROWS`), 2..COMPILED_ROWS rows of Q8_0, Q4_0 and
+Q4_1 (serve's batched decode) on kernels/quant_rows_numba.py's, which unpack each block once for
+all the rows; more float32 rows (a prefill) and the backward run product.py's slabs with
+kernels/quant_slabs.py's compiled widening (the same floats, so the same products). product.py
+stays the reference.
 
 `activations="q8"` (opt-in: `--activation-quant q8`, `load_pretrained(activations="q8")`) makes
 x @ W^T round x to 8-bit blocks first and take integer block products, as llama.cpp's CPU backend
@@ -34,7 +36,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.kernels.choice import q8_kernels, quant_kernels, quant_slab_kernels
+from glassformer.kernels.choice import (q8_kernels, quant_kernels, quant_rows_kernels,
+                                        quant_slab_kernels)
 from glassformer.ops.quant.activations_q8 import activation_product
 from glassformer.ops.quant.formats import format_of
 from glassformer.ops.quant.product import dequantize_rows, rows_product, rows_t_product
@@ -93,15 +96,27 @@ class QuantizedMatrix:
         if self.transposed and self.activations == "q8":
             product = self._q8_product(rows)
         elif self.transposed and rows.shape[0] <= COMPILED_ROWS and rows.dtype == np.float32:
-            compiled = quant_kernels()     # the one place the compiled products are chosen
+            compiled = self._few_rows_product(rows.shape[0])
             if compiled is not None:
-                product = compiled.rows_t_product
+                product = compiled
         elif rows.dtype == np.float32:
             slabs = quant_slab_kernels()   # many rows: product.py's slabs, compiled widening
             if slabs is not None:
                 product = slabs.rows_t_product if self.transposed else slabs.rows_product
         y = product(rows, self.kind, self.blocks, self.cols)            # (N, out)
         return y.reshape(x.shape[:-1] + (c_out,))
+
+    def _few_rows_product(self, n: int):
+        """The compiled x @ W^T for n <= COMPILED_ROWS float32 rows, or None (the reference): one
+        row on quant_numba.py's loops, 2..COMPILED_ROWS (serve's batched decode) on
+        quant_rows_numba.py's, which unpack each block once for all the rows (the one place the
+        compiled products are chosen)."""
+        if n >= 2:
+            several = quant_rows_kernels()
+            if several is not None and self.kind in several.KINDS:
+                return several.rows_t_product
+        compiled = quant_kernels()
+        return None if compiled is None else compiled.rows_t_product
 
     def _q8_product(self, rows: np.ndarray):
         """llama.cpp's 8-bit activation product for x (N, C): compiled for a few rows of a format
