@@ -27,7 +27,8 @@ from glassformer.blocks.packed import packed_whole
 class LayerOperands(NamedTuple):
     """One layer's weights for the decoded step, by role. A bias or norm shift the layer does
     not have is None. qkv / gate_up: the packed array the parts are column blocks of
-    (models/layout.py), or None: then the parts are multiplied one by one."""
+    (models/layout.py), or the record over the GGUF blocks they are stacked rows of
+    (blocks/packed.py), or None: then the parts are multiplied one by one."""
     norm1_w: np.ndarray
     norm1_b: np.ndarray | None
     qkv: np.ndarray | None            # (C, (H + 2K) D) when packed

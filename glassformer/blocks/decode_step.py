@@ -16,8 +16,9 @@ everything else in one pass each.
     x, xn    = add_norm_rows(h, m, b_down, next norm1)     x = h + m, and the next layer's norm
 
 A weight kept in GGUF blocks (ops/quant/matrix.py's QuantizedMatrix) takes the same `xn @ w`:
-its product reads the blocks (compiled, kernels/quant_numba.py, on this path), never packed with
-its neighbours, so q, k, v (and gate, up) are then one product each.
+its product reads the blocks (compiled, kernels/quant_numba.py, on this path). A loaded GGUF's
+q | k | v and gate | up of one kind lie stacked in one blocks array (blocks/packed.py), so they
+are one product each, as in float32; records of mixed kinds stay one product a weight.
 
 The weights come from a `DecodePlan` (blocks/decode_plan.py): gathered by role once per cache,
 not looked up by name at every token.
