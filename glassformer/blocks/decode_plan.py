@@ -48,6 +48,9 @@ class LayerOperands(NamedTuple):
     b_up: np.ndarray | None
     w_down: np.ndarray                # (F, C)
     b_down: np.ndarray | None
+    down_t: np.ndarray | None         # w_down.T (C, F) when that view is C-contiguous float32
+    #                                   (a checkpoint's (out, in) layout): the fused MLP end
+    #                                   streams its rows (kernels/: swiglu_down_norm_rows)
 
 
 class DecodePlan(NamedTuple):
@@ -73,7 +76,15 @@ def layer_operands(p: dict) -> LayerOperands:
         wo=p["attn.wo"], bo=p.get("attn.bo"), norm2_w=p["norm2.w"], norm2_b=p.get("norm2.b"),
         gate_up=None if gate is None else packed_whole([gate, p["mlp.w_up"]]),
         w_gate=gate, w_up=p["mlp.w_up"], b_up=p.get("mlp.b_up"),
-        w_down=p["mlp.w_down"], b_down=p.get("mlp.b_down"))
+        w_down=p["mlp.w_down"], b_down=p.get("mlp.b_down"), down_t=rows_of(p["mlp.w_down"]))
+
+
+def rows_of(w) -> np.ndarray | None:
+    """w (F, C) -> its transpose (C, F), a view, when it lies C-contiguous in float32 (W's
+    output rows one after the other); None otherwise (a QuantizedMatrix, a row-major w)."""
+    t = getattr(w, "T", None)
+    ok = isinstance(t, np.ndarray) and t.flags.c_contiguous and t.dtype == np.float32
+    return t if ok else None
 
 
 def decode_plan(params: dict, layers: list[dict], key: tuple | None = None) -> DecodePlan:
