@@ -189,24 +189,28 @@ def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
 @jit
 def _out_product(out, wo, a, c0, c1):
     """a[:, c0:c1] = out @ wo[:, c0:c1], wo (H D, C) row-major: four rows of wo at a time (in
-    L1 while every row of out takes them), each row's sum over H D in the same order always."""
+    L1 while every row of out takes them), each row's sum over H D in the same order always.
+    note: the loops run over slices from 0; indexing a[row, c] over range(c0, c1) measured
+    2.2x slower (LLVM vectorized it poorly)."""
     rows, inner = out.shape
     for row in range(rows):
-        for c in range(c0, c1):
-            a[row, c] = 0.0
+        a[row, c0:c1] = 0.0
     groups = inner // 4
     for g in range(groups):
         i = 4 * g
-        w0, w1, w2, w3 = wo[i], wo[i + 1], wo[i + 2], wo[i + 3]
+        w0, w1, w2, w3 = wo[i, c0:c1], wo[i + 1, c0:c1], wo[i + 2, c0:c1], wo[i + 3, c0:c1]
         for row in range(rows):
             s0, s1, s2, s3 = out[row, i], out[row, i + 1], out[row, i + 2], out[row, i + 3]
-            for c in range(c0, c1):
-                a[row, c] += s0 * w0[c] + s1 * w1[c] + s2 * w2[c] + s3 * w3[c]
+            acc = a[row, c0:c1]
+            for c in range(acc.shape[0]):
+                acc[c] += s0 * w0[c] + s1 * w1[c] + s2 * w2[c] + s3 * w3[c]
     for i in range(4 * groups, inner):
+        w_i = wo[i, c0:c1]
         for row in range(rows):
             s = out[row, i]
-            for c in range(c0, c1):
-                a[row, c] += s * wo[i, c]
+            acc = a[row, c0:c1]
+            for c in range(acc.shape[0]):
+                acc[c] += s * w_i[c]
 
 
 @jit
