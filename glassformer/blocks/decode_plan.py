@@ -40,8 +40,6 @@ class LayerOperands(NamedTuple):
     bv: np.ndarray | None
     wo: np.ndarray                    # (H D, C)
     bo: np.ndarray | None
-    wo_rows: np.ndarray | None        # wo itself when row-major float32 (models/layout.py makes
-    #                                   a loaded one so): the fused attention end reads its rows
     norm2_w: np.ndarray
     norm2_b: np.ndarray | None
     gate_up: np.ndarray | None        # (C, 2F) when packed (SwiGLU)
@@ -75,16 +73,10 @@ def layer_operands(p: dict) -> LayerOperands:
         qkv=packed_whole([p["attn.wq"], p["attn.wk"], p["attn.wv"]]),
         wq=p["attn.wq"], wk=p["attn.wk"], wv=p["attn.wv"],
         bq=p.get("attn.bq"), bk=p.get("attn.bk"), bv=p.get("attn.bv"),
-        wo=p["attn.wo"], bo=p.get("attn.bo"), wo_rows=row_major(p["attn.wo"]), norm2_w=p["norm2.w"], norm2_b=p.get("norm2.b"),
+        wo=p["attn.wo"], bo=p.get("attn.bo"), norm2_w=p["norm2.w"], norm2_b=p.get("norm2.b"),
         gate_up=None if gate is None else packed_whole([gate, p["mlp.w_up"]]),
         w_gate=gate, w_up=p["mlp.w_up"], b_up=p.get("mlp.b_up"),
         w_down=p["mlp.w_down"], b_down=p.get("mlp.b_down"), down_t=rows_of(p["mlp.w_down"]))
-
-
-def row_major(w) -> np.ndarray | None:
-    """w itself when it is a C-contiguous float32 array, else None (a QuantizedMatrix, a view)."""
-    ok = isinstance(w, np.ndarray) and w.flags.c_contiguous and w.dtype == np.float32
-    return w if ok else None
 
 
 def rows_of(w) -> np.ndarray | None:

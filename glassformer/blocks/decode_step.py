@@ -15,17 +15,11 @@ everything else in one pass each.
     m        = hidden @ w_down                             BLAS
     x, xn    = add_norm_rows(h, m, b_down, next norm1)     x = h + m, and the next layer's norm
 
-Two fusions cut the calls of a layer whose weights lie as a loaded model's do, each a kernel that
-streams one product itself (four weight rows at a time, over numba's threads when it has
-several) so that what is around it joins the same call:
-
-    h, hn  = attend_out_norm_rows(q, k, v, ..., wo, bo, x, norm2)    wo row-major (`wo_rows`)
-    x, xn  = swiglu_down_norm_rows(g, u, W_down^T, b_down, h, next norm1)
-                                       a SwiGLU whose W_down^T rows are contiguous (`down_t`)
-
-so a SmolLM2 layer is two BLAS products (q|k|v, gate|up) and two kernels, not four and four: a
-narrow layer (30 of width 576) pays each call's fixed cost many times a token. Elsewhere (a
-QuantizedMatrix wo or w_down, a GELU MLP) the lines above run as they are.
+A SwiGLU layer whose w_down lies as a checkpoint loads it (W_down^T's rows contiguous: the plan's
+`down_t`) makes the last three lines one call, `swiglu_down_norm_rows`: the down product is
+streamed by the kernel itself, four rows of W_down^T at a time (over numba's threads when there
+are several), so a layer is two BLAS products and three kernels, not four and four. A narrow
+layer (SmolLM2's 30 of width 576) pays each call's fixed cost many times a token.
 
 A weight kept in GGUF blocks (ops/quant/matrix.py's QuantizedMatrix) takes the same `xn @ w`:
 its product reads the blocks (compiled, kernels/quant_numba.py, on this path). A loaded GGUF's
@@ -79,24 +73,9 @@ def _rows_tables(rope_tables, rows: int, d: int):
                  for table in rope_tables)                               # (B, D) each
 
 
-def _attention_end(kernels: ModuleType, op: LayerOperands, xn: np.ndarray, x: np.ndarray,
-                   cache: KVCache, layer: int, tables, key_mask, cfg: BlockConfig
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """xn, x (B, C) -> h = x + attention(xn), and norm2(h), (B, C) each. With wo row-major (the
-    plan's wo_rows) one call does the attention, its output product, the residual and the norm
-    (attend_out_norm_rows); otherwise attend_step, the out @ wo product and add_norm_rows."""
-    rms, eps = cfg.norm == "rms", cfg.norm_eps
-    args = (*_qkv(op, xn), op.bq, op.bk, op.bv, *tables, cache.k[layer], cache.v[layer],
-            cache.length, key_mask)
-    if op.wo_rows is not None:
-        return kernels.attend_out_norm_rows(*args, op.wo_rows, op.bo, x, op.norm2_w, op.norm2_b,
-                                            eps, rms)
-    out = kernels.attend_step(*args)                             # (B, H*D)
-    return kernels.add_norm_rows(x, out @ op.wo, op.bo, op.norm2_w, op.norm2_b, eps, rms)
-
-
-def _qkv(op: LayerOperands, xn: np.ndarray):
-    """xn (B, C) -> q (B, H*D), k, v (B, K*D): one product when packed (views of its output)."""
+def _attention(kernels: ModuleType, op: LayerOperands, xn: np.ndarray, cache: KVCache,
+               layer: int, tables, key_mask) -> np.ndarray:
+    """xn (B, C) -> the attention sub-block's output before its bias, (B, C)."""
     if op.qkv is not None:
         qkv = xn @ op.qkv                                        # (B, C) -> (B, (H+2K) D)
         width_q, width_kv = op.wq.shape[1], op.wk.shape[1]
@@ -104,7 +83,9 @@ def _qkv(op: LayerOperands, xn: np.ndarray):
                    qkv[:, width_q + width_kv:])                   # views
     else:
         q, k, v = xn @ op.wq, xn @ op.wk, xn @ op.wv             # (B, H*D), (B, K*D) x 2
-    return q, k, v
+    out = kernels.attend_step(q, k, v, op.bq, op.bk, op.bv, *tables, cache.k[layer],
+                              cache.v[layer], cache.length, key_mask)   # (B, H*D)
+    return out @ op.wo                                           # (B, H*D) -> (B, C)
 
 
 def _gate_up(op: LayerOperands, hn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,15 +113,16 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
     kv_cache.length (which it does not advance: the generate loop does)."""
     kv_cache.check_room(1)
     rows, width = x.shape[0], x.shape[2]
+    rms, eps = cfg.norm == "rms", cfg.norm_eps
     tables = _rows_tables(rope_tables, rows, cfg.dim_per_head)
     if key_mask is not None:
         key_mask = np.asarray(key_mask, dtype=bool)
     x = np.ascontiguousarray(x.reshape(rows, width))             # (B, 1, C) -> (B, C)
     layers = plan.layers
-    xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, cfg.norm_eps,
-                           cfg.norm == "rms")
+    xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
     for i, op in enumerate(layers):
-        h, hn = _attention_end(kernels, op, xn, x, kv_cache, i, tables, key_mask, cfg)
+        a = _attention(kernels, op, xn, kv_cache, i, tables, key_mask)
+        h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)  # (B, C)
         # the last layer: no next norm (the head's own follows: models/common.py head_forward)
         after = layers[i + 1] if i + 1 < len(layers) else None
         x, xn = _mlp_end(kernels, op, hn, h, after, cfg)         # (B, C) each

@@ -33,7 +33,6 @@ FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; kee
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy", parallel=True)
 MIN_THREADED_ROWS = 64   # a W_down^T with fewer rows is not worth waking a second thread for
-OUT_COLUMNS = 64         # columns of wo a thread takes at a time (attend_out_norm_rows)
 # sums over a row's keys in key order: no reassociation, so that where a row's keys sit among
 # the cache's columns (masked ones add exact zeros) cannot change how they are grouped
 ordered = numba.njit(cache=True, fastmath={"contract", "arcp"}, nogil=True, error_model="numpy")
@@ -184,66 +183,6 @@ def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
     threaded = numba.get_num_threads() > 1 and down_t.shape[0] >= MIN_THREADED_ROWS
     fused = _swiglu_down_threads if threaded else _swiglu_down_serial
     return fused(gate, up, down_t, bias, h, w, b, eps, rms)
-
-
-@jit
-def _out_product(out, wo, a, c0, c1):
-    """a[:, c0:c1] = out @ wo[:, c0:c1], wo (H D, C) row-major: four rows of wo at a time (in
-    L1 while every row of out takes them), each row's sum over H D in the same order always.
-    note: the loops run over slices from 0; indexing a[row, c] over range(c0, c1) measured
-    2.2x slower (LLVM vectorized it poorly)."""
-    rows, inner = out.shape
-    for row in range(rows):
-        a[row, c0:c1] = 0.0
-    groups = inner // 4
-    for g in range(groups):
-        i = 4 * g
-        w0, w1, w2, w3 = wo[i, c0:c1], wo[i + 1, c0:c1], wo[i + 2, c0:c1], wo[i + 3, c0:c1]
-        for row in range(rows):
-            s0, s1, s2, s3 = out[row, i], out[row, i + 1], out[row, i + 2], out[row, i + 3]
-            acc = a[row, c0:c1]
-            for c in range(acc.shape[0]):
-                acc[c] += s0 * w0[c] + s1 * w1[c] + s2 * w2[c] + s3 * w3[c]
-    for i in range(4 * groups, inner):
-        w_i = wo[i, c0:c1]
-        for row in range(rows):
-            s = out[row, i]
-            acc = a[row, c0:c1]
-            for c in range(acc.shape[0]):
-                acc[c] += s * w_i[c]
-
-
-@jit
-def _attend_out_serial(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask,
-                       wo, bo, x, w, b, eps, rms):
-    out = attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask)
-    a = np.empty_like(x)                                          # (B, C)
-    _out_product(out, wo, a, 0, wo.shape[1])
-    return _residual_norm(x, a, bo, w, b, eps, rms)
-
-
-@pjit
-def _attend_out_threads(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask,
-                        wo, bo, x, w, b, eps, rms):
-    out = attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask)
-    a = np.empty_like(x)
-    width = wo.shape[1]
-    chunks = (width + OUT_COLUMNS - 1) // OUT_COLUMNS
-    for chunk in numba.prange(chunks):   # column chunks of wo over the threads
-        c0 = chunk * OUT_COLUMNS
-        _out_product(out, wo, a, c0, min(c0 + OUT_COLUMNS, width))
-    return _residual_norm(x, a, bo, w, b, eps, rms)
-
-
-def attend_out_norm_rows(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask,
-                         wo, bo, x, w, b, eps, rms):
-    """decode_numpy.attend_out_norm_rows: the attention sub-block's end in one call, its output
-    product included (wo read four rows at a time, its column chunks over numba's threads when
-    it has more than one)."""
-    threaded = numba.get_num_threads() > 1 and wo.shape[1] >= 2 * OUT_COLUMNS
-    fused = _attend_out_threads if threaded else _attend_out_serial
-    return fused(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask, wo, bo, x,
-                 w, b, eps, rms)
 
 
 @jit

@@ -67,17 +67,6 @@ def swiglu_down_norm_rows(gate: np.ndarray, up: np.ndarray, down_t: np.ndarray,
     return add_norm_rows(h, m, bias, w, b, eps, rms)
 
 
-def attend_out_norm_rows(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length: int,
-                         key_mask, wo: np.ndarray, bo: np.ndarray | None, x: np.ndarray,
-                         w: np.ndarray, b: np.ndarray | None, eps: float, rms: bool
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """The attention sub-block's end and the MLP's norm, its output product included: out =
-    attend_step(...) (B, H*D), h = x + (out @ wo + bo), and norm2(h). wo (H*D, C) row-major (a
-    loaded model's: models/layout.py). Returns (h, norm2(h)), (B, C) each."""
-    out = attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask)
-    return add_norm_rows(x, out @ wo, bo, w, b, eps, rms)       # (B, H*D) @ (H*D, C)
-
-
 def gelu_rows(up: np.ndarray, bias: np.ndarray | None, approximate: bool) -> np.ndarray:
     """GELU(up + bias), exact (erf) or GPT-2's tanh form: (B, F) -> (B, F)."""
     if bias is not None:
