@@ -27,7 +27,8 @@ from glassformer.blocks.packed import packed_whole
 class LayerOperands(NamedTuple):
     """One layer's weights for the decoded step, by role. A bias or norm shift the layer does
     not have is None. qkv / gate_up: the packed array the parts are column blocks of
-    (models/layout.py), or None: then the parts are multiplied one by one."""
+    (models/layout.py), or the record over the GGUF blocks they are stacked rows of
+    (blocks/packed.py), or None: then the parts are multiplied one by one."""
     norm1_w: np.ndarray
     norm1_b: np.ndarray | None
     qkv: np.ndarray | None            # (C, (H + 2K) D) when packed
@@ -47,6 +48,9 @@ class LayerOperands(NamedTuple):
     b_up: np.ndarray | None
     w_down: np.ndarray                # (F, C)
     b_down: np.ndarray | None
+    down_t: np.ndarray | None         # w_down.T (C, F) when that view is C-contiguous float32
+    #                                   (a checkpoint's (out, in) layout): the fused MLP end
+    #                                   streams its rows (kernels/: swiglu_down_norm_rows)
 
 
 class DecodePlan(NamedTuple):
@@ -72,7 +76,15 @@ def layer_operands(p: dict) -> LayerOperands:
         wo=p["attn.wo"], bo=p.get("attn.bo"), norm2_w=p["norm2.w"], norm2_b=p.get("norm2.b"),
         gate_up=None if gate is None else packed_whole([gate, p["mlp.w_up"]]),
         w_gate=gate, w_up=p["mlp.w_up"], b_up=p.get("mlp.b_up"),
-        w_down=p["mlp.w_down"], b_down=p.get("mlp.b_down"))
+        w_down=p["mlp.w_down"], b_down=p.get("mlp.b_down"), down_t=rows_of(p["mlp.w_down"]))
+
+
+def rows_of(w) -> np.ndarray | None:
+    """w (F, C) -> its transpose (C, F), a view, when it lies C-contiguous in float32 (W's
+    output rows one after the other); None otherwise (a QuantizedMatrix, a row-major w)."""
+    t = getattr(w, "T", None)
+    ok = isinstance(t, np.ndarray) and t.flags.c_contiguous and t.dtype == np.float32
+    return t if ok else None
 
 
 def decode_plan(params: dict, layers: list[dict], key: tuple | None = None) -> DecodePlan:

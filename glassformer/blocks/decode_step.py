@@ -15,9 +15,16 @@ everything else in one pass each.
     m        = hidden @ w_down                             BLAS
     x, xn    = add_norm_rows(h, m, b_down, next norm1)     x = h + m, and the next layer's norm
 
+A SwiGLU layer whose w_down lies as a checkpoint loads it (W_down^T's rows contiguous: the plan's
+`down_t`) makes the last three lines one call, `swiglu_down_norm_rows`: the down product is
+streamed by the kernel itself, four rows of W_down^T at a time (over numba's threads when there
+are several), so a layer is two BLAS products and three kernels, not four and four. A narrow
+layer (SmolLM2's 30 of width 576) pays each call's fixed cost many times a token.
+
 A weight kept in GGUF blocks (ops/quant/matrix.py's QuantizedMatrix) takes the same `xn @ w`:
-its product reads the blocks (compiled, kernels/quant_numba.py, on this path), never packed with
-its neighbours, so q, k, v (and gate, up) are then one product each.
+its product reads the blocks (compiled, kernels/quant_numba.py, on this path). A loaded GGUF's
+q | k | v and gate | up of one kind lie stacked in one blocks array (blocks/packed.py), so they
+are one product each, as in float32; records of mixed kinds stay one product a weight.
 
 The weights come from a `DecodePlan` (blocks/decode_plan.py): gathered by role once per cache,
 not looked up by name at every token.
@@ -81,16 +88,21 @@ def _attention(kernels: ModuleType, op: LayerOperands, xn: np.ndarray, cache: KV
     return out @ op.wo                                           # (B, H*D) -> (B, C)
 
 
+def _gate_up(op: LayerOperands, hn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """hn (B, C) -> gate, up (B, F): one product when packed (views of its output), else two."""
+    if op.gate_up is None:
+        return hn @ op.w_gate, hn @ op.w_up
+    both = hn @ op.gate_up                                       # (B, C) -> (B, 2F)
+    width = op.w_gate.shape[1]
+    return both[:, :width], both[:, width:]
+
+
 def _mlp_hidden(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, cfg: BlockConfig
                 ) -> np.ndarray:
     """hn (B, C) -> the MLP's hidden activations (B, F)."""
     if cfg.mlp != "swiglu":
         return kernels.gelu_rows(hn @ op.w_up, op.b_up, MLPS[cfg.mlp])
-    if op.gate_up is None:
-        return kernels.swiglu_rows(hn @ op.w_gate, hn @ op.w_up)
-    both = hn @ op.gate_up                                       # (B, C) -> (B, 2F)
-    width = op.w_gate.shape[1]
-    return kernels.swiglu_rows(both[:, :width], both[:, width:])
+    return kernels.swiglu_rows(*_gate_up(op, hn))
 
 
 def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
@@ -111,13 +123,25 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
     for i, op in enumerate(layers):
         a = _attention(kernels, op, xn, kv_cache, i, tables, key_mask)
         h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)  # (B, C)
-        m = _mlp_hidden(kernels, op, hn, cfg) @ op.w_down        # (B, F) -> (B, C)
-        if i + 1 < len(layers):
-            after = layers[i + 1]
-            x, xn = kernels.add_norm_rows(h, m, op.b_down, after.norm1_w, after.norm1_b, eps,
-                                          rms)
-        else:  # the last layer: the head's own norm follows (models/common.py: head_forward)
-            if op.b_down is not None:
-                m = m + op.b_down
-            x = h + m
+        # the last layer: no next norm (the head's own follows: models/common.py head_forward)
+        after = layers[i + 1] if i + 1 < len(layers) else None
+        x, xn = _mlp_end(kernels, op, hn, h, after, cfg)         # (B, C) each
     return x[:, None]                                            # (B, C) -> (B, 1, C)
+
+
+def _mlp_end(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, h: np.ndarray,
+             after: LayerOperands | None, cfg: BlockConfig) -> tuple[np.ndarray, np.ndarray]:
+    """hn, h (B, C) -> x = h + mlp(hn), and the next layer's norm1(x) ((B, 0) after the last).
+    A SwiGLU with W_down^T lying row by row (op.down_t) ends in one call, its down product
+    included (swiglu_down_norm_rows); otherwise the hidden @ w_down product and add_norm_rows."""
+    rms, eps = cfg.norm == "rms", cfg.norm_eps
+    w, b = (None, None) if after is None else (after.norm1_w, after.norm1_b)
+    if cfg.mlp == "swiglu" and op.down_t is not None:
+        gate, up = _gate_up(op, hn)
+        return kernels.swiglu_down_norm_rows(gate, up, op.down_t, op.b_down, h, w, b, eps, rms)
+    m = _mlp_hidden(kernels, op, hn, cfg) @ op.w_down            # (B, F) -> (B, C)
+    if after is not None:
+        return kernels.add_norm_rows(h, m, op.b_down, w, b, eps, rms)
+    if op.b_down is not None:
+        m = m + op.b_down
+    return h + m, np.empty((h.shape[0], 0), h.dtype)

@@ -10,7 +10,8 @@ projects q, k and v in one product, x @ [wq | wk | wv], as GPT-2's c_attn does: 
 better over threads), and its backward is one dx and one dW product instead of three each.
 Decoding one token at a time keeps three products, because joining the weights would copy them
 once per generated token, more bytes than the product itself reads, unless they lie packed side
-by side already (blocks/packed.py; models/layout.py packs a loaded model's). Same numbers.
+by side already (blocks/packed.py; models/layout.py packs a loaded model's, GGUF blocks
+included: their rows stacked). Same numbers.
 
 A projection whose params hold a LoRA adapter ("wq.lora_A", ...: blocks/lora.py) adds it. In the
 joined product the base runs frozen and each adapter adds its delta to its slice of the output;
@@ -52,7 +53,7 @@ def _joined(params: dict, several_tokens: bool
     if w is not None and (biases is None or b is not None):
         return w, b
     if not several_tokens or not all(isinstance(w, np.ndarray) for w in weights):
-        return None           # one token, or quantized weights (ops/quant/): three products
+        return None           # one token, or unpacked quantized weights: three products
     if w is None:
         w = np.concatenate(weights, axis=-1)                                # (C, (H+2K) D)
     if biases is not None and b is None:

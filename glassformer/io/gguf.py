@@ -53,6 +53,7 @@ from glassformer.io.declared import check_layer_count
 from glassformer.io.finite import check_finite
 from glassformer.io.gguf_hf import family_gguf_model
 from glassformer.io.gguf_names import BY_GGUF_NAME
+from glassformer.io.mapped import release_pages
 from glassformer.models.layout import lay_out_for_decoding
 from glassformer.models.llama import LlamaConfig
 from glassformer.models.model import Model
@@ -122,8 +123,16 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
     params = read_params(tensors, cfg, path, dequantize=dequantize)
     if tokenizer_error is not None:
         raise tokenizer_error
-    lay_out_for_decoding(params)   # in place: packed, row-major (models/layout.py)
+    lay_out_for_decoding(params, release=release_blocks)   # in place: packed (models/layout.py)
     return Model(cfg, params, tokenizer=tokenizer)
+
+
+def release_blocks(parts: list) -> None:
+    """Hand back the map's pages of quantized weights that were copied (packed): the model reads
+    the copy, so the originals would only be counted twice in resident memory (io/mapped.py)."""
+    for part in parts:
+        if is_quantized(part):
+            release_pages(part.blocks)
 
 
 def refuse_gpt_oss(reader, path: Path) -> None:
@@ -261,7 +270,8 @@ def kept_quantized(tensor, transpose: bool, rope_heads: int | None, path: Path):
     blocks are a read-only view of the file's memory map, not a copy (the pages are the file's,
     read from disk as the products first touch them, shared by every process that maps the same
     file, as llama.cpp's mmap); the q and k rows reordered for RoPE (as in _widened: a row's
-    blocks move with it) are the one copy."""
+    blocks move with it) are a copy, the map's pages under them handed back; models/layout.py
+    packs q | k | v and gate | up into copies later, handing theirs back too."""
     kind = tensor.tensor_type.name
     if kind.lower() not in FORMATS:
         raise CheckpointError(
@@ -272,7 +282,8 @@ def kept_quantized(tensor, transpose: bool, rope_heads: int | None, path: Path):
     if not scales_finite(kind.lower(), blocks):
         raise CheckpointError(f"{path}: tensor {tensor.name} has a non-finite scale (NaN or inf)")
     if rope_heads is not None:
-        blocks = unpermute_rope_rows(blocks, rope_heads)  # whole rows move: any row layout works
+        mapped, blocks = blocks, unpermute_rope_rows(blocks, rope_heads)  # whole rows move
+        release_pages(mapped)   # the copy is what the model reads (io/mapped.py)
     cols = int(tensor.shape[0])                           # ggml's ne0: weights a row
     return QuantizedMatrix(kind.lower(), np.ascontiguousarray(blocks), cols, transpose)
 

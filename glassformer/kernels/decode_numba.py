@@ -25,11 +25,17 @@ import math
 import numba
 import numpy as np
 
+from glassformer.kernels.activation_numba import _exp_cubic_parts
+
 FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; keep inf/NaN rules
-jit = numba.njit(cache=True, fastmath=FAST, nogil=True)
+# error_model="numpy": a division by zero gives inf as in NumPy, and no per-element check keeps a
+# loop that divides (the norms, SwiGLU) from being vectorized (as in kernels/_numba_common.py)
+jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
+pjit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy", parallel=True)
+MIN_THREADED_ROWS = 64   # a W_down^T with fewer rows is not worth waking a second thread for
 # sums over a row's keys in key order: no reassociation, so that where a row's keys sit among
 # the cache's columns (masked ones add exact zeros) cannot change how they are grouped
-ordered = numba.njit(cache=True, fastmath={"contract", "arcp"}, nogil=True)
+ordered = numba.njit(cache=True, fastmath={"contract", "arcp"}, nogil=True, error_model="numpy")
 
 
 @jit
@@ -85,6 +91,98 @@ def swiglu_rows(gate, up):
             g = gate[row, f]
             hidden[row, f] = g / (np.float32(1.0) + np.exp(-g)) * up[row, f]
     return hidden
+
+
+@jit
+def _down_four(hidden, down_t, m, c):
+    """m[:, c:c+4] = hidden @ down_t[c:c+4].T: four rows of W_down^T read together, each hidden
+    value loaded once for the four (four independent sums: the loop keeps its SIMD lanes busy)."""
+    w0, w1, w2, w3 = down_t[c], down_t[c + 1], down_t[c + 2], down_t[c + 3]
+    for row in range(hidden.shape[0]):
+        h = hidden[row]
+        t0 = t1 = t2 = t3 = np.float32(0.0)
+        for f in range(h.shape[0]):
+            value = h[f]
+            t0 += value * w0[f]
+            t1 += value * w1[f]
+            t2 += value * w2[f]
+            t3 += value * w3[f]
+        m[row, c], m[row, c + 1], m[row, c + 2], m[row, c + 3] = t0, t1, t2, t3
+
+
+@jit
+def _down_one(hidden, down_t, m, c):
+    """m[:, c] = hidden @ down_t[c]: the rows past the last group of four."""
+    w = down_t[c]
+    for row in range(hidden.shape[0]):
+        total = np.float32(0.0)
+        for f in range(w.shape[0]):
+            total += hidden[row, f] * w[f]
+        m[row, c] = total
+
+
+@jit
+def _swiglu_into(gate, up, hidden):
+    """hidden = silu(gate) * up (B, F), exp(-gate) by activation_numba's vectorized Cephes expf
+    (numba's np.exp is a scalar libm call a number: ~3x this whole loop)."""
+    two_k = np.empty(up.shape[1], np.float32)            # 2^k of each exp, as float32 bits
+    bits = two_k.view(np.int32)
+    one = np.float32(1.0)
+    for row in range(up.shape[0]):
+        _exp_cubic_parts(gate[row], np.float32(-1.0), np.float32(0.0), hidden[row], bits)
+        for f in range(up.shape[1]):
+            g = gate[row, f]
+            hidden[row, f] = g / (one + hidden[row, f] * two_k[f]) * up[row, f]
+
+
+@jit
+def _residual_norm(h, m, bias, w, b, eps, rms):
+    """x = h + (m + bias), and norm(x) when w is given ((B, 0) otherwise)."""
+    x = np.empty_like(h)
+    y = np.empty((h.shape[0], 0 if w is None else h.shape[1]), h.dtype)
+    for row in range(h.shape[0]):
+        for c in range(h.shape[1]):
+            value = m[row, c]
+            if bias is not None:
+                value += bias[c]
+            x[row, c] = h[row, c] + value
+        if w is not None:
+            _norm_row(x[row], w, b, eps, rms, y[row])
+    return x, y
+
+
+@jit
+def _swiglu_down_serial(gate, up, down_t, bias, h, w, b, eps, rms):
+    hidden = np.empty_like(up)                                    # (B, F), in L1
+    _swiglu_into(gate, up, hidden)
+    m = np.empty_like(h)                                          # (B, C)
+    groups = down_t.shape[0] // 4
+    for g in range(groups):
+        _down_four(hidden, down_t, m, 4 * g)
+    for c in range(4 * groups, down_t.shape[0]):
+        _down_one(hidden, down_t, m, c)
+    return _residual_norm(h, m, bias, w, b, eps, rms)
+
+
+@pjit
+def _swiglu_down_threads(gate, up, down_t, bias, h, w, b, eps, rms):
+    hidden = np.empty_like(up)
+    _swiglu_into(gate, up, hidden)
+    m = np.empty_like(h)
+    groups = down_t.shape[0] // 4
+    for g in numba.prange(groups):   # the groups of four rows of W_down^T over the threads
+        _down_four(hidden, down_t, m, 4 * g)
+    for c in range(4 * groups, down_t.shape[0]):
+        _down_one(hidden, down_t, m, c)
+    return _residual_norm(h, m, bias, w, b, eps, rms)
+
+
+def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
+    """decode_numpy.swiglu_down_norm_rows: the MLP's end in one call, its down product included
+    (W_down^T streamed four rows at a time, over numba's threads when it has more than one)."""
+    threaded = numba.get_num_threads() > 1 and down_t.shape[0] >= MIN_THREADED_ROWS
+    fused = _swiglu_down_threads if threaded else _swiglu_down_serial
+    return fused(gate, up, down_t, bias, h, w, b, eps, rms)
 
 
 @jit

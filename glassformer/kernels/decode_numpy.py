@@ -6,6 +6,8 @@ of prompts, or serve's running rows), one position each. blocks/decode_step.py r
     h, xn  = add_norm_rows(x, a, bo, norm2)         residual after attention, then the MLP's norm
     hidden = swiglu_rows(gate, up)  or  gelu_rows(up, b_up, approximate)
     x, xn  = add_norm_rows(h, m, b_down, next norm1) residual after the MLP, the next layer's norm
+    x, xn  = swiglu_down_norm_rows(gate, up, W_down^T, b_down, h, next norm1)
+                                                    the three lines above, the down product in
     out    = attend_step(q, k, v, ...)               RoPE, cache write, attention over the cache
 
 with BLAS products between them (xn @ [wq | wk | wv], out @ wo, ...). Each function below is the
@@ -48,6 +50,21 @@ def add_norm_rows(x: np.ndarray, delta: np.ndarray, bias: np.ndarray | None, w: 
 def swiglu_rows(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """silu(gate) * up: (B, F), (B, F) -> (B, F)."""
     return swiglu_forward(gate, up)[0]
+
+
+def swiglu_down_norm_rows(gate: np.ndarray, up: np.ndarray, down_t: np.ndarray,
+                          bias: np.ndarray | None, h: np.ndarray, w: np.ndarray | None,
+                          b: np.ndarray | None, eps: float, rms: bool
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """The MLP's end and the next norm, its down product included: hidden = silu(gate) * up
+    (B, F), m = hidden @ W_down, x = h + (m + bias), and norm(x) with the next layer's w, b
+    ((B, 0) when w is None: the last layer, whose norm the head makes). down_t: W_down^T (C, F),
+    the (out, in) layout a checkpoint loads. Returns (x, norm(x))."""
+    m = swiglu_rows(gate, up) @ down_t.T                        # (B, F) @ (F, C) -> (B, C)
+    if w is None:
+        x = h + (m + bias if bias is not None else m)
+        return x, np.empty((h.shape[0], 0), h.dtype)
+    return add_norm_rows(h, m, bias, w, b, eps, rms)
 
 
 def gelu_rows(up: np.ndarray, bias: np.ndarray | None, approximate: bool) -> np.ndarray:

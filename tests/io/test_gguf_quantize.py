@@ -129,15 +129,18 @@ def test_quantize_command_writes_the_file(tmp_path, capsys):
 
 def test_kept_blocks_map_the_file_instead_of_copying_it(tmp_path):
     """The blocks of a loaded file are read-only views of its memory map (the file's pages, as
-    llama.cpp's mmap), except q and k, whose rows are reordered for RoPE: no second copy."""
+    llama.cpp's mmap), except q, k (their rows reordered for RoPE), and q | k | v, gate | up,
+    packed into one copy each (blocks/packed.py): no second copy."""
     params = init_params(CFG, np.random.default_rng(4))
     write_source(tmp_path / "f32.gguf", params)
     quantize_gguf(tmp_path / "f32.gguf", "q8_0", tmp_path / "q.gguf")
     model = load_pretrained(tmp_path / "q.gguf", tokenizer=False)
-    for name in ("tok_emb", "lm_head", "blocks.1.attn.wv", "blocks.1.mlp.w_down"):
+    for name in ("tok_emb", "lm_head", "blocks.1.attn.wo", "blocks.1.mlp.w_down"):
         blocks = model.params[name].blocks
         assert not blocks.flags.owndata and not blocks.flags.writeable, name
         assert type(blocks) is np.ndarray, name          # a plain array, not np.memmap
     assert model.params["blocks.0.attn.wq"].blocks.flags.writeable   # reordered: its own copy
+    assert model.params["blocks.1.attn.wv"].blocks.base is model.params[
+        "blocks.1.attn.wq"].blocks.base                            # packed: q | k | v one copy
     want = Model(CFG, in_memory(params, "q8_0"))(IDS)
     np.testing.assert_allclose(model(IDS), want, rtol=0, atol=RTOL * np.abs(want).max())
