@@ -60,6 +60,7 @@ from glassformer.models.registry import family
 from glassformer.ops.quant import FORMATS, QuantizedMatrix, is_quantized
 from glassformer.ops.quant.formats import scales_finite
 from glassformer.tokenizers.gguf_check import check_gguf
+from glassformer.tokenizers.gguf_reader import open_reader
 from glassformer.tokenizers.bpe_files import gguf_tokenizer_parts, tokenizer_from_parts
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
@@ -145,9 +146,8 @@ def refuse_gpt_oss(reader, path: Path) -> None:
 
 
 def open_gguf(path: Path):
-    """A gguf.GGUFReader over the file, or a CheckpointError naming it."""
-    from gguf import GGUFReader  # imported here: GGUF files are its only use
-
+    """A gguf.GGUFReader over the file (its metadata arrays read whole:
+    tokenizers/gguf_reader.py), or a CheckpointError naming it."""
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}")
     try:
@@ -155,7 +155,7 @@ def open_gguf(path: Path):
     except GlassformerError as err:
         raise CheckpointError(str(err)) from None
     try:
-        return GGUFReader(str(path))
+        return open_reader(path)
     except (ValueError, OSError, KeyError, IndexError) as err:
         raise CheckpointError(f"{path} is a corrupt GGUF file: {err}") from None
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.gguf_check import check_gguf
+from glassformer.tokenizers.gguf_reader import open_reader
 from glassformer.tokenizers.pretokenize import PreTokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
@@ -76,11 +77,9 @@ def gguf_field(reader, key: str, path: Path):
 
 def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
     """The byte-level BPE embedded in a GGUF file's tokenizer.ggml.* metadata."""
-    from gguf import GGUFReader  # imported here: reading GGUF is the only use of the package
-
     check_gguf(path)  # a truncated or corrupt file, named as such, before gguf maps it
     try:
-        reader = GGUFReader(str(path))
+        reader = open_reader(path)   # gguf's reader, its arrays read whole
     except (ValueError, OSError, IndexError, KeyError) as err:
         raise GlassformerError(f"{path} is a corrupt GGUF file: {err}") from None
     return gguf_tokenizer(reader, path, pretokenizer)
