@@ -61,7 +61,8 @@ from glassformer.models.registry import family
 from glassformer.ops.quant import FORMATS, QuantizedMatrix, is_quantized
 from glassformer.ops.quant.formats import scales_finite
 from glassformer.tokenizers.gguf_check import check_gguf
-from glassformer.tokenizers.bpe_files import gguf_tokenizer
+from glassformer.tokenizers.gguf_reader import open_reader
+from glassformer.tokenizers.bpe_files import gguf_tokenizer_parts, tokenizer_from_parts
 
 # GGUF tensor suffix -> (glassformer suffix, transpose to (in, out)?, RoPE-permuted heads)
 LAYER_TENSORS = {
@@ -109,17 +110,24 @@ def load_gguf(path: str | Path, *, with_tokenizer: bool = True, dequantize: bool
     if architecture == "gpt-oss":
         refuse_gpt_oss(reader, path)
     cfg = llama_config(reader, path)
-    tokenizer, tokenizer_error = None, None
+    parts, tokenizer, tokenizer_error = None, None, None
     if with_tokenizer:
         try:
-            tokenizer = gguf_tokenizer(reader, path)   # the same reader: parsed once
+            parts = gguf_tokenizer_parts(reader, path)   # the same reader: parsed once
         except GlassformerError as err:
             tokenizer_error = err      # raised after the weights: their errors are named first
     tensors = reader.tensors
     # note: the reader's metadata is ~500k small NumPy views for a 49k-token vocabulary (about
     # 150 MB of Python objects for SmolLM2); dropped here, before the weights come in, the
-    # process's peak memory is the larger of the two, not their sum (docs/performance.md)
+    # process's peak memory is the larger of the two, not their sum (docs/performance.md).
+    # The tokenizer's tables are built after it, in the room it left (bpe_files.py's note).
     del reader
+    if parts is not None:
+        try:
+            tokenizer = tokenizer_from_parts(parts, path)
+        except GlassformerError as err:
+            tokenizer_error = err
+        del parts
     params = read_params(tensors, cfg, path, dequantize=dequantize)
     if tokenizer_error is not None:
         raise tokenizer_error
@@ -147,9 +155,8 @@ def refuse_gpt_oss(reader, path: Path) -> None:
 
 
 def open_gguf(path: Path):
-    """A gguf.GGUFReader over the file, or a CheckpointError naming it."""
-    from gguf import GGUFReader  # imported here: GGUF files are its only use
-
+    """A gguf.GGUFReader over the file (its metadata arrays read whole:
+    tokenizers/gguf_reader.py), or a CheckpointError naming it."""
     if not path.is_file():
         raise CheckpointError(f"no GGUF file at {path}")
     try:
@@ -157,7 +164,7 @@ def open_gguf(path: Path):
     except GlassformerError as err:
         raise CheckpointError(str(err)) from None
     try:
-        return GGUFReader(str(path))
+        return open_reader(path)
     except (ValueError, OSError, KeyError, IndexError) as err:
         raise CheckpointError(f"{path} is a corrupt GGUF file: {err}") from None
 

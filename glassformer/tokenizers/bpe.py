@@ -27,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
+
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers import hf_json
 from glassformer.tokenizers.base import (TOKENIZER_JSON, AllowedSpecial, Tokenizer,
@@ -46,14 +48,33 @@ NO_MERGE = (float("inf"), -1)
 
 def build_merge_table(vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]]) -> MergeTable:
     """The merge table of `merges` (rank = position in the list); checks every token exists."""
-    table: MergeTable = {}
+    return merge_table_of(merge_ids(vocab, merges))
+
+
+def merge_ids(vocab: dict, merges: Iterable[tuple], skip: dict | None = None) -> np.ndarray:
+    """(M, 3) int32: each merge's (left id, right id, merged id), by rank; checks every token
+    exists. vocab maps token bytes, or vocab-file spellings ('Ġthe'), to ids: a pair joins the
+    same way in both; tokens in `skip` (special tokens in a spelled vocab) count as absent.
+
+    note: ids instead of a list of byte pairs: SmolLM2's 48,900 merges are 0.6 MB here, about
+    8 MB as Python tuples of bytes (docs/performance.md, issue 44's memory section)."""
+    skip = skip or {}
+    rows = []
     for rank, (left, right) in enumerate(merges):
         for part in (left, right, left + right):
-            if part not in vocab:
+            if part not in vocab or part in skip:
                 raise GlassformerError(f"merge {rank} ({left!r}, {right!r}) uses {part!r}, "
                                        "which is not in the vocabulary")
-        # setdefault: if a file lists the same pair twice, its first (lowest) rank wins.
-        table.setdefault((vocab[left], vocab[right]), (rank, vocab[left + right]))
+        rows.append((vocab[left], vocab[right], vocab[left + right]))
+    return np.array(rows, dtype=np.int32).reshape(-1, 3)
+
+
+def merge_table_of(ids: np.ndarray) -> MergeTable:
+    """(left id, right id) -> (rank, merged id) of merge_ids' rows; a pair listed twice keeps its
+    first (lowest) rank."""
+    table: MergeTable = {}
+    for rank, (left, right, merged) in enumerate(ids.tolist()):
+        table.setdefault((left, right), (rank, merged))
     return table
 
 
@@ -156,15 +177,19 @@ class BPETokenizer(Tokenizer):
 
     def __init__(self, vocab: dict[bytes, int], merges: list[tuple[bytes, bytes]], *,
                  pretokenizer: PreTokenizer | str = "gpt2",
-                 special_tokens: dict[str, int] | None = None, ignore_merges: bool = False):
+                 special_tokens: dict[str, int] | None = None, ignore_merges: bool = False,
+                 merge_id_rows: np.ndarray | None = None):
         self.vocab = dict(vocab)
-        self.merges = list(merges)
+        # the merges as (left, right, merged) ids (merge_ids); `merges` gives their bytes back.
+        # merge_id_rows: the same already made (from_spelled), `merges` then unused
+        self.merge_id_rows = (merge_ids(self.vocab, merges) if merge_id_rows is None
+                              else merge_id_rows)
         self.pretokenizer = (pretokenizer if isinstance(pretokenizer, PreTokenizer)
                              else PreTokenizer.named(pretokenizer))
         self.specials = dict(special_tokens or {})
         # ignore_merges (LLaMA-3 files): a word that is itself a token skips the merge loop.
         self.ignore_merges = ignore_merges
-        self.merge_table = build_merge_table(self.vocab, self.merges)
+        self.merge_table = merge_table_of(self.merge_id_rows)
         # byte value -> id of its single-byte token (None if the vocabulary lacks that byte)
         self.byte_ids = [self.vocab.get(bytes([byte])) for byte in range(256)]
         size = 1 + max(list(self.vocab.values()) + list(self.specials.values()))
@@ -182,6 +207,13 @@ class BPETokenizer(Tokenizer):
     @property
     def special_tokens(self) -> dict[str, int]:
         return dict(self.specials)
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The merges as pairs of token bytes, by rank (made on each call from merge_id_rows)."""
+        token_of = {token_id: token for token, token_id in self.vocab.items()}
+        return [(token_of[left], token_of[right])
+                for left, right, _ in self.merge_id_rows.tolist()]
 
     def encode(self, text: str, allowed_special: AllowedSpecial = ()) -> list[int]:
         """Text -> ids; special-token strings are plain text unless `allowed_special` names them
@@ -314,15 +346,26 @@ class BPETokenizer(Tokenizer):
             except KeyError:
                 raise GlassformerError(f"{source}: token {spelling!r} (id {token_id}) is not "
                                        "spelled in the byte-level alphabet") from None
-        byte_merges = []
-        for rank, (left, right) in enumerate(merges):
-            try:
-                byte_merges.append((unspell(left, inverse), unspell(right, inverse)))
-            except KeyError:
-                raise GlassformerError(f"{source}: merge {rank} ({left} {right}) is not spelled "
-                                       "in the byte-level alphabet") from None
-        return cls(byte_vocab, byte_merges, pretokenizer=pretokenizer, special_tokens=specials,
-                   ignore_merges=ignore_merges)
+        try:  # the merges' ids straight from their spellings: no bytes made for each side
+            rows = merge_ids(vocab, merges, skip=specials)
+        except GlassformerError:  # named again from their bytes, as the byte-level table sees them
+            rows = merge_ids(byte_vocab, unspelled_merges(merges, inverse, source))
+        return cls(byte_vocab, (), pretokenizer=pretokenizer, special_tokens=specials,
+                   ignore_merges=ignore_merges, merge_id_rows=rows)
+
+
+def unspelled_merges(merges: list[tuple[str, str]], inverse: dict[str, int],
+                     source: str) -> list[tuple[bytes, bytes]]:
+    """Spelled merge pairs -> pairs of bytes; a character outside the byte-level alphabet is an
+    error naming the merge."""
+    byte_merges = []
+    for rank, (left, right) in enumerate(merges):
+        try:
+            byte_merges.append((unspell(left, inverse), unspell(right, inverse)))
+        except KeyError:
+            raise GlassformerError(f"{source}: merge {rank} ({left} {right}) is not spelled "
+                                   "in the byte-level alphabet") from None
+    return byte_merges
 
 
 def read_merges_txt(path: Path) -> list[tuple[str, str]]:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import NamedTuple
 
 from glassformer.errors import GlassformerError
 from glassformer.tokenizers.bpe import BPETokenizer
 from glassformer.tokenizers.gguf_check import check_gguf
+from glassformer.tokenizers.gguf_reader import open_reader
 from glassformer.tokenizers.pretokenize import PreTokenizer
 from glassformer.tokenizers.tokenizer_config import TokenizerConfig
 
@@ -75,20 +77,38 @@ def gguf_field(reader, key: str, path: Path):
 
 def load_gguf(path: Path, pretokenizer: str | None = None) -> BPETokenizer:
     """The byte-level BPE embedded in a GGUF file's tokenizer.ggml.* metadata."""
-    from gguf import GGUFReader  # imported here: reading GGUF is the only use of the package
-
     check_gguf(path)  # a truncated or corrupt file, named as such, before gguf maps it
     try:
-        reader = GGUFReader(str(path))
+        reader = open_reader(path)   # gguf's reader, its arrays read whole
     except (ValueError, OSError, IndexError, KeyError) as err:
         raise GlassformerError(f"{path} is a corrupt GGUF file: {err}") from None
     return gguf_tokenizer(reader, path, pretokenizer)
+
+
+class GGUFTokenizerParts(NamedTuple):
+    """What a GGUF file's tokenizer is built from, as plain Python lists and strings."""
+    tokens: list[str]                 # spelled tokens, by id
+    types: list[int]                  # llama_token_type of each token
+    merges: list[tuple[str, str]]     # spelled merge pairs, by rank
+    pretokenizer: str                 # our pre-tokenizer's name
+    config: TokenizerConfig           # chat template and named tokens
 
 
 def gguf_tokenizer(reader, path: Path, pretokenizer: str | None = None) -> BPETokenizer:
     """load_gguf's tokenizer from a GGUF file already open (a gguf.GGUFReader): loading a model
     reads the file once for its weights and its tokenizer (the reader parses every metadata
     array, ~100k tokens and merges, when it opens the file)."""
+    return tokenizer_from_parts(gguf_tokenizer_parts(reader, path, pretokenizer), path)
+
+
+def gguf_tokenizer_parts(reader, path: Path,
+                         pretokenizer: str | None = None) -> GGUFTokenizerParts:
+    """The tokenizer's metadata of an open GGUF file, copied out of the reader.
+
+    note: split from building (tokenizer_from_parts) so that io/gguf.py can drop the reader's
+    ~500k small NumPy views before the tokenizer's tables are made: built while the reader
+    lives, the tables' objects sit among the reader's in the allocator's arenas and keep them
+    resident after it is gone (~20 MiB for SmolLM2; docs/performance.md)."""
     model = gguf_field(reader, "tokenizer.ggml.model", path)
     if model != "gpt2":
         raise GlassformerError(f"{path}: tokenizer.ggml.model is {model!r}; only byte-level BPE "
@@ -108,12 +128,19 @@ def gguf_tokenizer(reader, path: Path, pretokenizer: str | None = None) -> BPETo
         if len(pair) != 2:
             raise GlassformerError(f"{path}: merge {rank} {line!r} is not two tokens and a space")
         merges.append((pair[0], pair[1]))
-    vocab = {token: token_id for token_id, token in enumerate(tokens)}
-    specials = {token: token_id for token_id, (token, kind) in enumerate(zip(tokens, types))
+    return GGUFTokenizerParts(tokens, types, merges, pretokenizer or GGUF_PRE[pre],
+                              gguf_tokenizer_config(reader, tokens))
+
+
+def tokenizer_from_parts(parts: GGUFTokenizerParts, path: Path) -> BPETokenizer:
+    """The byte-level BPE of gguf_tokenizer_parts' lists."""
+    vocab = {token: token_id for token_id, token in enumerate(parts.tokens)}
+    specials = {token: token_id for token_id, (token, kind)
+                in enumerate(zip(parts.tokens, parts.types))
                 if kind in (GGUF_CONTROL, GGUF_USER_DEFINED)}
-    chosen = PreTokenizer.named(pretokenizer or GGUF_PRE[pre])
-    tokenizer = BPETokenizer.from_spelled(vocab, merges, chosen, specials, source=str(path))
-    tokenizer.config = gguf_tokenizer_config(reader, tokens)
+    chosen = PreTokenizer.named(parts.pretokenizer)
+    tokenizer = BPETokenizer.from_spelled(vocab, parts.merges, chosen, specials, source=str(path))
+    tokenizer.config = parts.config
     return tokenizer
 
 
