@@ -87,6 +87,17 @@ def _dot(builder, codes, xv, signed: bool):
     return _reduce(builder, builder.mul(extend(codes, wide), builder.sext(xv, wide)))
 
 
+def _signed_dot(builder, codes, xv):
+    """sum(codes * xv), both int8, as |codes| * (xv signed like codes): llama.cpp's sign trick,
+    an unsigned-by-signed product (vpdpbusd) instead of a signed one (vpmaddwd on words).
+    Exact for every code (|-128| is the unsigned byte 128) and x in -127..127 (quantize_q8's)."""
+    zero = _splat(0, 32)
+    negative = builder.icmp_signed("<", codes, zero)
+    size = builder.select(negative, builder.sub(zero, codes), codes)
+    signed_x = builder.select(negative, builder.sub(zero, xv), xv)
+    return _dot(builder, size, signed_x, signed=False)
+
+
 def _block_dot(kind: str):
     """The intrinsic for one kind of W codes ("int8", "nibbles", "fives")."""
     def typer(typingctx, x, xo, w, wo):
@@ -99,8 +110,8 @@ def _block_dot(kind: str):
             x_, xo_, w_, wo_ = args
             xv = _load(context, builder, signature.args[0], x_, xo_, 32)
             if kind == "int8":
-                return _dot(builder, _load(context, builder, signature.args[2], w_, wo_, 32),
-                            xv, signed=True)
+                return _signed_dot(builder, _load(context, builder, signature.args[2], w_, wo_,
+                                                  32), xv)
             if kind == "nibbles":
                 packed = _load(context, builder, signature.args[2], w_, wo_, 16)
                 return _dot(builder, _nibbles(builder, packed), xv, signed=False)
