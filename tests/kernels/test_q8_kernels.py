@@ -47,8 +47,8 @@ def test_compiled_equals_the_numpy_twin_bit_for_bit(kind, n):
 
 @pytest.mark.parametrize("path", ["numpy", "numba"])
 def test_the_matrix_product_runs_the_8_bit_path(monkeypatch, path):
-    """x @ M with activations="q8": a few rows on the chosen path, many on the NumPy twin; the
-    same bits either way (the kernel is bit-exact)."""
+    """x @ M with activations="q8": one row or many (a prefill) on the chosen path; the same
+    bits either way (the kernel is bit-exact)."""
     monkeypatch.setenv(KERNELS_ENV, path)
     rng = np.random.default_rng(1)
     m = with_activations({"w": quantize_weight(rng.standard_normal((64, 24), dtype=np.float32),
