@@ -141,3 +141,40 @@ def sum_int8(typingctx, x, xo):
         xv = _load(context, builder, signature.args[0], args[0], args[1], 32)
         return _reduce(builder, builder.sext(xv, _vector(32, I32)))
     return types.int32(x, xo), codegen
+
+
+def _native_half() -> bool:
+    """Whether LLVM converts float16 in registers here (x86's F16C, every ARM64): else a
+    conversion would call a runtime function numba may not have, so `half_at` reads the table."""
+    import platform
+
+    import llvmlite.binding as llvm
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        return True
+    try:
+        return bool(llvm.get_host_cpu_features().get("f16c"))
+    except RuntimeError:                                    # features unknown: the safe way
+        return False
+
+
+NATIVE_HALF = _native_half()
+
+
+@intrinsic
+def half_at(typingctx, w, at, halves):
+    """The float16 stored little-endian at w[at], w[at + 1], as float32 (exact): one vcvtph2ps
+    where the CPU converts float16 (NATIVE_HALF), else halves[bits] (quant_numba's table of every
+    float16's value, a lookup that misses L1 while W streams past)."""
+    if not (_bytes(w) and isinstance(at, types.Integer) and isinstance(halves, types.Array)
+            and halves.dtype == types.float32 and halves.ndim == 1):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        bits = builder.load(builder.bitcast(builder.gep(data, [args[1]]),
+                                            ir.IntType(16).as_pointer()), align=1)
+        if NATIVE_HALF:
+            return builder.fpext(builder.bitcast(bits, ir.HalfType()), ir.FloatType())
+        table = context.make_array(signature.args[2])(context, builder, args[2]).data
+        return builder.load(builder.gep(table, [builder.zext(bits, ir.IntType(64))]))
+    return types.float32(w, at, halves), codegen

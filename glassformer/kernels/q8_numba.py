@@ -13,7 +13,9 @@ formats and the order of the sums), with the same arguments and the same bits:
   each block, the four rows' integer dot products are one SIMD expression each (int8_dots.py:
   int8 codes against Q8_0's int8, Q4_x's nibbles or Q5_0's five-bit codes, summed in int32;
   vpdpbusd on a VNNI CPU), the x block loaded once for the four; then (dx * dw) * sum is added
-  to a float32 total, block after block; Q4_1 adds sx * mw apart, then the two.
+  to a float32 total, block after block (dw read by int8_dots.half_at: one float16 conversion
+  where the CPU has it, not quant_numba's 256 KiB table, which W's stream evicts from L1/L2);
+  Q4_1 adds sx * mw apart, then the two.
 
 The integer sums are exact in any order; the scale products and the sum over blocks run without
 fastmath (a fused multiply-add or a reordered sum would round otherwise than the NumPy twin, and
@@ -32,8 +34,8 @@ import math
 import numba
 import numpy as np
 
-from glassformer.kernels.int8_dots import dot_fives, dot_int8, dot_nibbles
-from glassformer.kernels.quant_numba import HALF_VALUES, MIN_THREADED_ROWS, _half
+from glassformer.kernels.int8_dots import dot_fives, dot_int8, dot_nibbles, half_at
+from glassformer.kernels.quant_numba import HALF_VALUES, MIN_THREADED_ROWS
 
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 pjit = numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
@@ -79,7 +81,7 @@ def quantize_q8(x, with_sums, codes, d, s, sums):
 
 
 @jit
-def _block_dot(kind, xi, o, w, at, centre_sum):
+def dot(kind, xi, o, w, at, centre_sum):
     """sum_j qx_j qw_j over block b of row w (at = b * block bytes, o = b * 32): the integer
     activations_q8.block_sum takes, W's codes q - 8 (Q4_0), q - 16 (Q5_0), nibbles (Q4_1)."""
     if kind == 0:
@@ -103,16 +105,16 @@ def _four(kind, size, codes, d, s, sums, blocks, halves, y, r):
         m0 = m1 = m2 = m3 = np.float32(0.0)                  # Q4_1's minimum terms
         for b in range(d.shape[1]):
             at, o, dx, centre = b * size, b * 32, d[i, b], sums[i, b]
-            t0 += (dx * _half(halves, w0, at)) * np.float32(_block_dot(kind, xi, o, w0, at, centre))
-            t1 += (dx * _half(halves, w1, at)) * np.float32(_block_dot(kind, xi, o, w1, at, centre))
-            t2 += (dx * _half(halves, w2, at)) * np.float32(_block_dot(kind, xi, o, w2, at, centre))
-            t3 += (dx * _half(halves, w3, at)) * np.float32(_block_dot(kind, xi, o, w3, at, centre))
+            t0 += (dx * half_at(w0, at, halves)) * np.float32(dot(kind, xi, o, w0, at, centre))
+            t1 += (dx * half_at(w1, at, halves)) * np.float32(dot(kind, xi, o, w1, at, centre))
+            t2 += (dx * half_at(w2, at, halves)) * np.float32(dot(kind, xi, o, w2, at, centre))
+            t3 += (dx * half_at(w3, at, halves)) * np.float32(dot(kind, xi, o, w3, at, centre))
             if kind == 3:
                 sx = s[i, b]
-                m0 += sx * _half(halves, w0, at + 2)
-                m1 += sx * _half(halves, w1, at + 2)
-                m2 += sx * _half(halves, w2, at + 2)
-                m3 += sx * _half(halves, w3, at + 2)
+                m0 += sx * half_at(w0, at + 2, halves)
+                m1 += sx * half_at(w1, at + 2, halves)
+                m2 += sx * half_at(w2, at + 2, halves)
+                m3 += sx * half_at(w3, at + 2, halves)
         if kind == 3:
             t0, t1, t2, t3 = t0 + m0, t1 + m1, t2 + m2, t3 + m3
         y[i, r0], y[i, r1], y[i, r2], y[i, r3] = t0, t1, t2, t3

@@ -121,3 +121,25 @@ def test_block_dots_are_the_exact_integers():
         expected = [int8 @ codes[b], nibbles(w4[b * 20 + 4: b * 20 + 20]) @ codes[b],
                     fives @ codes[b]]
         assert run(x, w8, w4, w5)[:, b].tolist() == expected
+
+
+def test_half_at_reads_every_float16_exactly():
+    """int8_dots.half_at (a register conversion where the CPU has one, else the table) gives
+    NumPy's float32 value of every float16 bit pattern (NaNs as NaN)."""
+    import numba
+
+    from glassformer.kernels.int8_dots import half_at
+    from glassformer.kernels.quant_numba import HALF_VALUES
+
+    @numba.njit
+    def read_all(raw, halves):
+        out = np.empty(raw.size // 2, np.float32)
+        for k in range(out.size):
+            out[k] = half_at(raw, 2 * k, halves)
+        return out
+
+    bits = np.arange(1 << 16, dtype=np.uint32).astype("<u2")
+    got = read_all(bits.view(np.uint8), HALF_VALUES)
+    expected = bits.view(np.float16).astype(np.float32)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan], expected[~nan])
