@@ -29,6 +29,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 I8, I32 = ir.IntType(8), ir.IntType(32)
@@ -178,3 +179,20 @@ def half_at(typingctx, w, at, halves):
         table = context.make_array(signature.args[2])(context, builder, args[2]).data
         return builder.load(builder.gep(table, [builder.zext(bits, ir.IntType(64))]))
     return types.float32(w, at, halves), codegen
+
+
+@intrinsic
+def prefetch(typingctx, w, at):
+    """Ask for the cache line holding w[at] (llvm.prefetch: read, keep in all levels); nothing
+    where the target has no prefetch. For the rows a product reads next, ahead of their use."""
+    if not (_bytes(w) and isinstance(at, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(data, [args[1]])
+        kind = ir.FunctionType(ir.VoidType(), [ptr.type, I32, I32, I32])
+        fn = cgutils.get_or_insert_function(builder.module, kind, "llvm.prefetch.p0")
+        builder.call(fn, [ptr, I32(0), I32(3), I32(1)])      # read, all cache levels, data
+        return context.get_dummy_value()
+    return types.none(w, at), codegen

@@ -15,7 +15,10 @@ formats and the order of the sums), with the same arguments and the same bits:
   vpdpbusd on a VNNI CPU), the x block loaded once for the four; then (dx * dw) * sum is added
   to a float32 total, block after block (dw read by int8_dots.half_at: one float16 conversion
   where the CPU has it, not quant_numba's 256 KiB table, which W's stream evicts from L1/L2);
-  Q4_1 adds sx * mw apart, then the two.
+  Q4_1 adds sx * mw apart, then the two. While it reads a group, it asks for the next group's
+  cache lines (int8_dots.prefetch, with the first row of x): a decode step's W streams from
+  memory, and the hardware prefetcher alone left the q8 products 1.1x slower than the float32
+  ones there, 0.5x with it (docs/performance.md, this kernel's section).
 
 The integer sums are exact in any order; the scale products and the sum over blocks run without
 fastmath (a fused multiply-add or a reordered sum would round otherwise than the NumPy twin, and
@@ -34,7 +37,7 @@ import math
 import numba
 import numpy as np
 
-from glassformer.kernels.int8_dots import dot_fives, dot_int8, dot_nibbles, half_at
+from glassformer.kernels.int8_dots import dot_fives, dot_int8, dot_nibbles, half_at, prefetch
 from glassformer.kernels.quant_numba import HALF_VALUES, MIN_THREADED_ROWS
 
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -99,12 +102,17 @@ def _four(kind, size, codes, d, s, sums, blocks, halves, y, r):
     last = blocks.shape[0] - 1
     r0, r1, r2, r3 = r, min(r + 1, last), min(r + 2, last), min(r + 3, last)
     w0, w1, w2, w3 = blocks[r0], blocks[r1], blocks[r2], blocks[r3]
+    ahead = blocks[min(r + 4, last)]                       # the next group's first row
+    span = 4 * blocks.shape[1]                             # ... and the next 4 rows' bytes
     for i in range(codes.shape[0]):
         xi = codes[i]
         t0 = t1 = t2 = t3 = np.float32(0.0)                  # the scale terms
         m0 = m1 = m2 = m3 = np.float32(0.0)                  # Q4_1's minimum terms
         for b in range(d.shape[1]):
             at, o, dx, centre = b * size, b * 32, d[i, b], sums[i, b]
+            if i == 0 and r + 4 <= last:                     # every line of 4 blocks
+                for k in range(0, 4 * size, 64):
+                    prefetch(ahead, min(4 * at + k, span - 1))
             t0 += (dx * half_at(w0, at, halves)) * np.float32(dot(kind, xi, o, w0, at, centre))
             t1 += (dx * half_at(w1, at, halves)) * np.float32(dot(kind, xi, o, w1, at, centre))
             t2 += (dx * half_at(w2, at, halves)) * np.float32(dot(kind, xi, o, w2, at, centre))
