@@ -1,25 +1,28 @@
 """One block's integer dot product as a single SIMD expression: 32 int8 codes of x times W's codes.
 
-    dot_int8(x, xo, w, wo)      sum_j x[xo + j] * w[wo + j]            j < 32, both int8
+    dot_int8(x, xo, w, wo)      sum_j x[xo + j] * w[wo + j]            j < 32, both int8 (Q8_0)
     dot_nibbles(x, xo, w, wo)   sum_j x[xo + j] * (w[wo + j] & 15)
                                 + x[xo + 16 + j] * (w[wo + j] >> 4)    j < 16, 16 bytes of nibbles
     dot_fives(x, xo, w, wo)     the same with a fifth bit each: code j = nibble j | bit j << 4,
                                 the 32 bits little-endian in w[wo:wo + 4], the nibbles after them
-    sum_int8(x, xo)             sum_j x[xo + j]                        j < 32
 
--> int32, exact (|sum| <= 32 * 127 * 127). x holds int8 codes (activations_q8's Q8_0/Q8_1
-blocks), w a row of W's blocks as stored (uint8 bytes; Q8_0's are read as int8). The nibble
-codes are unsigned (0..15, 0..31): Q4_0's q - 8 and Q5_0's q - 16 are dot - 8 * sum_int8 and
-dot - 16 * sum_int8, the same integer.
+-> int32, exact (|sum| <= 32 * 128 * 127). x holds int8 codes (activations_q8's Q8_0/Q8_1
+blocks, -127..127), w a row of W's blocks as stored (uint8 bytes; Q8_0's are read as int8). The
+nibble codes are unsigned (0..15, 0..31): Q4_0's q - 8 and Q5_0's q - 16 are dot - 8 * sum(x)
+and dot - 16 * sum(x), the same integer (the caller has the block's sum). Also here, for the
+same kernel: `half_at` (a block's float16 scale as float32) and `prefetch` (a cache-line hint).
 
 Why not a numba loop: numba widens every integer operation to int64, and LLVM vectorizes a loop
-holding two or more such sums in int64 lanes (vpmuldq / vpaddq: slower than float32); a 16- or
-32-long loop per block also pays a vector prologue and epilogue. Each function here instead
-emits the block as LLVM vector IR (numba's `intrinsic`): load <32 x i8>, extend, multiply,
-`llvm.vector.reduce.add`. That IR is target-independent; on x86 with AVX-VNNI / AVX512-VNNI
-LLVM selects vpdpbusd for the unsigned nibbles times int8 (llama.cpp's instruction), elsewhere
-vpmaddwd (AVX2) or what the target has. The reduction to one int32 closes each block, so the
-float scale products stay in the NumPy twin's order (kernels/q8_numba.py).
+holding two or more such sums in int64 lanes (vpmuldq / vpaddq: slower than float32); a loop
+with one sum gets vpmaddwd but pays a vector prologue and epilogue every 32 products. Each
+function here emits the block as LLVM vector IR instead (numba's `intrinsic`): load <32 x i8>,
+extend, multiply, `llvm.vector.reduce.add`. The IR is target-independent; on x86 with AVX-VNNI /
+AVX512-VNNI LLVM selects vpdpbusd for the unsigned codes times int8 x (llama.cpp's instruction;
+Q8_0's signed codes get there through llama.cpp's sign trick, `_signed_dot`), elsewhere vpmaddwd
+(AVX2) or what the target has. The reduction to one int32 closes each block, so the float scale
+products stay in the NumPy twin's order (kernels/q8_numba.py). Tried and dropped: four rows'
+sums folded to 8 lanes and reduced together (vphaddd): fewer instructions, but 2x slower, the
+shuffle port saturated.
 
 No bounds checks: the caller reads whole blocks inside its arrays (x, w 1-D, C-contiguous,
 1-byte items; anything else fails numba's typing).
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -130,18 +132,6 @@ def _block_dot(kind: str):
 dot_int8 = _block_dot("int8")
 dot_nibbles = _block_dot("nibbles")
 dot_fives = _block_dot("fives")
-
-
-@intrinsic
-def sum_int8(typingctx, x, xo):
-    """sum_j x[xo + j], j < 32: one block of int8 codes, int32."""
-    if not (_bytes(x) and isinstance(xo, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        xv = _load(context, builder, signature.args[0], args[0], args[1], 32)
-        return _reduce(builder, builder.sext(xv, _vector(32, I32)))
-    return types.int32(x, xo), codegen
 
 
 def _native_half() -> bool:
