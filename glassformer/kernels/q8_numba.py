@@ -7,18 +7,24 @@ formats and the order of the sums), with the same arguments and the same bits:
 
 - `quantize_q8` rounds each block of 32 values of x to int8 codes, its float16 scale d and
   (Q8_1) s = float16(d * sum(q)), as `quantize_activations`; float16 rounding is done by hand
-  (`_to_half`: numba has no float16), equal to NumPy's astype(float16) for every float32;
-- each product reads W one row at a time: it unpacks the row's integer codes (q - 8 for Q4_0,
-  q - 16 for Q5_0, the nibbles for Q4_1, int8 for Q8_0) into an L1 scratch laid out (32, blocks),
-  takes every x row's integer dot products with all blocks at once (`_block_sums`, a loop along
-  the blocks that vectorizes; 32-long loops a block did not) and adds (dx * dw) * sum into a
-  float32 total, block after block; Q4_1 adds sx * mw apart, then the two.
+  (`_to_half`: numba has no float16), equal to NumPy's astype(float16) for every float32; it also
+  keeps each block's code sum (Q4_0's and Q5_0's centre: sum (q - 8) x = sum q x - 8 sum x);
+- the product reads W four rows at a time, as stored (no unpacked copy): for each row of x and
+  each block, the four rows' integer dot products are one SIMD expression each (int8_dots.py:
+  int8 codes against Q8_0's int8, Q4_x's nibbles or Q5_0's five-bit codes, summed in int32;
+  vpdpbusd on a VNNI CPU), the x block loaded once for the four; then (dx * dw) * sum is added
+  to a float32 total, block after block (dw read by int8_dots.half_at: one float16 conversion
+  where the CPU has it, not quant_numba's 256 KiB table, which W's stream evicts from L1/L2);
+  Q4_1 adds sx * mw apart, then the two. While it reads a group, it asks for the next group's
+  cache lines (int8_dots.prefetch, with the first row of x): a decode step's W streams from
+  memory, and the hardware prefetcher alone left the q8 products 1.1x slower than the float32
+  ones there, 0.5x with it (docs/performance.md, this kernel's section).
 
-The integers are held as float32 (exact: every partial sum of a block is under 2^24), so the
-block dot products vectorize with fastmath and still give the exact integer (int8 x int8 -> int32
-as llama.cpp does it, in float lanes); the scale products and the sum over blocks run without
-fastmath: a fused multiply-add or a reordered sum there would round otherwise than the NumPy twin,
-and the parity test asks for equal bits.
+The integer sums are exact in any order; the scale products and the sum over blocks run without
+fastmath (a fused multiply-add or a reordered sum would round otherwise than the NumPy twin, and
+the parity test asks for equal bits). Threads: with numba's thread count above one (kernels/
+choice.py sets it to BLAS's count), the groups of four rows are split over the threads (`prange`,
+as quant_numba.py's `*_threads`) for a W of at least MIN_THREADED_ROWS rows.
 Q8_K (for Q4_K weights) stays on the NumPy reference: SmolLM2's rows (576) are not a multiple of
 its 256, so no shipped SmolLM2 file uses it.
 
@@ -31,9 +37,11 @@ import math
 import numba
 import numpy as np
 
-from glassformer.kernels.quant_numba import HALF_VALUES, _half
+from glassformer.kernels.int8_dots import dot_fives, dot_int8, dot_nibbles, half_at, prefetch
+from glassformer.kernels.quant_numba import HALF_VALUES, MIN_THREADED_ROWS
 
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+pjit = numba.njit(cache=True, nogil=True, error_model="numpy", parallel=True)
 KINDS = ("q8_0", "q4_0", "q5_0", "q4_1")
 BYTES = {"q8_0": 34, "q4_0": 18, "q5_0": 22, "q4_1": 20}
 CODE = {"q8_0": 0, "q4_0": 1, "q5_0": 2, "q4_1": 3}
@@ -53,9 +61,10 @@ def _to_half(v):
 
 
 @jit
-def quantize_q8(x, with_sums, codes, d, s):
-    """x (N, C) float32 -> codes (N, C) (int8 values held as float32), d (N, C/32), s (N, C/32)
-    (Q8_1's sums when with_sums, else left as given): activations_q8.quantize_activations's twin."""
+def quantize_q8(x, with_sums, codes, d, s, sums):
+    """x (N, C) float32 -> codes (N, C) int8, d (N, C/32), s (N, C/32) (Q8_1's d * sum(q) when
+    with_sums, else left as given), sums (N, C/32) int32 (each block's sum of codes):
+    activations_q8.quantize_activations's twin."""
     for i in range(x.shape[0]):
         for b in range(x.shape[1] // 32):
             top = np.float32(0.0)
@@ -64,9 +73,10 @@ def quantize_q8(x, with_sums, codes, d, s):
             inv = np.float32(0.0) if top == 0 else np.float32(127.0) / top
             total = 0
             for j in range(32):
-                q = np.rint(x[i, b * 32 + j] * inv)
+                q = np.int8(np.rint(x[i, b * 32 + j] * inv))
                 codes[i, b * 32 + j] = q
                 total += np.int32(q)
+            sums[i, b] = total
             scale = top / np.float32(127.0)
             if with_sums:
                 s[i, b] = _to_half(np.float32(scale * np.float32(total)))
@@ -74,79 +84,84 @@ def quantize_q8(x, with_sums, codes, d, s):
 
 
 @jit
-def _unpack(kind, size, row, wt, dws, mws, halves):
-    """One row of W's blocks -> its integers as float32, block b's value j at wt[j, b] (q - 8
-    for Q4_0, q - 16 for Q5_0, the nibbles for Q4_1, the int8 codes for Q8_0), the scales dws
-    (nb,), Q4_1's minimums mws (nb,)."""
-    half = wt.shape[0] // 2                                # 16, read at run time
-    for b in range(dws.shape[0]):
-        at = b * size
-        dws[b] = _half(halves, row, at)
-        if kind == 0:                                      # q8_0: int8 codes
-            for j in range(2 * half):
-                c = np.float32(row[at + 2 + j])
-                wt[j, b] = c - np.float32(256.0) if c >= 128 else c
-            continue
-        first = at + (2 if kind == 1 else 6 if kind == 2 else 4)
-        centre = np.float32(8.0 if kind == 1 else 16.0 if kind == 2 else 0.0)
-        for j in range(half):
-            c = np.float32(row[first + j])
-            high = np.floor(c * np.float32(0.0625))        # byte >> 4, in float lanes
-            wt[j, b] = c - np.float32(16.0) * high - centre
-            wt[j + half, b] = high - centre
-        if kind == 2:                                      # q5_0: the fifth bits, 32 of them
-            top = (np.int64(row[at + 2]) | (np.int64(row[at + 3]) << 8)
-                   | (np.int64(row[at + 4]) << 16) | (np.int64(row[at + 5]) << 24))
-            for j in range(2 * half):
-                wt[j, b] += np.float32(16.0) * np.float32((top >> j) & 1)
-        if kind == 3:                                      # q4_1: the minimum
-            mws[b] = _half(halves, row, at + 2)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _block_sums(codes_t, i, wt, sums):
-    """sums[b] = sum_j codes_t[i, j, b] * wt[j, b]: every block's dot product at once, the loop
-    running along the blocks (vectorized). The values are integers and every partial sum stays
-    under 2^24 (32 * 127 * 127), so float32 gives the exact integer in any order: fastmath here
-    (only here) changes no bit."""
-    sums[:] = 0.0
-    for j in range(wt.shape[0]):
-        for b in range(wt.shape[1]):
-            sums[b] += codes_t[i, j, b] * wt[j, b]
+def dot(kind, xi, o, w, at, centre_sum):
+    """sum_j qx_j qw_j over block b of row w (at = b * block bytes, o = b * 32): the integer
+    activations_q8.block_sum takes, W's codes q - 8 (Q4_0), q - 16 (Q5_0), nibbles (Q4_1)."""
+    if kind == 0:
+        return dot_int8(xi, o, w, at + 2)
+    if kind == 1:
+        return dot_nibbles(xi, o, w, at + 2) - 8 * centre_sum
+    if kind == 2:
+        return dot_fives(xi, o, w, at + 2) - 16 * centre_sum
+    return dot_nibbles(xi, o, w, at + 4)
 
 
 @jit
-def q8_product(kind, size, codes_t, d, s, blocks, halves, y):
-    """y (N, R) = x @ W^T from x's 8-bit blocks (codes_t (N, 32, nb): block b's code j at
-    [i, j, b], float32 integers; d, s) and W's blocks (R, row bytes): activations_q8.q8_product's
-    twin, the same sums in the same order."""
-    n, rows, nb = codes_t.shape[0], blocks.shape[0], d.shape[1]
-    wt = np.empty((codes_t.shape[1], nb), np.float32)              # (32, nb)
-    dws, mws = np.empty(nb, np.float32), np.zeros(nb, np.float32)
-    sums = np.empty(nb, np.float32)
-    for r in range(rows):
-        _unpack(kind, size, blocks[r], wt, dws, mws, halves)
-        for i in range(n):
-            _block_sums(codes_t, i, wt, sums)
-            total = np.float32(0.0)
-            lows = np.float32(0.0)
-            for b in range(nb):
-                total += (d[i, b] * dws[b]) * sums[b]
-                lows += s[i, b] * mws[b]
-            y[i, r] = total + lows if kind == 3 else total
+def _four(kind, size, codes, d, s, sums, blocks, halves, y, r):
+    """y[:, r..r+3] (the last row repeated past W's end: a tail group writes it twice, alike)."""
+    last = blocks.shape[0] - 1
+    r0, r1, r2, r3 = r, min(r + 1, last), min(r + 2, last), min(r + 3, last)
+    w0, w1, w2, w3 = blocks[r0], blocks[r1], blocks[r2], blocks[r3]
+    ahead = blocks[min(r + 4, last)]                       # the next group's first row
+    span = 4 * blocks.shape[1]                             # ... and the next 4 rows' bytes
+    for i in range(codes.shape[0]):
+        xi = codes[i]
+        t0 = t1 = t2 = t3 = np.float32(0.0)                  # the scale terms
+        m0 = m1 = m2 = m3 = np.float32(0.0)                  # Q4_1's minimum terms
+        for b in range(d.shape[1]):
+            at, o, dx, centre = b * size, b * 32, d[i, b], sums[i, b]
+            if i == 0 and r + 4 <= last:                     # every line of 4 blocks
+                for k in range(0, 4 * size, 64):
+                    prefetch(ahead, min(4 * at + k, span - 1))
+            t0 += (dx * half_at(w0, at, halves)) * np.float32(dot(kind, xi, o, w0, at, centre))
+            t1 += (dx * half_at(w1, at, halves)) * np.float32(dot(kind, xi, o, w1, at, centre))
+            t2 += (dx * half_at(w2, at, halves)) * np.float32(dot(kind, xi, o, w2, at, centre))
+            t3 += (dx * half_at(w3, at, halves)) * np.float32(dot(kind, xi, o, w3, at, centre))
+            if kind == 3:
+                sx = s[i, b]
+                m0 += sx * half_at(w0, at + 2, halves)
+                m1 += sx * half_at(w1, at + 2, halves)
+                m2 += sx * half_at(w2, at + 2, halves)
+                m3 += sx * half_at(w3, at + 2, halves)
+        if kind == 3:
+            t0, t1, t2, t3 = t0 + m0, t1 + m1, t2 + m2, t3 + m3
+        y[i, r0], y[i, r1], y[i, r2], y[i, r3] = t0, t1, t2, t3
+
+
+@jit
+def _groups(kind, size, codes, d, s, sums, blocks, halves, y):
+    for g in range((blocks.shape[0] + 3) // 4):
+        _four(kind, size, codes, d, s, sums, blocks, halves, y, 4 * g)
+
+
+@pjit
+def _groups_threads(kind, size, codes, d, s, sums, blocks, halves, y):
+    for g in numba.prange((blocks.shape[0] + 3) // 4):
+        _four(kind, size, codes, d, s, sums, blocks, halves, y, 4 * g)
+
+
+@jit
+def q8_product(x, kind, size, blocks, halves, threads):
+    """y (N, R) = x (N, C) float32 @ W^T, W's rows (R, row bytes) of format `kind` (CODE):
+    x quantized once, then activations_q8.q8_product's sums in the same order."""
+    n, nb = x.shape[0], x.shape[1] // 32
+    codes = np.empty((n, x.shape[1]), np.int8)
+    d = np.empty((n, nb), np.float32)
+    s = np.zeros((n, nb), np.float32)
+    sums = np.empty((n, nb), np.int32)
+    quantize_q8(x, kind == 3, codes, d, s, sums)
+    y = np.empty((n, blocks.shape[0]), np.float32)
+    if threads:
+        _groups_threads(kind, size, codes, d, s, sums, blocks, halves, y)
+    else:
+        _groups(kind, size, codes, d, s, sums, blocks, halves, y)
+    return y
 
 
 def activation_product(x: np.ndarray, kind: str, blocks: np.ndarray, cols: int) -> np.ndarray:
     """activations_q8.activation_product's twin for Q8_0, Q4_0, Q5_0 and Q4_1 weights:
     x (N, C) float32 -> y (N, R) float32, equal bit for bit."""
     x = np.ascontiguousarray(x, dtype=np.float32)
-    n = x.shape[0]
-    codes = np.empty((n, cols), np.float32)                 # int8 values, held as float32
-    d = np.empty((n, cols // 32), np.float32)
-    s = np.zeros((n, cols // 32), np.float32)
-    quantize_q8(x, kind == "q4_1", codes, d, s)
-    codes_t = np.ascontiguousarray(codes.reshape(n, -1, 32).transpose(0, 2, 1))   # (N, 32, nb)
-    y = np.empty((n, blocks.shape[0]), np.float32)
-    q8_product(CODE[kind], BYTES[kind], codes_t, d, s, np.ascontiguousarray(blocks), HALF_VALUES,
-               y)
-    return y
+    threads = blocks.shape[0] >= MIN_THREADED_ROWS and numba.get_num_threads() > 1
+    return q8_product(x, CODE[kind], BYTES[kind], np.ascontiguousarray(blocks), HALF_VALUES,
+                      threads)

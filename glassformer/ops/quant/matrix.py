@@ -94,7 +94,7 @@ class QuantizedMatrix:
         rows = x.reshape(-1, c_in)                                      # (..., in) -> (N, in)
         product = rows_t_product if self.transposed else rows_product
         if self.transposed and self.activations == "q8":
-            product = self._q8_product(rows)
+            product = self._q8_product()
         elif self.transposed and rows.shape[0] <= COMPILED_ROWS and rows.dtype == np.float32:
             compiled = self._few_rows_product(rows.shape[0])
             if compiled is not None:
@@ -118,13 +118,13 @@ class QuantizedMatrix:
         compiled = quant_kernels()
         return None if compiled is None else compiled.rows_t_product
 
-    def _q8_product(self, rows: np.ndarray):
-        """llama.cpp's 8-bit activation product for x (N, C): compiled for a few rows of a format
-        q8_numba.py has (as for float32 activations), else the NumPy reference."""
-        if rows.shape[0] <= COMPILED_ROWS:
-            compiled = q8_kernels()
-            if compiled is not None and self.kind in compiled.KINDS:
-                return compiled.activation_product
+    def _q8_product(self):
+        """llama.cpp's 8-bit activation product for x (N, C): compiled for a format q8_numba.py
+        has, any number of rows (its kernel equals the NumPy reference bit for bit, and a
+        prefill on the reference's block-by-block matmuls takes minutes), else the reference."""
+        compiled = q8_kernels()
+        if compiled is not None and self.kind in compiled.KINDS:
+            return compiled.activation_product
         return activation_product
 
     def __getitem__(self, ids) -> np.ndarray:
