@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from glassformer.kernels import decode_numpy, prefill_numba
 from glassformer.kernels.prefill_numba import exp_rows
+from glassformer.kernels.spread import spread
 from glassformer.ops.attention import check_window
 from glassformer.ops.rope import RopeCtx
 from glassformer.ops.rope import rope_forward as rope_twin
@@ -86,7 +88,8 @@ def tiled_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
                      window: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(out, lse) of causal attention by query tiles and key chunks: q (N, K, G, T, D),
-    k (N, K, S, D), v (N, K, S, Dv) -> out (N, K, G, T, Dv), lse (N, K, G, T, 1)."""
+    k (N, K, S, D), v (N, K, S, Dv) -> out (N, K, G, T, Dv), lse (N, K, G, T, 1). The tiles
+    of all heads are spread over numba's thread count (kernels/spread.py), longest first."""
     n, n_kv, group, t, d = q.shape
     s, dv = k.shape[2], v.shape[3]
     offset = s - t                                       # query i sits at position i + offset
@@ -94,23 +97,27 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     # scale * log2(e), so that the weights are powers of 2
     q2 = np.empty((n, n_kv, t, group, d), np.float32)
     np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), out=q2)
+    k_t = np.ascontiguousarray(np.swapaxes(k, 2, 3))     # (N, K, D, S)
     out = np.empty((n, n_kv, t, group, dv), np.float32)  # (N, K, T, G, Dv), swapped back below
     lse = np.empty((n, n_kv, t, group), np.float32)
     span = max(32, QUERY_ROWS // group)                  # query positions per tile
-    scratch = np.empty(span * group * min(KEY_CHUNK, s), np.float32)
-    for b in range(n):
-        for kv in range(n_kv):
-            k_t = np.ascontiguousarray(k[b, kv].T)       # (D, S)
-            for t0 in range(0, t, span):
-                t1 = min(t0 + span, t)
-                rows = (t1 - t0) * group
-                tile_out, tile_lse = _query_tile(q2[b, kv, t0:t1].reshape(rows, d), k_t,
-                                                 v[b, kv], t0 + offset, group, window, scratch)
-                if tile_out is None:                     # a row's sum out of range: the twin
-                    tile_out, tile_lse = _twin_tile(q, k, v, b, kv, t0, t1, offset, scale,
-                                                    window)
-                out[b, kv, t0:t1] = tile_out.reshape(t1 - t0, group, dv)
-                lse[b, kv, t0:t1] = tile_lse.reshape(t1 - t0, group)
+    # a tile's cost grows with its last position: the longest first, so none is left for last
+    tiles = [(b, kv, t0) for t0 in reversed(range(0, t, span))
+             for b in range(n) for kv in range(n_kv)]
+
+    def tile(item, scratch):
+        b, kv, t0 = item
+        t1 = min(t0 + span, t)
+        rows = (t1 - t0) * group
+        tile_out, tile_lse = _query_tile(q2[b, kv, t0:t1].reshape(rows, d), k_t[b, kv],
+                                         v[b, kv], t0 + offset, group, window, scratch)
+        if tile_out is None:                             # a row's sum out of range: the twin
+            tile_out, tile_lse = _twin_tile(q, k, v, b, kv, t0, t1, offset, scale, window)
+        out[b, kv, t0:t1] = tile_out.reshape(t1 - t0, group, dv)
+        lse[b, kv, t0:t1] = tile_lse.reshape(t1 - t0, group)
+
+    spread(tiles, tile, numba.get_num_threads(),
+           lambda: np.empty(span * group * min(KEY_CHUNK, s), np.float32))
     return np.swapaxes(out, 2, 3), np.swapaxes(lse, 2, 3)[..., None]
 
 

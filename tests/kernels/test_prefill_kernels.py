@@ -144,3 +144,35 @@ def test_a_nan_is_not_hidden(fast):
     ref, _ = tiled_attention_forward(q, k, v, causal=True)
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     assert np.isnan(out[1, 0]).any() and not np.isnan(out[0]).any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tiles_spread_over_threads_give_the_same_numbers(fast, threads):
+    """kernels/spread.py: the query tiles of all heads over numba's thread count (BLAS at one
+    thread inside), each tile computed as alone: the twin's numbers at any count."""
+    from glassformer.blas import blas_threads
+
+    q, k, v = grouped(np.random.default_rng(11), t=90, s=90)
+    ref, ref_ctx = tiled_attention_forward(q, k, v, causal=True, window=30)
+    with blas_threads(threads):
+        out, ctx = fast.tiled_attention_forward(q, k, v, causal=True, window=30)
+    np.testing.assert_allclose(out, ref, **TOL)
+    np.testing.assert_allclose(ctx.lse, ref_ctx.lse, **TOL)
+
+
+def test_an_error_in_one_item_reaches_the_caller():
+    from glassformer.kernels.spread import spread
+
+    done = []
+
+    def work(item, scratch):
+        if item == 3:
+            raise ValueError("item 3")
+        done.append(item)
+
+    with pytest.raises(ValueError, match="item 3"):
+        spread(range(8), work, 2, list)
+    assert 3 not in done
+    seen = []
+    spread(range(5), lambda item, scratch: seen.append(item), 1, list)     # one thread: in order
+    assert seen == list(range(5))
