@@ -10,7 +10,8 @@ threads": the same products 40x slower in wall time with two BLAS threads than o
 fused attention splits the other way: one task per (head, query tile), each running
 single-threaded products, one join per call. This does the same: each of `workers` threads
 (the caller's among them) takes the next item when it has finished one (causal tiles differ in
-cost, and a thread the machine stalls takes fewer), while every loaded BLAS runs one thread.
+cost, and a thread the machine stalls takes fewer), while NumPy's BLAS runs one thread
+(`loaded_blas`).
 
 Why Python threads, not numba's prange: the products stay BLAS calls (3-4x faster than numba
 loops measured on these shapes), and numba reaches BLAS only through SciPy, which glassformer
@@ -19,11 +20,14 @@ run side by side; between them each item holds the GIL for a few microseconds of
 """
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, TypeVar
 
-from glassformer.blas import blas_threads
+from threadpoolctl import ThreadpoolController
+
+from glassformer.blas import find_blas
 
 Item = TypeVar("Item")
 
@@ -55,7 +59,7 @@ def spread(items: Iterable[Item], work: Callable, workers: int, scratch: Callabl
                 raise
 
     others = min(workers, len(items)) - 1
-    with blas_threads(1), ThreadPoolExecutor(others) as pool:
+    with loaded_blas().limit(limits=1), ThreadPoolExecutor(others) as pool:
         helpers = [pool.submit(drain) for _ in range(others)]
         try:
             drain()
@@ -64,3 +68,12 @@ def spread(items: Iterable[Item], work: Callable, workers: int, scratch: Callabl
     for error in errors:
         if error is not None:
             raise error
+
+
+@functools.cache
+def loaded_blas() -> ThreadpoolController:
+    """The BLAS libraries loaded when first asked (blas.py's find_blas), kept: finding them
+    reads the process's library list, ~3-5 ms, once per layer otherwise. NumPy's, which the
+    items' products call, is loaded with NumPy, so it is always among them; a BLAS loaded later
+    (torch's) is not limited here, and nothing here calls it."""
+    return find_blas()
