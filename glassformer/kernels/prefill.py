@@ -50,7 +50,8 @@ import numba
 import numpy as np
 
 from glassformer.kernels import prefill_numba
-from glassformer.kernels.activation_numba import MIN_THREADED_ROWS, swiglu_rows  # noqa: F401
+from glassformer.kernels.activation_numba import MIN_THREADED_ROWS
+from glassformer.kernels.activation_numba import swiglu_rows  # noqa: F401  (this module's, above)
 from glassformer.kernels.prefill_numba import exp_rows
 from glassformer.kernels.spread import spread
 from glassformer.ops.attention import check_window
