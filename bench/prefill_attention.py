@@ -6,9 +6,11 @@
 SmolLM2-135M's attention shape (9 query heads sharing 3 KV heads, 64 dims per head), float32,
 random q, k, v of T positions, one layer. torch's side is
 torch.nn.functional.scaled_dot_product_attention(is_causal=True, enable_gqa=True) (K/V not
-repeated, as ours). Each side's CPU seconds (process_time, which a busy machine disturbs less
-than wall time), the best of --repeats after one warm-up; ratios against torch; the largest
-difference of our two paths' outputs. Last line: one JSON object.
+repeated, as ours). Each side's wall and CPU seconds (process_time, which a busy machine
+disturbs less than wall time), the best of --repeats after one warm-up, the three sides
+alternated run by run; ratios against torch; the largest difference of our two paths' outputs.
+--threads N: BLAS's, numba's and torch's threads (the compiled path spreads its query tiles
+over numba's count: kernels/spread.py). Last line: one JSON object.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops.tiled_attention import tiled_attention_forward
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.tiled_attention import best_cpu     # noqa: E402  (run as a script)
+from bench.prefill import timed     # noqa: E402  (run as a script)
 
 N_KV, GROUP, HEAD_DIM = 3, 3, 64
 
@@ -39,17 +41,26 @@ def one_length(torch, fast, t: int, repeats: int) -> dict:
     tk, tv = torch.from_numpy(k[:, :, 0]), torch.from_numpy(v[:, :, 0])
     ours = fast.tiled_attention_forward(q, k, v, causal=True)[0]
     twin = tiled_attention_forward(q, k, v, causal=True)[0]
-    row = {"compiled_cpu_s": best_cpu(lambda: fast.tiled_attention_forward(q, k, v, causal=True),
-                                      repeats),
-           "numpy_twin_cpu_s": best_cpu(lambda: tiled_attention_forward(q, k, v, causal=True),
-                                        repeats),
-           "torch_sdpa_cpu_s": best_cpu(
-               lambda: torch.nn.functional.scaled_dot_product_attention(
-                   tq, tk, tv, is_causal=True, enable_gqa=True), repeats),
-           "max_abs_difference": float(np.abs(ours - twin).max())}
-    row = {name: round(value, 4) if name.endswith("_s") else value for name, value in row.items()}
-    row["compiled_over_torch"] = round(row["compiled_cpu_s"] / row["torch_sdpa_cpu_s"], 3)
-    row["numpy_over_torch"] = round(row["numpy_twin_cpu_s"] / row["torch_sdpa_cpu_s"], 3)
+    sides = {"compiled": lambda: fast.tiled_attention_forward(q, k, v, causal=True),
+             "numpy_twin": lambda: tiled_attention_forward(q, k, v, causal=True),
+             "torch_sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(
+                 tq, tk, tv, is_causal=True, enable_gqa=True)}
+    for run in sides.values():                           # one warm-up each
+        run()
+    times = {name: [] for name in sides}
+    for _ in range(repeats):                             # the three sides alternated
+        for name, run in sides.items():
+            times[name].append(timed(run))
+    row = {}
+    for name, runs in times.items():
+        row[f"{name}_wall_s"] = min(wall for wall, _ in runs)
+        row[f"{name}_cpu_s"] = min(cpu for _, cpu in runs)
+    row = {name: round(value, 4) for name, value in row.items()}
+    row["max_abs_difference"] = float(np.abs(ours - twin).max())
+    for kind in ("wall", "cpu"):
+        for name in ("compiled", "numpy"):
+            mine = row[f"{name}_{kind}_s" if name == "compiled" else f"numpy_twin_{kind}_s"]
+            row[f"{name}_over_torch_{kind}"] = round(mine / row[f"torch_sdpa_{kind}_s"], 3)
     return row
 
 

@@ -26,10 +26,13 @@ compiled loop; the products themselves stay BLAS calls.
     prefill.py       a long prefill's fast path, each function with its NumPy twin's name,
                      arguments and results: tiled attention (ops/tiled_attention.py's forward:
                      BLAS products around one compiled exp pass per key chunk), RoPE
-                     (ops/rope.py), SwiGLU (decode_numpy.swiglu_rows); chosen by choice.py's
+                     (ops/rope.py), SwiGLU (activation_numba.py's, training's loop without its
+                     ctx: decode_numpy.swiglu_rows' twin); chosen by choice.py's
                      prefill_kernels in blocks/attention.py and blocks/mlp.py
-    prefill_numba.py its compiled loops (a vectorized exp2, the masked exp and row sums, RoPE's
-                     and SwiGLU's single passes)
+    prefill_numba.py its compiled loops (the masked exp and row sums, RoPE's single pass)
+    spread.py        work items (the attention's query tiles) over numba's thread count as
+                     Python threads, each with one-thread BLAS products
+    exp_numba.py     the one vectorized exponential (expf, exp2f) every compiled loop shares
 
 Every kernel in decode_numba.py has the name, arguments and results of its twin in
 decode_numpy.py, and tests/kernels/ checks the two agree. Where the kernels are used is decided

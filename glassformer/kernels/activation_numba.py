@@ -1,64 +1,46 @@
 """The tanh GELU (with its slope) and SwiGLU, forward and backward, as numba loops: the twins of
 ops/activation.py's gelu_forward and ops/swiglu.py (same names, arguments, checks and ctx).
 
-Both need exp, and numba has no vector exp without Intel's SVML: a libm call per element costs
-more than NumPy's whole SIMD pass. So `_exp_cubic_parts` writes Cephes' float32 expf as plain
-arithmetic that vectorizes, leaving 2^k as float bits for the next loop to read through a view.
-The GELU then does its 13 NumPy passes' work in two loops, SwiGLU its forward in two per row and
-its backward in one. Float32 only (other inputs go to the twins); results equal the twins' to
-float32 rounding (tests/kernels/test_train_kernels.py).
+Both need exp: exp_numba.py's expf, which vectorizes (numba's own exp is a libm call per
+element, slower than NumPy's whole SIMD pass). The GELU does its 13 NumPy passes' work in one
+loop, SwiGLU its forward in one per row and its backward in one.
+
+The SwiGLU forward is the one compiled SiLU gate: training's (which keeps the sigmoid and
+silu(gate) for the backward) and the prefill's (`swiglu_rows`, kernels/prefill.py: no backward
+follows, so nothing is kept) run the same loop, its row split over numba's threads when it has
+more than one (`_swiglu_rows_threads`). Float32 only (other inputs go to the twins); results
+equal the twins' to float32 rounding (tests/kernels/test_train_kernels.py,
+test_prefill_kernels.py).
 """
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-from glassformer.kernels._numba_common import compiled_dtype, jit, rows_of
+from glassformer.kernels import decode_numpy
+from glassformer.kernels._numba_common import compiled_dtype, jit, pjit, rows_of
+from glassformer.kernels.exp_numba import expf
 from glassformer.ops import activation, swiglu
 from glassformer.ops.activation import GeluCtx, SiluCtx
 from glassformer.ops.swiglu import SwigluCtx
 
-
-@jit
-def _exp_cubic_parts(x, linear, cubic, mantissa, exponent):
-    """exp(z), z = x (linear + cubic x^2), for float32 x (1-D, any stride), as mantissa * 2^k,
-    the float32 bits of 2^k written to `exponent` (int32). The tanh GELU's exp(-2u) is
-    (-2 sqrt(2/pi), -2 sqrt(2/pi) 0.044715); SiLU's exp(-x) is (-1, 0). Cephes' expf: z clamped
-    to [-87, 88], k the nearest integer to z / ln 2, a degree-5 polynomial on the rest
-    (|r| <= ln 2 / 2). Two outputs because numba has no bit cast of a float inside a vectorized
-    loop: the caller reads `exponent` as float32 through a view."""
-    for i in range(x.shape[0]):
-        value = x[i]
-        z = min(max(value * (linear + cubic * value * value), np.float32(-87.0)),
-                np.float32(88.0))
-        # note: k by truncation of a positive number (z / ln 2 + 128.5 > 0), not np.floor,
-        # which numba does not vectorize
-        k = np.int32(z * np.float32(1.4426950408889634) + np.float32(128.5)) - np.int32(128)
-        r = z - np.float32(k) * np.float32(0.693359375) - np.float32(k) * np.float32(-2.12194440e-4)
-        p = np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)
-        p = p * r + np.float32(8.3334519073e-3)
-        p = p * r + np.float32(4.1665795894e-2)
-        p = p * r + np.float32(1.6666665459e-1)
-        p = p * r + np.float32(5.0000001201e-1)
-        mantissa[i] = p * r * r + r + np.float32(1.0)
-        exponent[i] = (k + np.int32(127)) << 23
+MIN_THREADED_ROWS = 64   # fewer rows are not worth waking a second thread for
 
 
 @jit
 def _gelu_tanh_slope(x, out, slope):
-    """out = x g, g = sigmoid(2u) = 1 / (1 + exp(-2u)); slope = g + x g'(x) = g (1 + x (1 - g)
-    2 du/dx), for flat float32 x. exp(-2u)'s two parts go through out and slope's memory, so
-    the two loops need no scratch of their own."""
+    """out = x g, g = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3);
+    slope = g + x g'(x) = g (1 + x (1 - g) 2 du/dx), for flat float32 x, one loop."""
+    minus_two_linear = np.float32(-2.0 * math.sqrt(2.0 / math.pi))        # -2u = x (this +
+    minus_two_cubic = np.float32(-2.0 * math.sqrt(2.0 / math.pi) * 0.044715)   # that x^2)
     slope_linear = np.float32(2.0 * math.sqrt(2.0 / math.pi))   # 2 du/dx = this + that x^2
     slope_cubic = np.float32(6.0 * math.sqrt(2.0 / math.pi) * 0.044715)
     one = np.float32(1.0)
-    _exp_cubic_parts(x, np.float32(-2.0 * math.sqrt(2.0 / math.pi)),       # exp(-2u)
-                     np.float32(-2.0 * math.sqrt(2.0 / math.pi) * 0.044715), out,
-                     slope.view(np.int32))
     for i in range(x.shape[0]):
         value = x[i]
-        gate = one / (one + out[i] * slope[i])       # sigmoid(2u); slope[i] holds 2^k until here
+        gate = one / (one + expf(value * (minus_two_linear + minus_two_cubic * value * value)))
         out[i] = value * gate
         two_du = slope_linear + slope_cubic * value * value      # 2 du/dx
         slope[i] = gate * (one + value * (one - gate) * two_du)
@@ -80,19 +62,41 @@ def gelu_forward(x: np.ndarray, *, approximate: str = "none", keep_slope: bool =
 # ---- SwiGLU ------------------------------------------------------------------------------------
 
 @jit
-def _swiglu_rows(gates, g, ups, u, out, activated, sigmoid):
-    """Per row r of gate = gates[:, g], up = ups[:, u] (N, F) (_gate_up_blocks):
-    sigmoid = 1 / (1 + exp(-gate)), activated = gate sigmoid, out = activated up."""
-    bits = sigmoid.view(np.int32)
+def _swiglu_row(gate, up, out, activated, sigmoid):
+    """One row: s = 1 / (1 + e^-gate), out = gate s up; activated = gate s and sigmoid = s
+    when they are arrays (training's ctx), skipped when None (the compiler drops the stores)."""
     one = np.float32(1.0)
+    for f in range(out.shape[0]):
+        g = gate[f]
+        s = one / (one + expf(-g))
+        silu = g * s
+        out[f] = silu * up[f]
+        if activated is not None:
+            activated[f] = silu
+            sigmoid[f] = s
+
+
+@jit
+def _swiglu_rows(gates, g, ups, u, out, activated, sigmoid):
+    """Per row r of gate = gates[:, g], up = ups[:, u] (N, F) (_gate_up_blocks): out = silu(gate)
+    up, and activated = silu(gate), sigmoid = sigmoid(gate) unless they are None."""
     for r in range(out.shape[0]):
-        _exp_cubic_parts(gates[r, g], np.float32(-1.0), np.float32(0.0), activated[r], bits[r])
-        for f in range(out.shape[1]):
-            s = one / (one + activated[r, f] * sigmoid[r, f])   # sigmoid[r, f] holds 2^k here
-            sigmoid[r, f] = s
-            silu = gates[r, g, f] * s
-            activated[r, f] = silu
-            out[r, f] = silu * ups[r, u, f]
+        _swiglu_row(gates[r, g], ups[r, u], out[r], None if activated is None else activated[r],
+                    None if sigmoid is None else sigmoid[r])
+
+
+@pjit
+def _swiglu_rows_threads(gates, g, ups, u, out, activated, sigmoid):
+    """_swiglu_rows with the rows split over numba's threads."""
+    for r in numba.prange(out.shape[0]):
+        _swiglu_row(gates[r, g], ups[r, u], out[r], None if activated is None else activated[r],
+                    None if sigmoid is None else sigmoid[r])
+
+
+def _swiglu_driver(rows: int):
+    """The threaded twin for many rows when numba has more than one thread, else the loop."""
+    threaded = rows >= MIN_THREADED_ROWS and numba.get_num_threads() > 1
+    return _swiglu_rows_threads if threaded else _swiglu_rows
 
 
 @jit
@@ -140,10 +144,24 @@ def swiglu_forward(gate: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, Swiglu
         return swiglu.swiglu_forward(gate, up)
     rows = (gate.size // gate.shape[-1], gate.shape[-1])
     out, activated, sigmoid = (np.empty(rows, np.float32) for _ in range(3))   # (N, F)
-    _swiglu_rows(*blocks, out, activated, sigmoid)
+    _swiglu_driver(rows[0])(*blocks, out, activated, sigmoid)
     shape = gate.shape
     return out.reshape(shape), SwigluCtx(up=up, activated=activated.reshape(shape),
                                          silu=SiluCtx(x=gate, sigmoid=sigmoid.reshape(shape)))
+
+
+def swiglu_rows(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """kernels/decode_numpy.py's swiglu_rows, silu(gate) * up for (..., F), with no ctx (no
+    backward follows: a prefill): swiglu_forward's loop without its two kept arrays. Gate and
+    up that are neither float32 and contiguous nor the two halves of one packed (..., 2F)
+    product (blocks/mlp.py's gate|up) run the twin."""
+    blocks = _gate_up_blocks(gate, up) if gate.ndim >= 1 and gate.shape[-1] else None
+    if blocks is None:
+        return decode_numpy.swiglu_rows(gate, up)
+    rows = gate.size // gate.shape[-1]
+    out = np.empty((rows, gate.shape[-1]), np.float32)                           # (N, F)
+    _swiglu_driver(rows)(*blocks, out, None, None)
+    return out.reshape(gate.shape)
 
 
 def swiglu_backward(dout: np.ndarray, ctx: SwigluCtx) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,13 @@ kernels/prefill_numba.py; the products stay BLAS calls).
         twin: ops/rope.py's. Covered: float32 x (B, H, T, D) of any strides, tables (T, D).
     swiglu_rows(gate, up) -> hidden
         twin: kernels/decode_numpy.py's, silu(gate) * up for (..., F) float32 (inference: no
-        ctx); blocks/mlp.py calls it only for a forward no backward follows.
+        ctx); blocks/mlp.py calls it only for a forward no backward follows. It is
+        activation_numba.py's, the same loop as training's compiled swiglu_forward.
+
+Two threads or more (numba's count, which kernels/choice.py sets to BLAS's): the attention's
+query tiles of all heads are spread over them whole, each with one-thread BLAS products
+(kernels/spread.py); RoPE's and SwiGLU's rows are split by numba's prange (the `_threads`
+twins).
 
 Where the NumPy twin's time goes (docs/performance.md, a 4,096-token SmolLM2 prefill): its two
 products run at BLAS speed, but between them each (128 x 256) tile makes separate passes in
@@ -31,8 +37,8 @@ round per tile. Here:
     [2^-64, 2^64] (scores beyond about +-44) is redone by the twin itself, the whole query tile,
     so a model with huge scores is slower here, never wrong.
 
-`_exp2` is 2^x as a polynomial and an exponent written into the float's bits (Cephes' exp2f,
-within 2 ulp), which the compiler vectorizes; numba's own exp is one libm call per number.
+The 2^x is kernels/exp_numba.py's exp2f (a polynomial and an exponent written into the float's
+bits, within 2 ulp), which the compiler vectorizes; numba's own exp is one libm call per number.
 Sums run in another order than NumPy's: the twins agree to float32 rounding
 (tests/kernels/test_prefill_kernels.py), not bit for bit.
 """
@@ -40,10 +46,14 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-from glassformer.kernels import decode_numpy, prefill_numba
+from glassformer.kernels import prefill_numba
+from glassformer.kernels.activation_numba import MIN_THREADED_ROWS
+from glassformer.kernels.activation_numba import swiglu_rows  # noqa: F401  (this module's, above)
 from glassformer.kernels.prefill_numba import exp_rows
+from glassformer.kernels.spread import spread
 from glassformer.ops.attention import check_window
 from glassformer.ops.rope import RopeCtx
 from glassformer.ops.rope import rope_forward as rope_twin
@@ -86,7 +96,8 @@ def tiled_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray,
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
                      window: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(out, lse) of causal attention by query tiles and key chunks: q (N, K, G, T, D),
-    k (N, K, S, D), v (N, K, S, Dv) -> out (N, K, G, T, Dv), lse (N, K, G, T, 1)."""
+    k (N, K, S, D), v (N, K, S, Dv) -> out (N, K, G, T, Dv), lse (N, K, G, T, 1). The tiles
+    of all heads are spread over numba's thread count (kernels/spread.py), longest first."""
     n, n_kv, group, t, d = q.shape
     s, dv = k.shape[2], v.shape[3]
     offset = s - t                                       # query i sits at position i + offset
@@ -94,23 +105,27 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     # scale * log2(e), so that the weights are powers of 2
     q2 = np.empty((n, n_kv, t, group, d), np.float32)
     np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), out=q2)
+    k_t = np.ascontiguousarray(np.swapaxes(k, 2, 3))     # (N, K, D, S)
     out = np.empty((n, n_kv, t, group, dv), np.float32)  # (N, K, T, G, Dv), swapped back below
     lse = np.empty((n, n_kv, t, group), np.float32)
     span = max(32, QUERY_ROWS // group)                  # query positions per tile
-    scratch = np.empty(span * group * min(KEY_CHUNK, s), np.float32)
-    for b in range(n):
-        for kv in range(n_kv):
-            k_t = np.ascontiguousarray(k[b, kv].T)       # (D, S)
-            for t0 in range(0, t, span):
-                t1 = min(t0 + span, t)
-                rows = (t1 - t0) * group
-                tile_out, tile_lse = _query_tile(q2[b, kv, t0:t1].reshape(rows, d), k_t,
-                                                 v[b, kv], t0 + offset, group, window, scratch)
-                if tile_out is None:                     # a row's sum out of range: the twin
-                    tile_out, tile_lse = _twin_tile(q, k, v, b, kv, t0, t1, offset, scale,
-                                                    window)
-                out[b, kv, t0:t1] = tile_out.reshape(t1 - t0, group, dv)
-                lse[b, kv, t0:t1] = tile_lse.reshape(t1 - t0, group)
+    # a tile's cost grows with its last position: the longest first, so none is left for last
+    tiles = [(b, kv, t0) for t0 in reversed(range(0, t, span))
+             for b in range(n) for kv in range(n_kv)]
+
+    def tile(item, scratch):
+        b, kv, t0 = item
+        t1 = min(t0 + span, t)
+        rows = (t1 - t0) * group
+        tile_out, tile_lse = _query_tile(q2[b, kv, t0:t1].reshape(rows, d), k_t[b, kv],
+                                         v[b, kv], t0 + offset, group, window, scratch)
+        if tile_out is None:                             # a row's sum out of range: the twin
+            tile_out, tile_lse = _twin_tile(q, k, v, b, kv, t0, t1, offset, scale, window)
+        out[b, kv, t0:t1] = tile_out.reshape(t1 - t0, group, dv)
+        lse[b, kv, t0:t1] = tile_lse.reshape(t1 - t0, group)
+
+    spread(tiles, tile, numba.get_num_threads(),
+           lambda: np.empty(span * group * min(KEY_CHUNK, s), np.float32))
     return np.swapaxes(out, 2, 3), np.swapaxes(lse, 2, 3)[..., None]
 
 
@@ -152,36 +167,6 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> tuple[np.nd
     if not (all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
             and x.ndim == 4 and cos.shape == sin.shape == x.shape[2:] and x.shape[3] % 2 == 0):
         return rope_twin(x, cos, sin)
-    return prefill_numba.rope_rows(x, cos, sin), RopeCtx(cos=cos, sin=sin)
-
-
-def swiglu_rows(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """decode_numpy.swiglu_rows, silu(gate) * up, for (..., F): one compiled pass over float32
-    rows, else the twin. When gate and up are the two halves of one packed (..., 2F) product
-    (blocks/mlp.py's gate|up) the pass reads that array's rows, which are contiguous."""
-    if not (gate.dtype == up.dtype == np.float32 and gate.shape == up.shape and gate.ndim >= 1):
-        return decode_numpy.swiglu_rows(gate, up)
-    width = gate.shape[-1]
-    packed = _packed(gate, up)
-    if packed is not None:
-        return prefill_numba.swiglu_packed(packed, width).reshape(gate.shape)
-    rows = gate.reshape(-1, width), up.reshape(-1, width)   # views where the layout allows
-    return prefill_numba.swiglu_rows(*rows).reshape(gate.shape)
-
-
-def _packed(gate: np.ndarray, up: np.ndarray) -> np.ndarray | None:
-    """The (R, 2F) C-contiguous array whose left half is gate and right half up, or None."""
-    base, width = gate.base, gate.shape[-1]
-    whole = gate.shape[:-1] + (2 * width,)
-    strides = [gate.itemsize] * len(whole)               # a C-contiguous (..., 2F)'s strides
-    for axis in range(len(whole) - 2, -1, -1):
-        strides[axis] = strides[axis + 1] * whole[axis + 1]
-    if (base is None or up.base is not base or not base.flags.c_contiguous
-            or base.size != 2 * gate.size
-            or gate.strides != up.strides or gate.strides != tuple(strides)):
-        return None
-    start = base.__array_interface__["data"][0]
-    if (gate.__array_interface__["data"][0] != start
-            or up.__array_interface__["data"][0] != start + width * gate.itemsize):
-        return None
-    return base.reshape(-1, 2 * width)
+    rows = prefill_numba.rope_rows_threads if numba.get_num_threads() > 1 \
+        and x.shape[0] * x.shape[1] * x.shape[2] >= MIN_THREADED_ROWS else prefill_numba.rope_rows
+    return rows(x, cos, sin), RopeCtx(cos=cos, sin=sin)

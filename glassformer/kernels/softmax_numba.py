@@ -3,7 +3,7 @@ twins of ops/softmax.py (same names, arguments and ctx), for attention's (..., T
 
 The twin makes ~6 NumPy passes over the scores (the mask as a -inf bias, exp, the row sums as a
 product, the checks, the scaling), each with its own temporary; here one row of S scores stays
-in L1: exp(x) (`_exp_cubic_parts`, the vectorizable expf of activation_numba.py) times the
+in L1: exp(x) (exp_numba.py's expf, which vectorizes) times the
 mask, the sum, the scaling; shifted by the row max only when the sum says it must be, as the
 twin does. The two agree to float32 rounding. A row with no allowed key gives zeros, as the twin's. Float32 only, and a mask
 of shape (T, S) shared by every leading index (a causal or window rule) or none: anything else
@@ -14,51 +14,36 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.kernels._numba_common import compiled_dtype, jit, rows_of
-from glassformer.kernels.activation_numba import _exp_cubic_parts
+from glassformer.kernels.exp_numba import expf
 from glassformer.ops import softmax
 from glassformer.ops.softmax import SoftmaxCtx
 
 
 @jit
-def _masked_exps(x, shift, allowed, probs, bits):
+def _masked_exps(x, shift, allowed, probs):
     """probs = exp(x - shift) * allowed for one row; returns their sum."""
-    one, zero = np.float32(1.0), np.float32(0.0)
+    total = np.float32(0.0)
     for j in range(x.shape[0]):
-        probs[j] = x[j] - shift
-    _exp_cubic_parts(probs, one, zero, probs, bits)         # exp = mantissa 2^k
-    power = bits.view(np.float32)
-    total = zero
-    for j in range(x.shape[0]):
-        weight = probs[j] * power[j] * allowed[j]
+        weight = expf(x[j] - shift) * allowed[j]
         probs[j] = weight
         total += weight
     return total
 
 
 @jit
-def _softmax_rows(x, mask, probs, bits):
+def _softmax_rows(x, mask, probs):
     """probs[r] = softmax(x[r]) over the keys mask[r % T] allows (mask (T, S) float32, 1 for
     allowed, 0 for masked: a product, which vectorizes where a branch would not). As the twin:
     no shift first, the row max only for a row whose sum leaves [2^-64, 2^64] (the exp clamps
-    at 88, so an overflow shows as a sum of at least 1.6e38). The exps of every row in one call
-    (bits: (N S,) int32 scratch), and the rare rows to redo in a second loop: called row by row,
-    or branching in the row loop, the short rows cost more in control than in arithmetic."""
+    at 88, so an overflow shows as a sum of at least 1.6e38). Every row in one loop, and the
+    rare rows to redo in a second: called row by row, or branching in the row loop, the short
+    rows cost more in control than in arithmetic."""
     rows, width = x.shape
     period = mask.shape[0]
-    flat = probs.reshape(-1)
     zero = np.float32(0.0)
-    _exp_cubic_parts(x.reshape(-1), np.float32(1.0), zero, flat, bits)   # mantissa, 2^k bits
-    power = bits.view(np.float32)
     totals = np.empty(rows, np.float32)
     for r in range(rows):
-        allowed = mask[r % period]
-        start = r * width
-        total = zero
-        for j in range(width):
-            weight = flat[start + j] * power[start + j] * allowed[j]
-            flat[start + j] = weight
-            total += weight
-        totals[r] = total
+        totals[r] = _masked_exps(x[r], zero, mask[r % period], probs[r])
     for r in range(rows):
         if not (totals[r] >= np.float32(2.0 ** -64) and totals[r] <= np.float32(2.0 ** 64)):
             allowed = mask[r % period]
@@ -71,8 +56,7 @@ def _softmax_rows(x, mask, probs, bits):
                 for j in range(width):
                     probs[r, j] = zero
             else:
-                totals[r] = _masked_exps(x[r], best, allowed, probs[r],
-                                         bits[r * width:(r + 1) * width])
+                totals[r] = _masked_exps(x[r], best, allowed, probs[r])
     for r in range(rows):
         scale = np.float32(1.0) / totals[r]
         for j in range(width):
@@ -108,7 +92,7 @@ def softmax_forward(x: np.ndarray, *, mask: np.ndarray | None = None
     probs = np.empty_like(rows)
     allowed = (np.ones((1, x.shape[-1]), np.float32) if mask is None
                else mask.astype(np.float32))              # (T, S) or (1, S): 1 kept, 0 masked
-    _softmax_rows(rows, allowed, probs, np.empty(rows.size, np.int32))
+    _softmax_rows(rows, allowed, probs)
     probs = probs.reshape(x.shape)
     return probs, SoftmaxCtx(probs=probs)
 

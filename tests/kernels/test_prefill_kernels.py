@@ -144,3 +144,72 @@ def test_a_nan_is_not_hidden(fast):
     ref, _ = tiled_attention_forward(q, k, v, causal=True)
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     assert np.isnan(out[1, 0]).any() and not np.isnan(out[0]).any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tiles_spread_over_threads_give_the_same_numbers(fast, threads):
+    """kernels/spread.py: the query tiles of all heads over numba's thread count (BLAS at one
+    thread inside), each tile computed as alone: the twin's numbers at any count."""
+    from glassformer.blas import blas_threads
+
+    q, k, v = grouped(np.random.default_rng(11), t=90, s=90)
+    ref, ref_ctx = tiled_attention_forward(q, k, v, causal=True, window=30)
+    with blas_threads(threads):
+        out, ctx = fast.tiled_attention_forward(q, k, v, causal=True, window=30)
+    np.testing.assert_allclose(out, ref, **TOL)
+    np.testing.assert_allclose(ctx.lse, ref_ctx.lse, **TOL)
+
+
+def test_an_error_in_one_item_reaches_the_caller():
+    from glassformer.kernels.spread import spread
+
+    done = []
+
+    def work(item, scratch):
+        if item == 3:
+            raise ValueError("item 3")
+        done.append(item)
+
+    with pytest.raises(ValueError, match="item 3"):
+        spread(range(8), work, 2, list)
+    assert 3 not in done
+    seen = []
+    spread(range(5), lambda item, scratch: seen.append(item), 1, list)     # one thread: in order
+    assert seen == list(range(5))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threaded_rows_give_the_loops_numbers(threads):
+    """RoPE, SwiGLU and RMSNorm over a prefill's many rows: the prange twins (numba's count
+    above one) run the same row loop as the serial ones, so the numbers are the same."""
+    from glassformer.blas import blas_threads
+    from glassformer.kernels.choice import train_kernels
+    from glassformer.ops.rms_norm import rms_norm_forward
+
+    module, train = prefill_kernels("numba"), train_kernels("numba")
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 3, 100, 16)).astype(np.float32)
+    cos, sin = (f(rng.standard_normal((100, 16))).astype(np.float32) for f in (np.cos, np.sin))
+    both = (rng.standard_normal((1, 100, 2 * 40)) * 4).astype(np.float32)
+    rows = rng.standard_normal((100, 24)).astype(np.float32)
+    w = rng.standard_normal(24).astype(np.float32)
+    with blas_threads(threads):
+        rotated = module.rope_forward(x, cos, sin)[0]
+        hidden = module.swiglu_rows(both[..., :40], both[..., 40:])
+        normed = train.rms_norm_forward(rows, w, eps=1e-5)[0]
+    np.testing.assert_allclose(rotated, rope_forward(x, cos, sin)[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(hidden, decode_numpy.swiglu_rows(both[..., :40], both[..., 40:]),
+                               rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(normed, rms_norm_forward(rows, w, eps=1e-5)[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_expf_is_float32_accurate():
+    """kernels/exp_numba.py's expf, the one exponential the SiLU, GELU and softmax loops share
+    (exp2f, the attention's, is checked above through exp_rows)."""
+    from glassformer.kernels.activation_numba import swiglu_rows
+
+    gate = np.linspace(-80.0, 80.0, 20001).astype(np.float32)
+    got = swiglu_rows(gate, np.ones_like(gate))             # silu(g) = g / (1 + e^-g)
+    exact = gate.astype(np.float64) / (1.0 + np.exp(-gate.astype(np.float64)))
+    np.testing.assert_allclose(got, exact, rtol=5e-7, atol=1e-30)
