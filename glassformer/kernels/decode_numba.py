@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from glassformer.kernels.activation_numba import _exp_cubic_parts
+from glassformer.kernels.activation_numba import _swiglu_row
 
 FAST = {"reassoc", "contract", "arcp"}   # reorder sums, fuse multiply-adds; keep inf/NaN rules
 # error_model="numpy": a division by zero gives inf as in NumPy, and no per-element check keeps a
@@ -123,16 +123,10 @@ def _down_one(hidden, down_t, m, c):
 
 @jit
 def _swiglu_into(gate, up, hidden):
-    """hidden = silu(gate) * up (B, F), exp(-gate) by activation_numba's vectorized Cephes expf
-    (numba's np.exp is a scalar libm call a number: ~3x this whole loop)."""
-    two_k = np.empty(up.shape[1], np.float32)            # 2^k of each exp, as float32 bits
-    bits = two_k.view(np.int32)
-    one = np.float32(1.0)
+    """hidden = silu(gate) * up (B, F): activation_numba's row loop (exp_numba's vectorized
+    expf; numba's np.exp is a scalar libm call a number, ~3x this whole loop)."""
     for row in range(up.shape[0]):
-        _exp_cubic_parts(gate[row], np.float32(-1.0), np.float32(0.0), hidden[row], bits)
-        for f in range(up.shape[1]):
-            g = gate[row, f]
-            hidden[row, f] = g / (one + hidden[row, f] * two_k[f]) * up[row, f]
+        _swiglu_row(gate[row], up[row], hidden[row], None, None)
 
 
 @jit
