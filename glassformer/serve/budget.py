@@ -96,6 +96,12 @@ class PrefillBudget:
         """A chunk of `chunk` ids for `rows` joiners from column `position` took `seconds`."""
         self.chunks.append((chunk_work(rows, chunk, position, self.keys), seconds))
 
+    def fed_beside(self, rows: int, chunk: int, position: int, seconds: float) -> None:
+        """A mixed step (serve/mixed.py: the chunk inside the decode step) took `seconds`: the
+        chunk's share is what it took beyond the measured decode step."""
+        decode = float(np.median(self.decode_seconds)) if self.decode_seconds else 0.0
+        self.fed(rows, chunk, position, seconds - decode)
+
     def cost(self) -> tuple[float, float]:
         """(fixed seconds, seconds per unit of work) from the chunks measured."""
         work, seconds = np.array(self.chunks).T                       # (n,) each
