@@ -51,6 +51,10 @@ def add_arguments(parser) -> None:
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
                              "the running replies takes at most R decode steps, as measured "
                              f"while serving (default: {RATIO}; > 1)")
+    parser.add_argument("--prefill-apart", action="store_true",
+                        help="feed each prefill chunk as a forward of its own between decode "
+                             "steps, instead of inside the decode step (the mixed step, "
+                             "LLaMA-family models); for comparison (docs/serve.md)")
     parser.add_argument("--batch-invariant", action="store_true",
                         help="compute each reply's numbers the same alone or beside others, so "
                              "a seeded sampled reply does not depend on the load (every step "
@@ -107,4 +111,5 @@ def run(args) -> int:
                  template_budget=budget, prefill_chunk=chunk,
                  prefill_budget=args.prefill_budget,
                  reasoning_budget=args.reasoning_budget,
-                 batch_invariant=args.batch_invariant)
+                 batch_invariant=args.batch_invariant,
+                 mixed_step=not args.prefill_apart)
