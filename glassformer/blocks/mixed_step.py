@@ -21,7 +21,11 @@ both; only attention is apart, each part over its own cache:
     x, xn    = add_norm_rows(h, m, b_down, next norm1)
 
 The layer is blocks/decode_step.py's (the same kernels module and DecodePlan operands), so it
-applies where `decode_step_applies` does; the chunk's attention is blocks/attention.py's for a
+applies where `decode_step_applies` does. A weight kept in GGUF blocks (SmolLM2's Q4_1) is
+multiplied 16 rows a call for up to PIECES_UPTO rows (`product`): each call takes the compiled
+kernel a decode step takes, whose cost grows with the rows, instead of the path the matrix picks
+past 16 rows (every block widened into float32 slabs, then many small BLAS products), which costs
+a fixed part at every weight, and on a loaded 2-core machine many times the decode step itself; the chunk's attention is blocks/attention.py's for a
 cached causal forward (left-padded rows masked by key_mask, RoPE at each id's position). Every
 number is the one the two forwards would give apart, to float32 rounding of the products' shapes.
 """
@@ -33,14 +37,35 @@ import numpy as np
 
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.decode_plan import DecodePlan, LayerOperands
-from glassformer.blocks.decode_step import _mlp_hidden
+from glassformer.blocks.decode_step import MLPS
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.blocks.prefill_rows import product as by_pieces
 from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops.attention import attention_forward
 from glassformer.ops.rope import rope_forward
 from glassformer.ops.tiled_attention import tiled_attention_forward
 
 TILED_FROM = 512   # chunk ids from which the chunk's attention runs tiled (blocks/attention.py's)
+PIECES_UPTO = 64   # rows up to which a GGUF-block weight is multiplied 16 rows a call (below)
+
+
+def product(x: np.ndarray, w) -> np.ndarray:
+    """x (N, C) @ w. A weight kept in GGUF blocks (ops/quant/matrix.py) with N <= PIECES_UPTO
+    rows: 16 rows a call, each on the compiled kernel a decode step takes (its cost grows with
+    the rows, no fixed part); past that, the matrix's own choice (float32 slabs and BLAS)."""
+    return by_pieces(x, w) if x.shape[0] <= PIECES_UPTO else x @ w
+
+
+def _mlp_hidden(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, cfg: BlockConfig
+                ) -> np.ndarray:
+    """hn (N, C) -> the MLP's hidden activations (N, F), as blocks/decode_step.py's."""
+    if cfg.mlp != "swiglu":
+        return kernels.gelu_rows(product(hn, op.w_up), op.b_up, MLPS[cfg.mlp])
+    if op.gate_up is None:
+        return kernels.swiglu_rows(product(hn, op.w_gate), product(hn, op.w_up))
+    both = product(hn, op.gate_up)                                      # (N, C) -> (N, 2F)
+    width = op.w_gate.shape[1]
+    return kernels.swiglu_rows(both[:, :width], both[:, width:])
 
 
 def _heads(x: np.ndarray, bias: np.ndarray | None, u: int, heads: int) -> np.ndarray:
@@ -96,11 +121,11 @@ def mixed_step_forward(kernels: ModuleType, plan: DecodePlan, x_dec: np.ndarray,
     xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
     for i, op in enumerate(layers):
         if op.qkv is not None:
-            qkv = xn @ op.qkv                                   # (N, C) -> (N, (H+2K) D)
+            qkv = product(xn, op.qkv)                                  # (N, C) -> (N, (H+2K) D)
             wq, wk = op.wq.shape[1], op.wk.shape[1]
             q, k, v = qkv[:, :wq], qkv[:, wq:wq + wk], qkv[:, wq + wk:]
         else:
-            q, k, v = xn @ op.wq, xn @ op.wk, xn @ op.wv
+            q, k, v = product(xn, op.wq), product(xn, op.wk), product(xn, op.wv)
         out = np.empty((x.shape[0], q.shape[1]), dtype=x.dtype)          # (N, H D)
         out[:b] = kernels.attend_step(
             np.ascontiguousarray(q[:b]), np.ascontiguousarray(k[:b]),
@@ -108,9 +133,9 @@ def mixed_step_forward(kernels: ModuleType, plan: DecodePlan, x_dec: np.ndarray,
             cache.k[i], cache.v[i], cache.length, key_mask)               # (B, H D)
         out[b:] = _chunk_attention(op, q[b:], k[b:], v[b:], small, i, chunk_tables,
                                    small_mask, u)                         # (u c, H D)
-        a = out @ op.wo                                                   # (N, C)
+        a = product(out, op.wo)                                                  # (N, C)
         h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)
-        m = _mlp_hidden(kernels, op, hn, cfg) @ op.w_down                 # (N, F) -> (N, C)
+        m = product(_mlp_hidden(kernels, op, hn, cfg), op.w_down)         # (N, F) -> (N, C)
         if i + 1 < len(layers):
             after = layers[i + 1]
             x, xn = kernels.add_norm_rows(h, m, op.b_down, after.norm1_w, after.norm1_b, eps,
