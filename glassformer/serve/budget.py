@@ -55,6 +55,7 @@ CEILING = 512      # ids per chunk at most (memory of the chunk's attention scor
 PROBE = 16         # the second chunk of a join (the first: PROBE // 4), before a line is fitted
 WINDOW = 8         # recent chunks / decode steps measured
 SPREAD = 2.0       # a line is fitted through chunks whose works differ this much or more
+GROWTH = 2.0       # a mixed step's chunk is at most this times the largest of the last WINDOW
 
 
 def keys_per_id(model) -> float:
@@ -83,6 +84,7 @@ class PrefillBudget:
     decode_seconds: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     chunks: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # (work, seconds)
     fixed: float = 0.0                 # seconds a chunk costs whatever its size (last fit)
+    beside: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # mixed steps' chunks
 
     @classmethod
     def for_model(cls, model, ratio: float = RATIO, ceiling: int = CEILING) -> "PrefillBudget":
@@ -101,6 +103,7 @@ class PrefillBudget:
         chunk's share is what it took beyond the measured decode step."""
         decode = float(np.median(self.decode_seconds)) if self.decode_seconds else 0.0
         self.fed(rows, chunk, position, seconds - decode)
+        self.beside.append(chunk)
 
     def cost(self) -> tuple[float, float]:
         """(fixed seconds, seconds per unit of work) from the chunks measured."""
@@ -109,7 +112,11 @@ class PrefillBudget:
             rate, fixed = np.polyfit(work, seconds, 1)                 # seconds = fixed + rate w
             if rate > 0 and fixed >= 0:
                 self.fixed = float(fixed)
-        rate = float(np.median(np.maximum(seconds - self.fixed, 0.0) / work))
+        beyond = np.maximum(seconds - self.fixed, 0.0)                 # (n,)
+        if self.beside:   # mixed steps: a chunk's seconds are a difference of two noisy ones;
+            rate = float(beyond.sum() / work.sum())   # the largest chunks weigh most
+        else:
+            rate = float(np.median(beyond / work))
         return self.fixed, max(rate, 1e-12)
 
     def chunk(self, rows: int, position: int, decoding: bool) -> int:
@@ -127,4 +134,6 @@ class PrefillBudget:
         a = rows * rate / (2.0 * self.keys)
         b = rows * rate * (1.0 + (position + 0.5) / self.keys)
         largest = (-b + math.sqrt(b * b + 4.0 * a * budget)) / (2.0 * a)
+        if self.beside:   # mixed steps: at most twice the largest chunk measured (a ramp)
+            largest = min(largest, GROWTH * max(self.beside))
         return int(min(max(math.floor(largest), 1), self.ceiling))

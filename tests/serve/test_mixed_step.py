@@ -130,3 +130,13 @@ def test_the_budget_counts_the_chunk_beyond_the_decode_step():
     assert fixed == pytest.approx(0.0, abs=1e-6) and rate == pytest.approx(0.001)
     c = budget.chunk(1, 0, decoding=True)           # 0.8 decode steps of chunk work
     assert chunk_work(1, c, 0, keys) <= 80.0 < chunk_work(1, c + 1, 0, keys)
+
+
+def test_mixed_chunks_grow_at_most_twofold():
+    """A mixed step's chunk costs the difference of two noisy seconds, which can read as free:
+    the chunk then doubles per step instead of jumping to the ceiling."""
+    budget = PrefillBudget(3000.0)
+    budget.decoded(0.1)
+    for chunk in (4, 16):
+        budget.fed_beside(1, chunk, 0, 0.1)                # nothing beyond the decode step
+    assert budget.chunk(1, 0, decoding=True) == 32
