@@ -46,7 +46,8 @@ STREAMS = 7
 REQUEST_LIMIT_S = 1800.0
 
 
-def start(model: str, log: Path, mode: str, context: int) -> tuple[subprocess.Popen, str]:
+def start(model: str, log: Path, mode: str, context: int,
+          extra: tuple = ()) -> tuple[subprocess.Popen, str]:
     """A server for `mode`: a --prefill-chunk value, ':apart' appended for --prefill-apart."""
     chunk, _, apart = mode.partition(":")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
@@ -55,7 +56,8 @@ def start(model: str, log: Path, mode: str, context: int) -> tuple[subprocess.Po
         process = subprocess.Popen(
             [sys.executable, "-m", "glassformer", "serve", "--model", model, "--host",
              "127.0.0.1", "--port", "0", "--max-batch", str(STREAMS + 1), "--context",
-             str(context), "--prefill-chunk", chunk] + (["--prefill-apart"] if apart else []),
+             str(context), "--prefill-chunk", chunk] + (["--prefill-apart"] if apart else [])
+            + list(extra),
             stdout=sink, stderr=sink, env=env)
     return process, wait_for_url(process, log, 3000)
 
@@ -169,6 +171,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="gaps of each stream not counted")
     parser.add_argument("--before", type=int, default=40, help="unloaded gaps of each stream")
     parser.add_argument("--after", type=int, default=10, help="gaps of each stream after")
+    parser.add_argument("--dequantize", action="store_true",
+                        help="serve the model in float32 (serve --dequantize), not its GGUF blocks")
     args = parser.parse_args()
     ids, ends = token_ids(args.model)
     if len(ids) < args.prompt_ids + STREAMS * 40:
@@ -177,7 +181,8 @@ def main() -> None:
     results = {}
     for mode in args.modes.split(","):
         with tempfile.TemporaryDirectory() as scratch:
-            process, url = start(args.model, Path(scratch) / "server.log", mode, args.context)
+            process, url = start(args.model, Path(scratch) / "server.log", mode, args.context,
+                                 ("--dequantize",) if args.dequantize else ())
             try:
                 results[mode] = asyncio.run(join_run(url, ids, banned, args))
             finally:

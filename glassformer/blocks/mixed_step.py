@@ -22,10 +22,12 @@ both; only attention is apart, each part over its own cache:
 
 The layer is blocks/decode_step.py's (the same kernels module and DecodePlan operands), so it
 applies where `decode_step_applies` does. A weight kept in GGUF blocks (SmolLM2's Q4_1) is
-multiplied 16 rows a call for up to PIECES_UPTO rows (`product`): each call takes the compiled
-kernel a decode step takes, whose cost grows with the rows, instead of the path the matrix picks
-past 16 rows (every block widened into float32 slabs, then many small BLAS products), which costs
-a fixed part at every weight, and on a loaded 2-core machine many times the decode step itself; the chunk's attention is blocks/attention.py's for a
+multiplied 16 rows a call (`product`): each call takes the compiled kernel a decode step takes,
+whose cost grows with the rows, instead of the path the matrix picks past 16 rows (every block
+widened into float32 slabs, then many small BLAS products), which costs a fixed part at every
+weight: on the loaded 2-core machine, profiled, a 23-row mixed step took ~16 s on the slabs
+against 2-4 s for a decode step, and the cost jumps where the path changes, which the budget's
+line cannot follow; the chunk's attention is blocks/attention.py's for a
 cached causal forward (left-padded rows masked by key_mask, RoPE at each id's position). Every
 number is the one the two forwards would give apart, to float32 rounding of the products' shapes.
 """
@@ -46,14 +48,13 @@ from glassformer.ops.rope import rope_forward
 from glassformer.ops.tiled_attention import tiled_attention_forward
 
 TILED_FROM = 512   # chunk ids from which the chunk's attention runs tiled (blocks/attention.py's)
-PIECES_UPTO = 64   # rows up to which a GGUF-block weight is multiplied 16 rows a call (below)
 
 
 def product(x: np.ndarray, w) -> np.ndarray:
-    """x (N, C) @ w. A weight kept in GGUF blocks (ops/quant/matrix.py) with N <= PIECES_UPTO
-    rows: 16 rows a call, each on the compiled kernel a decode step takes (its cost grows with
-    the rows, no fixed part); past that, the matrix's own choice (float32 slabs and BLAS)."""
-    return by_pieces(x, w) if x.shape[0] <= PIECES_UPTO else x @ w
+    """x (N, C) @ w. A weight kept in GGUF blocks (ops/quant/matrix.py): 16 rows a call, each on
+    the compiled kernel a decode step takes (its cost grows with the rows, with no fixed part
+    for the prefill budget to trip on); a float32 one: one BLAS product."""
+    return by_pieces(x, w)
 
 
 def _mlp_hidden(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, cfg: BlockConfig

@@ -34,7 +34,15 @@ last WINDOW decode steps (with their sampling). The next chunk is the largest c 
 
     fixed + rate * work(c, p) <= (ratio - 1) * decode_seconds
 
-(a quadratic in c), within [1, ceiling]. Consecutive chunks sit at nearby positions, so the
+(a quadratic in c), within [1, ceiling].
+
+In a mixed step (serve/mixed.py: the chunk's ids inside the decode step's forward) the step's
+seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so its fixed cost
+is gone, and what it took is the mixed step's seconds less the decode step's median
+(`fed_beside`). That difference of two noisy times can read as free for a small chunk, so a
+mixed chunk grows at most GROWTH x the largest of the last WINDOW per step (a ramp, not a jump
+to the ceiling), and its rate is the ratio of the sums (the largest chunks weigh most) rather
+than the median of ratios. Consecutive chunks sit at nearby positions, so the
 measured rate takes in what the multiply-add count leaves out (softmax, masks, copies) and the
 shape only has to carry it from one chunk's position to the next. Where even one id's chunk
 costs more than the budget (the fixed cost alone past ratio - 1 decode steps), the chunk is one

@@ -8,7 +8,10 @@ reply in flight in the same forward. Its loop, once per step:
        prompt is preferred, and those keys are reused), and prefill their prompts together:
        in one piece, or chunk by chunk (prefill.py) while the running rows go on decoding,
        C columns per step (`prefill_chunk`) or as many as `prefill_budget` allows beside the
-       measured decode step (budget.py); nobody new is admitted until those joiners are in
+       measured decode step (budget.py); nobody new is admitted until those joiners are in.
+       Where the model allows (a LLaMA-family float32 or GGUF-block model, not batch-invariant),
+       the chunk rides in step 3's forward instead of one of its own (mixed.py, vLLM's mixed
+       batches): its ids share the decode step's products, so it pays no second weight pass
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
        generate() uses: all rows in one call) after its grammar's mask when its request
