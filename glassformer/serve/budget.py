@@ -41,7 +41,8 @@ seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so
 is gone, and what it took is the mixed step's seconds less the decode step's median
 (`fed_beside`). That difference of two noisy times can read as free for a small chunk, so a
 mixed chunk grows at most GROWTH x the largest of the last WINDOW per step (a ramp, not a jump
-to the ceiling), and its rate is the ratio of the sums (the largest chunks weigh most) rather
+to the ceiling; the second probe too: 4 then 6 ids, not 16, since on a GGUF-block model each id
+of a mixed step costs about 1 / B of a decode step of B rows and 16 would cost 3 steps at once), and its rate is the ratio of the sums (the largest chunks weigh most) rather
 than the median of ratios. Consecutive chunks sit at nearby positions, so the
 measured rate takes in what the multiply-add count leaves out (softmax, masks, copies) and the
 shape only has to carry it from one chunk's position to the next. Where even one id's chunk
@@ -63,7 +64,7 @@ CEILING = 512      # ids per chunk at most (memory of the chunk's attention scor
 PROBE = 16         # the second chunk of a join (the first: PROBE // 4), before a line is fitted
 WINDOW = 8         # recent chunks / decode steps measured
 SPREAD = 2.0       # a line is fitted through chunks whose works differ this much or more
-GROWTH = 2.0       # a mixed step's chunk is at most this times the largest of the last WINDOW
+GROWTH = 1.5       # a mixed step's chunk is at most this times the largest of the last WINDOW
 
 
 def keys_per_id(model) -> float:
@@ -132,8 +133,15 @@ class PrefillBudget:
         running rows that decode (`decoding`) or not."""
         if not decoding:
             return self.ceiling
+        largest = self.fitting(rows, position)
+        if self.beside:   # mixed steps: at most GROWTH x the largest chunk measured (a ramp)
+            largest = min(largest, GROWTH * max(self.beside))
+        return int(min(max(math.floor(largest), 1), self.ceiling))
+
+    def fitting(self, rows: int, position: int) -> float:
+        """The largest chunk the measured costs allow (the probes until two are measured)."""
         if not self.decode_seconds or len(self.chunks) < 2:
-            return min(PROBE // 4 if not self.chunks else PROBE, self.ceiling)
+            return PROBE // 4 if not self.chunks else PROBE
         fixed, rate = self.cost()
         budget = (self.ratio - 1.0) * float(np.median(self.decode_seconds)) - fixed   # seconds
         if budget <= 0:
@@ -141,7 +149,4 @@ class PrefillBudget:
         # rows * rate * (c + c (p + 1/2) / keys + c^2 / (2 keys)) <= budget: a c^2 + b c - budget
         a = rows * rate / (2.0 * self.keys)
         b = rows * rate * (1.0 + (position + 0.5) / self.keys)
-        largest = (-b + math.sqrt(b * b + 4.0 * a * budget)) / (2.0 * a)
-        if self.beside:   # mixed steps: at most twice the largest chunk measured (a ramp)
-            largest = min(largest, GROWTH * max(self.beside))
-        return int(min(max(math.floor(largest), 1), self.ceiling))
+        return (-b + math.sqrt(b * b + 4.0 * a * budget)) / (2.0 * a)

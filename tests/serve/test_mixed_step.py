@@ -9,7 +9,7 @@ from serve_models import tiny_chat_model, tiny_hybrid_chat_model, tiny_mla_chat_
 from test_engine import PROMPTS, alone, sequence
 
 from glassformer.serve import mixed as mixed_module
-from glassformer.serve.budget import PrefillBudget, chunk_work
+from glassformer.serve.budget import PROBE, PrefillBudget, chunk_work
 from glassformer.serve.engine import Engine
 from glassformer.serve.mixed import mixed_applies, mixed_step
 from glassformer.serve.prefill import Prefill
@@ -132,11 +132,14 @@ def test_the_budget_counts_the_chunk_beyond_the_decode_step():
     assert chunk_work(1, c, 0, keys) <= 80.0 < chunk_work(1, c + 1, 0, keys)
 
 
-def test_mixed_chunks_grow_at_most_twofold():
+def test_mixed_chunks_grow_by_half_at_most():
     """A mixed step's chunk costs the difference of two noisy seconds, which can read as free:
-    the chunk then doubles per step instead of jumping to the ceiling."""
+    the chunk then grows by half per step instead of jumping to the ceiling (the probes too)."""
     budget = PrefillBudget(3000.0)
     budget.decoded(0.1)
-    for chunk in (4, 16):
-        budget.fed_beside(1, chunk, 0, 0.1)                # nothing beyond the decode step
-    assert budget.chunk(1, 0, decoding=True) == 32
+    assert budget.chunk(1, 0, decoding=True) == PROBE // 4
+    sizes = []
+    for _ in range(4):
+        sizes.append(budget.chunk(1, 0, decoding=True))
+        budget.fed_beside(1, sizes[-1], 0, 0.1)             # nothing beyond the decode step
+    assert sizes == [4, 6, 9, 13]
