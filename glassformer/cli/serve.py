@@ -42,11 +42,12 @@ def add_arguments(parser) -> None:
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
     parser.add_argument("--prefill-chunk", default=str(PREFILL_CHUNK),
-                        help="feed a joining prompt this many tokens at a time, between decode "
-                             "steps of the running replies, so they keep their pace; 'auto' "
-                             "sizes each chunk to --prefill-budget; 0 feeds it in one piece "
-                             f"(default: {PREFILL_CHUNK}: 'auto' keeps the streams' pace "
-                             "better but feeds a long prompt about one id a step, see docs/serve.md)")
+                        help="feed a joining prompt this many tokens at a time, inside the "
+                             "decode steps of the running replies (LLaMA-family models; else "
+                             "between them), so they keep their pace; 'auto' sizes each chunk "
+                             "to --prefill-budget; 0 feeds it in one piece "
+                             f"(default: {PREFILL_CHUNK}; 'auto' keeps the streams' pace "
+                             "better, see docs/serve.md)")
     parser.add_argument("--prefill-budget", type=float, default=RATIO, metavar="R",
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
                              "the running replies takes at most R decode steps, as measured "

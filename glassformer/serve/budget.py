@@ -39,7 +39,9 @@ last WINDOW decode steps (with their sampling). The next chunk is the largest c 
 In a mixed step (serve/mixed.py: the chunk's ids inside the decode step's forward) the step's
 seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so its fixed cost
 is gone, and what it took is the mixed step's seconds less the decode step's median
-(`fed_beside`). That difference of two noisy times can read as free for a small chunk, so a
+(`fed_beside`), and no fixed cost is fitted (a line's intercept through such noisy points
+was once positive enough to leave no budget: one id a step for a whole join). That difference
+of two noisy times can read as free for a small chunk, so a
 mixed chunk grows at most GROWTH x the largest of the last WINDOW per step (a ramp, not a jump
 to the ceiling; the second probe too: 4 then 6 ids, not 16, since on a GGUF-block model each id
 of a mixed step costs about 1 / B of a decode step of B rows and 16 would cost 3 steps at once), and its rate is the ratio of the sums (the largest chunks weigh most) rather
@@ -117,15 +119,14 @@ class PrefillBudget:
     def cost(self) -> tuple[float, float]:
         """(fixed seconds, seconds per unit of work) from the chunks measured."""
         work, seconds = np.array(self.chunks).T                       # (n,) each
+        if self.beside:   # mixed steps: no fixed cost by construction; the rate alone, as the
+            # ratio of sums (the largest chunks weigh most: small ones are mostly noise)
+            return 0.0, max(float(np.maximum(seconds, 0.0).sum() / work.sum()), 1e-12)
         if work.max() >= SPREAD * work.min():
             rate, fixed = np.polyfit(work, seconds, 1)                 # seconds = fixed + rate w
             if rate > 0 and fixed >= 0:
                 self.fixed = float(fixed)
-        beyond = np.maximum(seconds - self.fixed, 0.0)                 # (n,)
-        if self.beside:   # mixed steps: a chunk's seconds are a difference of two noisy ones;
-            rate = float(beyond.sum() / work.sum())   # the largest chunks weigh most
-        else:
-            rate = float(np.median(beyond / work))
+        rate = float(np.median(np.maximum(seconds - self.fixed, 0.0) / work))
         return self.fixed, max(rate, 1e-12)
 
     def chunk(self, rows: int, position: int, decoding: bool) -> int:

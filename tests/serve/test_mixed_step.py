@@ -143,3 +143,17 @@ def test_mixed_chunks_grow_by_half_at_most():
         sizes.append(budget.chunk(1, 0, decoding=True))
         budget.fed_beside(1, sizes[-1], 0, 0.1)             # nothing beyond the decode step
     assert sizes == [4, 6, 9, 13]
+
+
+def test_a_noisy_mixed_step_fits_no_fixed_cost():
+    """Mixed steps read no weight for the chunk alone: whatever the noise, no fixed cost is
+    fitted that would leave the chunk one id a step."""
+    keys = 3000.0
+    budget = PrefillBudget(keys)
+    budget.decoded(0.1)
+    for chunk, extra in ((4, 0.05), (6, 0.0), (9, 0.05)):   # noise: a line with intercept > 0
+        budget.fed_beside(1, chunk, 0, 0.1 + extra)
+    fixed, rate = budget.cost()
+    assert fixed == 0.0 and rate == pytest.approx(0.1 / sum(chunk_work(1, c, 0, keys)
+                                                             for c in (4, 6, 9)))
+    assert budget.chunk(1, 0, decoding=True) > 1
