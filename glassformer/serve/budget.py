@@ -136,7 +136,7 @@ class PrefillBudget:
             return self.ceiling
         largest = self.fitting(rows, position)
         if self.beside:   # mixed steps: at most GROWTH x the largest chunk measured (a ramp)
-            largest = min(largest, GROWTH * max(self.beside))
+            largest = min(largest, max(GROWTH * max(self.beside), max(self.beside) + 1))
         return int(min(max(math.floor(largest), 1), self.ceiling))
 
     def fitting(self, rows: int, position: int) -> float:

@@ -157,3 +157,16 @@ def test_a_noisy_mixed_step_fits_no_fixed_cost():
     assert fixed == 0.0 and rate == pytest.approx(0.1 / sum(chunk_work(1, c, 0, keys)
                                                              for c in (4, 6, 9)))
     assert budget.chunk(1, 0, decoding=True) > 1
+
+
+def test_a_mixed_chunk_of_one_id_can_grow_again():
+    """1.5 x 1 rounds down to 1: the ramp adds at least one id, or one cheap step would hold
+    every later join to one id a step."""
+    budget = PrefillBudget(3000.0)
+    budget.decoded(0.1)
+    budget.fed_beside(1, 1, 0, 0.2)           # one noisy step: the fit allows one id
+    budget.fed_beside(1, 1, 0, 0.1)
+    budget.decoded(0.1)
+    for _ in range(8):
+        budget.fed_beside(1, 1, 0, 0.1)       # then free: the window forgets the noisy one
+    assert budget.chunk(1, 0, decoding=True) == 2
