@@ -34,24 +34,25 @@ last WINDOW decode steps (with their sampling). The next chunk is the largest c 
 
     fixed + rate * work(c, p) <= (ratio - 1) * decode_seconds
 
-(a quadratic in c), within [1, ceiling].
-
-In a mixed step (serve/mixed.py: the chunk's ids inside the decode step's forward) the step's
-seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so its fixed cost
-is gone, and what it took is the mixed step's seconds less the decode step's median
-(`fed_beside`), and no fixed cost is fitted (a line's intercept through such noisy points
-was once positive enough to leave no budget: one id a step for a whole join). That difference
-of two noisy times can read as free for a small chunk, so a
-mixed chunk grows at most GROWTH x the largest of the last WINDOW per step (a ramp, not a jump
-to the ceiling; the second probe too: 4 then 6 ids, not 16, since on a GGUF-block model each id
-of a mixed step costs about 1 / B of a decode step of B rows and 16 would cost 3 steps at once), and its rate is the ratio of the sums (the largest chunks weigh most) rather
-than the median of ratios. Consecutive chunks sit at nearby positions, so the
+(a quadratic in c), within [1, ceiling]. Consecutive chunks sit at nearby positions, so the
 measured rate takes in what the multiply-add count leaves out (softmax, masks, copies) and the
 shape only has to carry it from one chunk's position to the next. Where even one id's chunk
 costs more than the budget (the fixed cost alone past ratio - 1 decode steps), the chunk is one
 id: the streams' pace comes first, and the joiner waits. Before anything is measured the chunk
 is PROBE ids; while no row decodes nobody's pace is at stake, and the chunk is the ceiling (which
 bounds memory: a chunk's attention scores are c x (p + c) per head).
+
+In a mixed step (serve/mixed.py: the chunk's ids inside the decode step's forward) the step's
+seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so it has no fixed
+cost, and what it took is the mixed step's seconds less the decode step's median (`fed_beside`).
+No fixed cost is fitted then (a line's intercept through such noisy points was once positive
+enough to leave no budget: one id a step for a whole join), and the rate is the ratio of the sums
+(the largest chunks weigh most) rather than the median of ratios. That difference of two noisy
+times can read as free for a small chunk, so a mixed chunk grows at most GROWTH x the largest of
+the last WINDOW per step, or by one id when that is more: a ramp, not a jump to the ceiling, that
+can climb back from one id. The second probe too: 4 then 6 ids, not 16, since on a GGUF-block
+model each id of a mixed step costs about 1 / B of a decode step of B rows (the compiled product's
+cost grows with its rows), and 16 would cost 3 steps at once.
 """
 from __future__ import annotations
 
