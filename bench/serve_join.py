@@ -1,7 +1,8 @@
 """A long prompt joining running streams in `glassformer serve`: do the streams keep their pace?
 
 For each --prefill-chunk mode (default: auto, the budget of serve/budget.py, and 64, a fixed
-chunk), one real server (`python -m glassformer serve --model smollm2 --context 8192
+chunk; 'auto:apart' the same with --prefill-apart, each chunk a forward of its own instead of
+riding in the decode step), one real server (`python -m glassformer serve --model smollm2 --context 8192
 --max-batch 8 --prefill-chunk MODE`, loopback, a free port) and one run:
 
     1. 7 streaming /v1/completions clients start (greedy, end-of-text forbidden by logit_bias
@@ -45,14 +46,19 @@ STREAMS = 7
 REQUEST_LIMIT_S = 1800.0
 
 
-def start(model: str, log: Path, mode: str, context: int) -> tuple[subprocess.Popen, str]:
+def start(model: str, log: Path, mode: str, context: int,
+          extra: tuple = ()) -> tuple[subprocess.Popen, str]:
+    """A server for `mode`: a --prefill-chunk value, ':apart' appended for --prefill-apart."""
+    chunk, _, apart = mode.partition(":")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
                                                                                   "")])}
     with open(log, "w", encoding="utf-8") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "glassformer", "serve", "--model", model, "--host",
              "127.0.0.1", "--port", "0", "--max-batch", str(STREAMS + 1), "--context",
-             str(context), "--prefill-chunk", mode], stdout=sink, stderr=sink, env=env)
+             str(context), "--prefill-chunk", chunk] + (["--prefill-apart"] if apart else [])
+            + list(extra),
+            stdout=sink, stderr=sink, env=env)
     return process, wait_for_url(process, log, 3000)
 
 
@@ -157,12 +163,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--modes", default="auto,64",
-                        help="--prefill-chunk values to compare, comma-separated")
+                        help="--prefill-chunk values to compare, comma-separated; ':apart' "
+                             "after one adds --prefill-apart (chunks as forwards of their own, "
+                             "not in the decode step): e.g. auto,auto:apart,64")
     parser.add_argument("--prompt-ids", type=int, default=4000)
     parser.add_argument("--context", type=int, default=8192)
     parser.add_argument("--warmup", type=int, default=5, help="gaps of each stream not counted")
     parser.add_argument("--before", type=int, default=40, help="unloaded gaps of each stream")
     parser.add_argument("--after", type=int, default=10, help="gaps of each stream after")
+    parser.add_argument("--dequantize", action="store_true",
+                        help="serve the model in float32 (serve --dequantize), not its GGUF blocks")
     args = parser.parse_args()
     ids, ends = token_ids(args.model)
     if len(ids) < args.prompt_ids + STREAMS * 40:
@@ -171,7 +181,8 @@ def main() -> None:
     results = {}
     for mode in args.modes.split(","):
         with tempfile.TemporaryDirectory() as scratch:
-            process, url = start(args.model, Path(scratch) / "server.log", mode, args.context)
+            process, url = start(args.model, Path(scratch) / "server.log", mode, args.context,
+                                 ("--dequantize",) if args.dequantize else ())
             try:
                 results[mode] = asyncio.run(join_run(url, ids, banned, args))
             finally:

@@ -42,15 +42,20 @@ def add_arguments(parser) -> None:
                         help="longest prompt + reply served, in tokens (default: the model's "
                              "context); the KV cache holds --max-batch rows of it")
     parser.add_argument("--prefill-chunk", default=str(PREFILL_CHUNK),
-                        help="feed a joining prompt this many tokens at a time, between decode "
-                             "steps of the running replies, so they keep their pace; 'auto' "
-                             "sizes each chunk to --prefill-budget; 0 feeds it in one piece "
-                             f"(default: {PREFILL_CHUNK}: 'auto' keeps the streams' pace "
-                             "better but feeds a long prompt about one id a step, see docs/serve.md)")
+                        help="feed a joining prompt this many tokens at a time, inside the "
+                             "decode steps of the running replies (LLaMA-family models; else "
+                             "between them), so they keep their pace; 'auto' sizes each chunk "
+                             "to --prefill-budget; 0 feeds it in one piece "
+                             f"(default: {PREFILL_CHUNK}; 'auto' keeps the streams' pace "
+                             "better, see docs/serve.md)")
     parser.add_argument("--prefill-budget", type=float, default=RATIO, metavar="R",
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
                              "the running replies takes at most R decode steps, as measured "
                              f"while serving (default: {RATIO}; > 1)")
+    parser.add_argument("--prefill-apart", action="store_true",
+                        help="feed each prefill chunk as a forward of its own between decode "
+                             "steps, instead of inside the decode step (the mixed step, "
+                             "LLaMA-family models); for comparison (docs/serve.md)")
     parser.add_argument("--batch-invariant", action="store_true",
                         help="compute each reply's numbers the same alone or beside others, so "
                              "a seeded sampled reply does not depend on the load (every step "
@@ -107,4 +112,5 @@ def run(args) -> int:
                  template_budget=budget, prefill_chunk=chunk,
                  prefill_budget=args.prefill_budget,
                  reasoning_budget=args.reasoning_budget,
-                 batch_invariant=args.batch_invariant)
+                 batch_invariant=args.batch_invariant,
+                 mixed_step=not args.prefill_apart)

@@ -41,6 +41,18 @@ costs more than the budget (the fixed cost alone past ratio - 1 decode steps), t
 id: the streams' pace comes first, and the joiner waits. Before anything is measured the chunk
 is PROBE ids; while no row decodes nobody's pace is at stake, and the chunk is the ceiling (which
 bounds memory: a chunk's attention scores are c x (p + c) per head).
+
+In a mixed step (serve/mixed.py: the chunk's ids inside the decode step's forward) the step's
+seconds are decode + rate * work(c, p): the chunk reads no weight on its own, so it has no fixed
+cost, and what it took is the mixed step's seconds less the decode step's median (`fed_beside`).
+No fixed cost is fitted then (a line's intercept through such noisy points was once positive
+enough to leave no budget: one id a step for a whole join), and the rate is the ratio of the sums
+(the largest chunks weigh most) rather than the median of ratios. That difference of two noisy
+times can read as free for a small chunk, so a mixed chunk grows at most GROWTH x the largest of
+the last WINDOW per step, or by one id when that is more: a ramp, not a jump to the ceiling, that
+can climb back from one id. The second probe too: 4 then 6 ids, not 16, since on a GGUF-block
+model each id of a mixed step costs about 1 / B of a decode step of B rows (the compiled product's
+cost grows with its rows), and 16 would cost 3 steps at once.
 """
 from __future__ import annotations
 
@@ -55,6 +67,7 @@ CEILING = 512      # ids per chunk at most (memory of the chunk's attention scor
 PROBE = 16         # the second chunk of a join (the first: PROBE // 4), before a line is fitted
 WINDOW = 8         # recent chunks / decode steps measured
 SPREAD = 2.0       # a line is fitted through chunks whose works differ this much or more
+GROWTH = 1.5       # a mixed step's chunk is at most this times the largest of the last WINDOW
 
 
 def keys_per_id(model) -> float:
@@ -83,6 +96,7 @@ class PrefillBudget:
     decode_seconds: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     chunks: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # (work, seconds)
     fixed: float = 0.0                 # seconds a chunk costs whatever its size (last fit)
+    beside: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # mixed steps' chunks
 
     @classmethod
     def for_model(cls, model, ratio: float = RATIO, ceiling: int = CEILING) -> "PrefillBudget":
@@ -96,9 +110,19 @@ class PrefillBudget:
         """A chunk of `chunk` ids for `rows` joiners from column `position` took `seconds`."""
         self.chunks.append((chunk_work(rows, chunk, position, self.keys), seconds))
 
+    def fed_beside(self, rows: int, chunk: int, position: int, seconds: float) -> None:
+        """A mixed step (serve/mixed.py: the chunk inside the decode step) took `seconds`: the
+        chunk's share is what it took beyond the measured decode step."""
+        decode = float(np.median(self.decode_seconds)) if self.decode_seconds else 0.0
+        self.fed(rows, chunk, position, seconds - decode)
+        self.beside.append(chunk)
+
     def cost(self) -> tuple[float, float]:
         """(fixed seconds, seconds per unit of work) from the chunks measured."""
         work, seconds = np.array(self.chunks).T                       # (n,) each
+        if self.beside:   # mixed steps: no fixed cost by construction; the rate alone, as the
+            # ratio of sums (the largest chunks weigh most: small ones are mostly noise)
+            return 0.0, max(float(np.maximum(seconds, 0.0).sum() / work.sum()), 1e-12)
         if work.max() >= SPREAD * work.min():
             rate, fixed = np.polyfit(work, seconds, 1)                 # seconds = fixed + rate w
             if rate > 0 and fixed >= 0:
@@ -111,8 +135,15 @@ class PrefillBudget:
         running rows that decode (`decoding`) or not."""
         if not decoding:
             return self.ceiling
+        largest = self.fitting(rows, position)
+        if self.beside:   # mixed steps: at most GROWTH x the largest chunk measured (a ramp)
+            largest = min(largest, max(GROWTH * max(self.beside), max(self.beside) + 1))
+        return int(min(max(math.floor(largest), 1), self.ceiling))
+
+    def fitting(self, rows: int, position: int) -> float:
+        """The largest chunk the measured costs allow (the probes until two are measured)."""
         if not self.decode_seconds or len(self.chunks) < 2:
-            return min(PROBE // 4 if not self.chunks else PROBE, self.ceiling)
+            return PROBE // 4 if not self.chunks else PROBE
         fixed, rate = self.cost()
         budget = (self.ratio - 1.0) * float(np.median(self.decode_seconds)) - fixed   # seconds
         if budget <= 0:
@@ -120,5 +151,4 @@ class PrefillBudget:
         # rows * rate * (c + c (p + 1/2) / keys + c^2 / (2 keys)) <= budget: a c^2 + b c - budget
         a = rows * rate / (2.0 * self.keys)
         b = rows * rate * (1.0 + (position + 0.5) / self.keys)
-        largest = (-b + math.sqrt(b * b + 4.0 * a * budget)) / (2.0 * a)
-        return int(min(max(math.floor(largest), 1), self.ceiling))
+        return (-b + math.sqrt(b * b + 4.0 * a * budget)) / (2.0 * a)

@@ -8,7 +8,10 @@ reply in flight in the same forward. Its loop, once per step:
        prompt is preferred, and those keys are reused), and prefill their prompts together:
        in one piece, or chunk by chunk (prefill.py) while the running rows go on decoding,
        C columns per step (`prefill_chunk`) or as many as `prefill_budget` allows beside the
-       measured decode step (budget.py); nobody new is admitted until those joiners are in
+       measured decode step (budget.py); nobody new is admitted until those joiners are in.
+       Where the model allows (a LLaMA-family float32 or GGUF-block model, not batch-invariant),
+       the chunk rides in step 3's forward instead of one of its own (mixed.py, vLLM's mixed
+       batches): its ids share the decode step's products, so it pays no second weight pass
     3. one decode step for every running row: each feeds its last token at its own position,
        samples with its own Sampling and generator (generate/sampling.py, the sampler
        generate() uses: all rows in one call) after its grammar's mask when its request
@@ -47,6 +50,7 @@ from glassformer.serve.budget import PrefillBudget
 from glassformer.serve.faults import fault_line
 from glassformer.serve.invariant import check_invariant
 from glassformer.serve.metrics import Metrics
+from glassformer.serve.mixed import mixed_applies, mixed_step
 from glassformer.serve.prefill import Aligned, Prefill
 from glassformer.serve.reasoning import force_rows
 from glassformer.serve.rows import RowCache
@@ -62,7 +66,7 @@ class Engine:
 
     def __init__(self, model, *, max_batch: int, max_queue: int, max_len: int,
                  prefill_chunk: int = 0, prefill_budget: PrefillBudget | None = None,
-                 batch_invariant: bool = False):
+                 batch_invariant: bool = False, mixed: bool = True):
         if batch_invariant:
             check_invariant(model)
         self.batch_invariant = batch_invariant   # invariant.py: each row computed apart
@@ -82,6 +86,8 @@ class Engine:
         self.padding = padding_start(model)
         self.thread = threading.Thread(target=self.loop, name="glassformer-engine", daemon=True)
         self.metrics = Metrics()          # token times (TTFT, inter-token), read by /metrics
+        self.mixed = mixed                # a joiner's chunk rides in the decode step (mixed.py)
+        self.mixes_model: bool | None = None   # mixed_applies, asked once (the model's shape)
 
     @property
     def max_len(self) -> int:
@@ -143,6 +149,9 @@ class Engine:
         self.drop_cancelled()
         if self.joining is None:
             self.admit()
+        if self.joining is not None and self.mixes():
+            self.mixed_step()
+            return
         if self.joining is not None:
             self.feed_joiners()
         if self.decodable().any():
@@ -203,6 +212,38 @@ class Engine:
         logits = joining.finish(self.rows, running)                     # (n, V)
         self.choose(logits, joiners, rows)
 
+    def mixes(self) -> bool:
+        """Whether this step feeds the joiners' chunk inside the decode step (mixed.py): rows
+        decode beside them, the model takes the mixed step, and (auto chunks) the budget has
+        a decode step's seconds to size the chunk by (else this step decodes alone, measured)."""
+        if not self.mixed or not self.decodable().any():
+            return False
+        if self.budget is not None and not self.budget.decode_seconds:
+            return False
+        if self.mixes_model is None:
+            self.mixes_model = mixed_applies(self.model, self.rows, self.joining)
+        return self.mixes_model
+
+    def mixed_step(self) -> None:
+        """One forward decodes the running rows and feeds the joiners' next chunk (mixed.py);
+        the budget learns the chunk's share of the step's seconds (budget.py `fed_beside`)."""
+        joining = self.joining
+        decodable = self.decodable()
+        rows = int(np.flatnonzero(decodable).max()) + 1
+        active = decodable[:rows]                                                # (rows,)
+        tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
+        u, position, fed = joining.tokens.shape[0], joining.small.length, joining.fed
+        chunk = (self.prefill_chunk if self.budget is None
+                 else self.budget.chunk(u, position, decoding=True))
+        began = time.perf_counter()
+        logits = mixed_step(self.model, self.rows, rows, tokens, active, joining, chunk)
+        picked = np.flatnonzero(active)
+        self.choose(logits[picked], [self.running[row] for row in picked], list(picked))
+        if self.budget is not None:
+            self.budget.fed_beside(u, joining.fed - fed, position, time.perf_counter() - began)
+        if joining.done:
+            self.joined()
+
     def feed_joiners(self) -> None:
         """One chunk of the joiners' prefill; once all is fed, they join and pick a token (a
         joiner whose client left meanwhile is only copied in, for prefix reuse)."""
@@ -215,8 +256,13 @@ class Engine:
             began, fed = time.perf_counter(), joining.fed
             joining.feed(self.model, chunk)
             self.budget.fed(rows, joining.fed - fed, position, time.perf_counter() - began)
-        if not joining.done:
-            return
+        if joining.done:
+            self.joined()
+
+    def joined(self) -> None:
+        """Every joiner's prompt is fed: copy them into their rows and pick their first tokens
+        (a joiner whose client left meanwhile is only copied in, for prefix reuse)."""
+        joining = self.joining
         self.joining = None
         logits = joining.finish(self.rows, self.decodable())                # (n, V)
         staying = [i for i, (seq, row) in enumerate(zip(self.joiners, joining.rows))

@@ -77,16 +77,25 @@ class Prefill:
 
     def feed(self, model, chunk: int | None = None) -> None:
         """Feed the next `chunk` columns (None: all that are left) through the model."""
+        tokens, mask, positions = self.next_columns(chunk)
+        logits, _ = model.forward(tokens, attention_mask=mask, positions=positions,
+                                  kv_cache=self.small, last_only=True)      # (u, 1, V)
+        self.advanced(tokens.shape[1], logits[:, -1])
+
+    def next_columns(self, chunk: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The next `chunk` columns (None: all that are left): tokens (u, c), the small cache's
+        key mask (u, length + c) and the ids' positions (u, c)."""
         end = self.tokens.shape[1] if chunk is None else min(self.tokens.shape[1],
                                                              self.fed + chunk)
-        length = self.small.length
-        mask = self.small_live[:, :length + end - self.fed]                 # (u, S)
-        logits, _ = model.forward(self.tokens[:, self.fed:end], attention_mask=mask,
-                                  positions=self.positions[:, self.fed:end],
-                                  kv_cache=self.small, last_only=True)      # (u, 1, V)
-        self.small.length = length + end - self.fed
-        self.fed = end
-        self.logits = logits[:, -1]
+        mask = self.small_live[:, :self.small.length + end - self.fed]       # (u, S)
+        return self.tokens[:, self.fed:end], mask, self.positions[:, self.fed:end]
+
+    def advanced(self, columns: int, logits: np.ndarray) -> None:
+        """`columns` more were fed (their keys written in the small cache); logits (u, V) of
+        the last one."""
+        self.small.length += columns
+        self.fed += columns
+        self.logits = logits
 
     def finish(self, cache, running: np.ndarray) -> np.ndarray:
         """Copy every joiner's keys into its row of `cache` (the rows running (B_max,) bool are

@@ -119,6 +119,15 @@ class RowCache:
     def decode(self, model, rows: int, tokens: np.ndarray, active: np.ndarray) -> np.ndarray:
         """One step for the first `rows` rows: feed tokens (rows,) to the active ones (rows,)
         bool, each at its own next position; returns the last logits (rows, V)."""
+        positions, key_mask = self.step_inputs(rows, active)
+        logits, _ = model.forward(tokens[:, None], attention_mask=key_mask, positions=positions,
+                                  kv_cache=self.view(rows), last_only=True)   # (rows, 1, V)
+        self.stepped(rows, tokens, active)
+        return logits[:, -1]
+
+    def step_inputs(self, rows: int, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Before a step of the first `rows` rows (active (rows,) bool): realign a full
+        timeline; each row's next position (rows, 1) and the key mask (rows, length + 1)."""
         if self.cache.length + 1 > self.max_len:
             self.realign(int(self.live[:rows][active].sum(axis=1).max()),
                          np.pad(active, (0, len(self.live) - rows)))
@@ -127,12 +136,14 @@ class RowCache:
         positions = np.where(active, held, 0)[:, None]                  # (rows, 1) the next one
         key_mask = self.live[:rows, :length + 1].copy()                 # (rows, S)
         key_mask[:, length] = True      # idle rows too: a row with no key at all gives nothing
-        logits, _ = model.forward(tokens[:, None], attention_mask=key_mask, positions=positions,
-                                  kv_cache=self.view(rows), last_only=True)   # (rows, 1, V)
+        return positions, key_mask
+
+    def stepped(self, rows: int, tokens: np.ndarray, active: np.ndarray) -> None:
+        """After a step wrote tokens (rows,) at column `length`: the active rows own it."""
+        length = self.cache.length
         self.cache.length = length + 1
         self.live[:rows, length] = active
         self.ids[:rows, length] = tokens
-        return logits[:, -1]
 
     def prefill(self, model, rows: list[int], prompts: list[list[int]], reused: list[int],
                 running: np.ndarray) -> np.ndarray:

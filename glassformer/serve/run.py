@@ -28,9 +28,10 @@ BACKLOG = 2048     # connections waiting to be accepted (uvicorn's default)
 
 def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
                 prefill_chunk: int | None = 0, prefill_budget: float = RATIO,
-                batch_invariant: bool = False) -> Engine:
+                batch_invariant: bool = False, mixed_step: bool = True) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget(); prefill_chunk
-    None sizes each chunk to prefill_budget decode steps (budget.py)."""
+    None sizes each chunk to prefill_budget decode steps (budget.py); mixed_step: chunks ride
+    in the decode step where the model allows (mixed.py), else each is a forward apart."""
     if batch_invariant and prefill_chunk is None:
         raise GlassformerError("--batch-invariant needs a fixed --prefill-chunk (a count): 'auto' "
                                "sizes chunks by the load, and a prompt cut where the load says "
@@ -43,7 +44,7 @@ def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
     budget = PrefillBudget.for_model(model, prefill_budget) if prefill_chunk is None else None
     return Engine(model, max_batch=max_batch, max_queue=max_queue, max_len=context,
                   prefill_chunk=prefill_chunk or 0, prefill_budget=budget,
-                  batch_invariant=batch_invariant)
+                  batch_invariant=batch_invariant, mixed=mixed_step)
 
 
 def open_socket(host: str, port: int) -> socket.socket:
@@ -66,7 +67,8 @@ def open_socket(host: str, port: int) -> socket.socket:
 def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_batch: int,
           max_queue: int, context: int | None, embed_max_length: int,
           template_budget=None, prefill_chunk: int | None = 0, prefill_budget: float = RATIO,
-          reasoning_budget: int | None = None, batch_invariant: bool = False) -> int:
+          reasoning_budget: int | None = None, batch_invariant: bool = False,
+          mixed_step: bool = True) -> int:
     try:
         import uvicorn
 
@@ -83,7 +85,8 @@ def serve(model, name: str, *, host: str, port: int, api_key: str | None, max_ba
                                "serve a folder or file that includes one")
     engine = make_engine(model, max_batch=max_batch, max_queue=max_queue, context=context,
                          prefill_chunk=prefill_chunk, prefill_budget=prefill_budget,
-                         batch_invariant=batch_invariant) if kind == CAUSAL else None
+                         batch_invariant=batch_invariant,
+                         mixed_step=mixed_step) if kind == CAUSAL else None
     served = Served(model, name, engine, api_key, embed_max_length, template_budget,
                     reasoning_budget)
     if reasoning_budget is not None and served.thinking is None:

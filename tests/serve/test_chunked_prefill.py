@@ -56,7 +56,8 @@ def test_running_rows_decode_while_a_long_prompt_is_fed(model, monkeypatch):
         ("feed", self.tokens.shape[1])) or feed(self, *a))
     monkeypatch.setattr(RowCache, "decode", lambda self, *a: log.append(("decode",))
                         or decode(self, *a))
-    engine = Engine(model, max_batch=2, max_queue=8, max_len=96, prefill_chunk=4)
+    engine = Engine(model, max_batch=2, max_queue=8, max_len=96, prefill_chunk=4,
+                    mixed=False)        # chunks apart (the mixed step: test_mixed_step.py)
     first, first_reply = sequence(model, "x", max_tokens=60)       # stepped by hand: no thread
     engine.submit([first])
     engine.step()                                           # "x" fed and its first token picked
