@@ -96,14 +96,18 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
     logits, _ = model.family.forward(model.params, rest, model.cfg, kv_cache=cache,
                                      head_rows=(np.asarray(rows), np.asarray(cols)),
                                      **ragged)                                   # (sum n, V)
+    # every scored row at once (row k: the k-th target of the flattened requests)    (sum n, V)
+    scores, _ = log_softmax_forward(logits.astype(np.float64))
+    targets = np.concatenate([request.targets for request in flat])                 # (sum n,)
+    picked = scores[np.arange(len(targets)), targets]                                # (sum n,)
+    hits = scores.argmax(-1) == targets                                              # (sum n,)
     scored, at = [], 0
     for group, prefix in zip(groups, prefixes):
         logps, greedy = [], []
         for request in group:
             n = len(request.targets)
-            scores, _ = log_softmax_forward(logits[at:at + n].astype(np.float64))     # (n, V)
-            logps.append(scores[np.arange(n), request.targets].tolist())
-            greedy.append(bool(np.all(scores.argmax(-1) == request.targets)))
+            logps.append(picked[at:at + n].tolist())
+            greedy.append(bool(np.all(hits[at:at + n])))
             at += n
         scored.append(Scored(logps, greedy, prefix + sum(len(r.inputs) - prefix for r in group)))
     return scored
