@@ -87,9 +87,16 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=DATA)
     parser.add_argument("--hf-batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="BLAS / torch threads a side")
+    parser.add_argument("--dequantize", action="store_true",
+                        help="glassformer's side widens the GGUF once on load (eval's "
+                             "--dequantize) instead of at every product")
     args = parser.parse_args()
-    ours_model = load_model("smollm2")
+    ours_model = load_model("smollm2", dequantize=args.dequantize)
     theirs_lm = hf_lm(args.hf_batch)
+    with blas_threads(args.threads):      # untimed: numba's kernels load, torch's first call
+        evaluate_task(ours_model, TASKS["copa"], args.data_dir, limit=1)
+    torch.set_num_threads(args.threads)
+    hf_task(theirs_lm, TASKS["copa"], args.data_dir, 1)
     rows, totals = {}, {"glassformer_s": 0.0, "glassformer_cpu_s": 0.0, "lm_eval_hf_s": 0.0,
                         "lm_eval_hf_cpu_s": 0.0, "items": 0}
     for name in args.tasks.split(","):
