@@ -117,7 +117,7 @@ def run_view(args, specs) -> int:
                                f"{lines[0]}-{lines[-1]}")
     if not Path(args.html).resolve().parent.is_dir():
         raise GlassformerError(f"cannot write {args.html}: its folder does not exist")
-    model = load_model_shown(args.model, args.adapter)
+    model = load_model_shown(args.model, args.adapter, args.dequantize, args.activation_quant)
     shots = spec.shots if args.shots is None else args.shots
     data = eval_item_data(model, spec, items, lines.index(args.view), shots,
                           name=str(args.model))
@@ -133,7 +133,9 @@ def run_tasks(args) -> int:
     if args.view is not None:
         return run_view(args, specs)
     old = read_results(args.compare) if args.compare else None
-    model = load_model_shown(args.model, args.adapter)
+    # --dequantize: a GGUF's matrices widened once on load (the same numbers: the products
+    # widen the same blocks anyway); each forward then skips that, faster on small forwards
+    model = load_model_shown(args.model, args.adapter, args.dequantize, args.activation_quant)
     show = not args.no_progress and sys.stderr.isatty()
     results, said = [], False
     for spec in specs:

@@ -36,7 +36,7 @@ def tiny():
 
 def test_item_page_shows_each_options_token_probabilities(tiny, tmp_path, monkeypatch,
                                                           open_page, capsys):
-    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None: tiny)
+    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None, *rest: tiny)
     out = tmp_path / "item.html"
     assert main(["eval", "--model", "tiny", "--task", "arc_easy", "--data-dir", str(DATA),
                  "--shots", "2", "--view", "4", "--html", str(out), "--lang", "en"]) == 0

@@ -12,7 +12,7 @@ from glassformer.cli import main
 @pytest.fixture
 def tiny(monkeypatch):
     model = tiny_model()
-    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None: model)
+    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None, *rest: model)
     return model
 
 
@@ -29,6 +29,22 @@ def test_a_task_run_reports_figures_writes_items_and_compares(tiny, tmp_path, ca
     assert main(argv + ["--compare", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert all(row["difference"] == 0 and not row["changed"] for row in summary["compare"])
+
+
+def test_dequantize_reaches_the_loader(monkeypatch, tmp_path):
+    """--dequantize and --activation-quant are the loader's, for task runs as for a text."""
+    seen = []
+    model = tiny_model()
+
+    def load(name, adapter=None, dequantize=False, activations="float32"):
+        seen.append((dequantize, activations))
+        return model
+
+    monkeypatch.setattr(eval_tasks, "load_model_shown", load)
+    argv = ["eval", "--model", "tiny", "--task", "copa", "--data-dir", str(DATA), "--limit",
+            "2", "--out", str(tmp_path / "r.json"), "--dequantize", "--json"]
+    assert main(argv) == 0
+    assert seen == [(True, "float32")]
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -85,7 +85,8 @@ def test_batched_replies_equal_each_prompt_written_alone(chat_model):
 
 
 def test_eval_task_gsm8k_writes_every_reply(chat_model, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None: chat_model)
+    monkeypatch.setattr(eval_tasks, "load_model_shown",
+                        lambda name, adapter=None, *rest: chat_model)
     out = tmp_path / "gsm8k.json"
     argv = ["eval", "--model", "tiny", "--task", "gsm8k", "--data-dir", str(DATA), "--limit",
             "2", "--shots", "1", "--max-new-tokens", "4", "--out", str(out), "--json"]
@@ -98,7 +99,8 @@ def test_eval_task_gsm8k_writes_every_reply(chat_model, monkeypatch, tmp_path, c
 
 def test_a_model_without_a_chat_template_is_refused_in_one_line(monkeypatch, capsys):
     from eval_fixtures import tiny_model
-    monkeypatch.setattr(eval_tasks, "load_model_shown", lambda name, adapter=None: tiny_model())
+    monkeypatch.setattr(eval_tasks, "load_model_shown",
+                        lambda name, adapter=None, *rest: tiny_model())
     argv = ["eval", "--model", "tiny", "--task", "gsm8k", "--data-dir", str(DATA), "--limit", "1"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
