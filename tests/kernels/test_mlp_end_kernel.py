@@ -44,7 +44,7 @@ def test_the_mlp_end_equals_its_twin(path, rows, bias, norm, rms):
 
 
 @pytest.mark.skipif(not numba_importable(), reason="numba is not installed (the fast extra)")
-@pytest.mark.parametrize("name", ["_swiglu_down_serial", "_swiglu_down_threads"])
+@pytest.mark.parametrize("name", ["_swiglu_down_serial"])
 def test_a_row_is_the_same_alone_or_among_others(name):
     fused = getattr(decode_kernels("numba"), name)
     args = inputs(5, width=130)                     # 32 groups of four rows and two more
