@@ -2,8 +2,7 @@
 that decide whether a kernel takes its inputs (else the caller runs the NumPy twin).
 
 FAST reassociates sums (SIMD lanes) and fuses multiply-adds, and keeps the inf/NaN rules; EXACT
-changes nothing about float rounding (AdamW: torch's operations one by one); pjit is
-FAST with numba.prange loops split over numba's threads (the `*_threads` twins). Both use
+changes nothing about float rounding (AdamW: torch's operations one by one). Both use
 error_model="numpy": a division by zero gives inf, as in NumPy, and (as important here) no
 per-element check stops a loop from being vectorized. cache=True: compiled once per machine.
 """
@@ -16,7 +15,6 @@ FAST = {"reassoc", "contract", "arcp"}
 jit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy")
 exact = numba.njit(cache=True, nogil=True, error_model="numpy")
 # the threaded twins (numba.prange over rows), chosen when numba's thread count is above one
-pjit = numba.njit(cache=True, fastmath=FAST, nogil=True, error_model="numpy", parallel=True)
 
 
 def rows_of(x: np.ndarray) -> np.ndarray:

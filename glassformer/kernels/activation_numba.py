@@ -7,8 +7,8 @@ loop, SwiGLU its forward in one per row and its backward in one.
 
 The SwiGLU forward is the one compiled SiLU gate: training's (which keeps the sigmoid and
 silu(gate) for the backward) and the prefill's (`swiglu_rows`, kernels/prefill.py: no backward
-follows, so nothing is kept) run the same loop, its row split over numba's threads when it has
-more than one (`_swiglu_rows_threads`). Float32 only (other inputs go to the twins); results
+follows, so nothing is kept) run the same loop, on one thread (numba's prange beside OpenBLAS's
+spinning threads measured slower on a quiet 2-core machine). Float32 only (other inputs go to the twins); results
 equal the twins' to float32 rounding (tests/kernels/test_train_kernels.py,
 test_prefill_kernels.py).
 """
@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from glassformer.kernels import decode_numpy
-from glassformer.kernels._numba_common import compiled_dtype, jit, pjit, rows_of
+from glassformer.kernels._numba_common import compiled_dtype, jit, rows_of
 from glassformer.kernels.exp_numba import expf
 from glassformer.ops import activation, swiglu
 from glassformer.ops.activation import GeluCtx, SiluCtx
 from glassformer.ops.swiglu import SwigluCtx
-
-MIN_THREADED_ROWS = 64   # fewer rows are not worth waking a second thread for
 
 
 @jit
@@ -85,20 +82,6 @@ def _swiglu_rows(gates, g, ups, u, out, activated, sigmoid):
                     None if sigmoid is None else sigmoid[r])
 
 
-@pjit
-def _swiglu_rows_threads(gates, g, ups, u, out, activated, sigmoid):
-    """_swiglu_rows with the rows split over numba's threads."""
-    for r in numba.prange(out.shape[0]):
-        _swiglu_row(gates[r, g], ups[r, u], out[r], None if activated is None else activated[r],
-                    None if sigmoid is None else sigmoid[r])
-
-
-def _swiglu_driver(rows: int):
-    """The threaded twin for many rows when numba has more than one thread, else the loop."""
-    threaded = rows >= MIN_THREADED_ROWS and numba.get_num_threads() > 1
-    return _swiglu_rows_threads if threaded else _swiglu_rows
-
-
 @jit
 def _swiglu_back_rows(dout, ups, u, activated, gates, g, sigmoid, dgate, dup):
     """dup = dout silu(gate); dgate = (dout up) s (1 + gate (1 - s)), per row, one pass."""
@@ -144,7 +127,7 @@ def swiglu_forward(gate: np.ndarray, up: np.ndarray) -> tuple[np.ndarray, Swiglu
         return swiglu.swiglu_forward(gate, up)
     rows = (gate.size // gate.shape[-1], gate.shape[-1])
     out, activated, sigmoid = (np.empty(rows, np.float32) for _ in range(3))   # (N, F)
-    _swiglu_driver(rows[0])(*blocks, out, activated, sigmoid)
+    _swiglu_rows(*blocks, out, activated, sigmoid)
     shape = gate.shape
     return out.reshape(shape), SwigluCtx(up=up, activated=activated.reshape(shape),
                                          silu=SiluCtx(x=gate, sigmoid=sigmoid.reshape(shape)))
@@ -160,7 +143,7 @@ def swiglu_rows(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
         return decode_numpy.swiglu_rows(gate, up)
     rows = gate.size // gate.shape[-1]
     out = np.empty((rows, gate.shape[-1]), np.float32)                           # (N, F)
-    _swiglu_driver(rows)(*blocks, out, None, None)
+    _swiglu_rows(*blocks, out, None, None)
     return out.reshape(gate.shape)
 
 

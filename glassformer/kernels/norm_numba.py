@@ -5,22 +5,19 @@ One row of x stays in L1 across three short loops (the mean, the centred squares
 where the twin makes 5-7 NumPy passes over the whole (N, C) array with their temporaries; the
 backward's row sums and its dw, db column sums share one loop. RMSNorm is the same loops without
 the mean (`centre` False). Float32 and float64 alike (the gradient checks run them in float64);
-sums reassociated, so the results equal the twins' to rounding (tests/kernels/). With numba's
-thread count above one, a forward's rows are split over the threads (`_norm_rows_threads`, the
-same row loop: the same numbers).
+sums reassociated, so the results equal the twins' to rounding (tests/kernels/). The rows run on
+one thread: split over numba's threads (prange) beside OpenBLAS's spinning ones, a prefill's
+norms took 4x as long on a quiet 2-core machine (docs/performance.md, issue 44's quiet reruns).
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from glassformer.kernels._numba_common import compiled_dtype, jit, pjit, rows_of
+from glassformer.kernels._numba_common import compiled_dtype, jit, rows_of
 from glassformer.ops import layer_norm, rms_norm
 from glassformer.ops._scalars import check_eps
 from glassformer.ops.layer_norm import LayerNormCtx
 from glassformer.ops.rms_norm import RMSNormCtx
-
-MIN_THREADED_ROWS = 64   # fewer rows (a decode step's) are not worth waking a second thread for
 
 
 @jit
@@ -54,19 +51,6 @@ def _norm_rows(x, w, b, eps, inv_width, one, centre, y, xhat, rstd):
     """_norm_row for every row of x (N, C); rstd (N, 1)."""
     for r in range(x.shape[0]):
         rstd[r, 0] = _norm_row(x[r], w, b, eps, inv_width, one, centre, y[r], xhat[r])
-
-
-@pjit
-def _norm_rows_threads(x, w, b, eps, inv_width, one, centre, y, xhat, rstd):
-    """_norm_rows with the rows split over numba's threads (a prefill's (T, C) rows)."""
-    for r in numba.prange(x.shape[0]):
-        rstd[r, 0] = _norm_row(x[r], w, b, eps, inv_width, one, centre, y[r], xhat[r])
-
-
-def _rows_driver(rows: int):
-    """The threaded twin for many rows when numba has more than one thread, else the loop."""
-    return _norm_rows_threads if rows >= MIN_THREADED_ROWS and numba.get_num_threads() > 1 \
-        else _norm_rows
 
 
 @jit
@@ -107,8 +91,7 @@ def layer_norm_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None
     rows = rows_of(x)  # (N, C)
     y, xhat = np.empty_like(rows), np.empty_like(rows)                # (N, C)
     rstd = np.empty((rows.shape[0], 1), x.dtype)                      # (N, 1)
-    _rows_driver(rows.shape[0])(rows, w, b, eps, kind(1.0 / x.shape[-1]), kind(1.0), True, y,
-                                xhat, rstd)
+    _norm_rows(rows, w, b, eps, kind(1.0 / x.shape[-1]), kind(1.0), True, y, xhat, rstd)
     lead = x.shape[:-1]
     return y.reshape(x.shape), LayerNormCtx(xhat=xhat.reshape(x.shape),
                                             rstd=rstd.reshape(lead + (1,)), w=w,
@@ -141,8 +124,7 @@ def rms_norm_forward(x: np.ndarray, w: np.ndarray, *, eps: float = 1e-6
     rows = rows_of(x)  # (N, C)
     y, xhat = np.empty_like(rows), np.empty_like(rows)                # (N, C)
     rstd = np.empty((rows.shape[0], 1), x.dtype)                      # (N, 1)
-    _rows_driver(rows.shape[0])(rows, w, None, eps, kind(1.0 / x.shape[-1]), kind(1.0), False,
-                                y, xhat, rstd)
+    _norm_rows(rows, w, None, eps, kind(1.0 / x.shape[-1]), kind(1.0), False, y, xhat, rstd)
     return y.reshape(x.shape), RMSNormCtx(xhat=xhat.reshape(x.shape),
                                           rstd=rstd.reshape(x.shape[:-1] + (1,)), w=w)
 

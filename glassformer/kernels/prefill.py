@@ -16,8 +16,8 @@ kernels/prefill_numba.py; the products stay BLAS calls).
 
 Two threads or more (numba's count, which kernels/choice.py sets to BLAS's): the attention's
 query tiles of all heads are spread over them whole, each with one-thread BLAS products
-(kernels/spread.py); RoPE's and SwiGLU's rows are split by numba's prange (the `_threads`
-twins).
+(kernels/spread.py). RoPE's and SwiGLU's rows run on one thread: numba's prange there, beside
+OpenBLAS's spinning threads, made a quiet 2-core machine's prefill slower (docs/performance.md).
 
 Where the NumPy twin's time goes (docs/performance.md, a 4,096-token SmolLM2 prefill): its two
 products run at BLAS speed, but between them each (128 x 256) tile makes separate passes in
@@ -50,7 +50,6 @@ import numba
 import numpy as np
 
 from glassformer.kernels import prefill_numba
-from glassformer.kernels.activation_numba import MIN_THREADED_ROWS
 from glassformer.kernels.activation_numba import swiglu_rows  # noqa: F401  (this module's, above)
 from glassformer.kernels.prefill_numba import exp_rows
 from glassformer.kernels.spread import spread
@@ -167,6 +166,4 @@ def rope_forward(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> tuple[np.nd
     if not (all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
             and x.ndim == 4 and cos.shape == sin.shape == x.shape[2:] and x.shape[3] % 2 == 0):
         return rope_twin(x, cos, sin)
-    rows = prefill_numba.rope_rows_threads if numba.get_num_threads() > 1 \
-        and x.shape[0] * x.shape[1] * x.shape[2] >= MIN_THREADED_ROWS else prefill_numba.rope_rows
-    return rows(x, cos, sin), RopeCtx(cos=cos, sin=sin)
+    return prefill_numba.rope_rows(x, cos, sin), RopeCtx(cos=cos, sin=sin)

@@ -5,8 +5,7 @@ the twin of NumPy ops it must equal to float32 rounding (tests/kernels/test_pref
         a score chunk's 2^score in place, with the causal (and window) rule, and its row sums:
         the exp, mask and row-sum passes of ops/tiled_attention.py's forward in one
     rope_rows(x, cos, sin)         x * cos + rotate_half(x) * sin, x (B, H, T, D), tables (T, D):
-    rope_rows_threads(x, cos, sin) ops/rope.py's rope_forward; the second splits the rows over
-                                   numba's threads (prange), chosen when it has more than one
+                                   ops/rope.py's rope_forward
 
 Each is one pass where NumPy makes several (each with its own temporary). The exponential is
 exp_numba.py's exp2f, shared with the other kernels (SwiGLU, the one compiled SiLU gate, lives
@@ -18,10 +17,9 @@ first use and cached on disk (cache=True).
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from glassformer.kernels._numba_common import jit, pjit
+from glassformer.kernels._numba_common import jit
 from glassformer.kernels.exp_numba import exp2f
 
 F0 = np.float32(0.0)
@@ -75,16 +73,4 @@ def rope_rows(x, cos, sin):
         for h in range(heads):
             for i in range(t):
                 _rope_row(x[b, h, i], cos[i], sin[i], out[b, h, i])
-    return out
-
-
-@pjit
-def rope_rows_threads(x, cos, sin):
-    """rope_rows with the (B H T) rows split over numba's threads."""
-    n, heads, t, d = x.shape
-    out = np.empty((n, heads, t, d), np.float32)
-    for index in numba.prange(n * heads * t):
-        row = np.int64(index)           # prange's index is unsigned: int64 keeps the divisions
-        b, h, i = row // (heads * t), (row // t) % heads, row % t      # integer
-        _rope_row(x[b, h, i], cos[i], sin[i], out[b, h, i])
     return out

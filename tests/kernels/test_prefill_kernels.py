@@ -179,9 +179,9 @@ def test_an_error_in_one_item_reaches_the_caller():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_threaded_rows_give_the_loops_numbers(threads):
-    """RoPE, SwiGLU and RMSNorm over a prefill's many rows: the prange twins (numba's count
-    above one) run the same row loop as the serial ones, so the numbers are the same."""
+def test_rows_give_the_twins_numbers_at_any_thread_count(threads):
+    """RoPE, SwiGLU and RMSNorm over a prefill's many rows, at one and two threads: the row
+    loops' numbers are the NumPy twins'."""
     from glassformer.blas import blas_threads
     from glassformer.kernels.choice import train_kernels
     from glassformer.ops.rms_norm import rms_norm_forward
