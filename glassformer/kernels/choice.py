@@ -10,12 +10,16 @@ for any process it starts). The setting is read where a kernel is about to be ne
 
 Numba is optional (the `fast` extra): `import glassformer` never imports it, and nothing here
 imports it until a compiled kernel is asked for. Its compiled code is cached on disk
-(`cache_dir`: NUMBA_CACHE_DIR when set, else $XDG_CACHE_HOME/glassformer/numba, else
-~/.cache/glassformer/numba), so only the first process on a machine pays the compile.
+(`cache_dir`: NUMBA_CACHE_DIR when set, else $XDG_CACHE_HOME/glassformer/numba/<sources>, else
+~/.cache/glassformer/numba/<sources>), so only the first process on a machine pays the compile.
+<sources> is a digest of every kernels/*.py: numba checks only the file of the function it
+loads, so a kernel whose helper (another file: int8_dots.py, exp_numba.py) changed would
+otherwise load stale machine code.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -62,7 +66,16 @@ def cache_dir() -> Path:
     if os.environ.get("NUMBA_CACHE_DIR"):
         return Path(os.environ["NUMBA_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "glassformer" / "numba"
+    return Path(base) / "glassformer" / "numba" / _sources_digest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """12 hex digits of the kernels package's sources, read once a process."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _compiled(name: str = "decode_numba") -> ModuleType:

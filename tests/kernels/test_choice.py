@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,32 @@ def test_cache_dir_follows_numba_then_xdg(monkeypatch, tmp_path):
     assert cache_dir() == tmp_path / "mine"
     monkeypatch.delenv("NUMBA_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert cache_dir() == tmp_path / "glassformer" / "numba"
+    folder = cache_dir()
+    assert folder.parent == tmp_path / "glassformer" / "numba"
+    assert len(folder.name) == 12                # a digest of the kernels' sources
+
+
+def test_the_cache_folder_changes_with_any_kernel_source(monkeypatch, tmp_path):
+    """numba checks only the file of the function it loads; a changed helper file elsewhere in
+    kernels/ must not load the old machine code, so the folder names the sources."""
+    import glassformer.kernels.choice as choice
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    before = cache_dir()
+    fake = tmp_path / "kernels"
+    fake.mkdir()
+    for path in Path(choice.__file__).parent.glob("*.py"):
+        (fake / path.name).write_bytes(path.read_bytes())
+    monkeypatch.setattr(choice, "__file__", str(fake / "choice.py"))
+    choice._sources_digest.cache_clear()
+    try:
+        assert cache_dir() == before                       # the same sources, the same folder
+        (fake / "int8_dots.py").write_bytes((fake / "int8_dots.py").read_bytes() + b"\n# edit\n")
+        choice._sources_digest.cache_clear()
+        assert cache_dir() != before
+    finally:
+        choice._sources_digest.cache_clear()
 
 
 def run_python(code: str, **env) -> str:
