@@ -88,7 +88,13 @@ def reply(session: ChatSession, text: str, args, constraint=None) -> None:
         for step in stream:
             sys.stdout.write(step.text)
             sys.stdout.flush()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as err:
+        # note: a Ctrl-C that lands while a numba kernel's dispatcher runs comes out as
+        # "SystemError: ... returned a result with an exception set", the KeyboardInterrupt its
+        # cause; any other SystemError is a real one
+        if isinstance(err, SystemError) and not isinstance(
+                err.__cause__ or err.__context__, KeyboardInterrupt):
+            raise
         if stream is not None:
             stream.close()  # the reply so far joins the conversation
         sys.stdout.write("\n")
