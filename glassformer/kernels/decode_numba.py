@@ -67,16 +67,18 @@ def norm_rows(x, w, b, eps, rms):
 
 @jit
 def add_norm_rows(x, delta, bias, w, b, eps, rms):
-    """decode_numpy.add_norm_rows: h = x + (delta + bias) and norm(h), one pass per row."""
+    """decode_numpy.add_norm_rows: h = x + (delta + bias) and norm(h), one pass per row
+    ((B, 0) for the norm when w is None: the last layer's, whose next norm is the head's)."""
     h = np.empty_like(x)
-    y = np.empty_like(x)
+    y = np.empty((x.shape[0], 0 if w is None else x.shape[1]), x.dtype)
     for row in range(x.shape[0]):
         for c in range(x.shape[1]):
             value = delta[row, c]
             if bias is not None:
                 value += bias[c]
             h[row, c] = x[row, c] + value
-        _norm_row(h[row], w, b, eps, rms, y[row])
+        if w is not None:
+            _norm_row(h[row], w, b, eps, rms, y[row])
     return h, y
 
 
@@ -128,22 +130,6 @@ def _swiglu_into(gate, up, hidden):
 
 
 @jit
-def _residual_norm(h, m, bias, w, b, eps, rms):
-    """x = h + (m + bias), and norm(x) when w is given ((B, 0) otherwise)."""
-    x = np.empty_like(h)
-    y = np.empty((h.shape[0], 0 if w is None else h.shape[1]), h.dtype)
-    for row in range(h.shape[0]):
-        for c in range(h.shape[1]):
-            value = m[row, c]
-            if bias is not None:
-                value += bias[c]
-            x[row, c] = h[row, c] + value
-        if w is not None:
-            _norm_row(x[row], w, b, eps, rms, y[row])
-    return x, y
-
-
-@jit
 def _swiglu_down_serial(gate, up, down_t, bias, h, w, b, eps, rms):
     hidden = np.empty_like(up)                                    # (B, F), in L1
     _swiglu_into(gate, up, hidden)
@@ -153,7 +139,7 @@ def _swiglu_down_serial(gate, up, down_t, bias, h, w, b, eps, rms):
         _down_four(hidden, down_t, m, 4 * g)
     for c in range(4 * groups, down_t.shape[0]):
         _down_one(hidden, down_t, m, c)
-    return _residual_norm(h, m, bias, w, b, eps, rms)
+    return add_norm_rows(h, m, bias, w, b, eps, rms)
 
 
 def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
@@ -162,7 +148,7 @@ def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
     BLAS's, which splits it: a numba prange here measured 6 ms a call against 0.25 ms on one
     thread (SmolLM2, 2 cores), its threads and OpenBLAS's spinning ones taking turns."""
     if numba.get_num_threads() > 1:
-        return _residual_norm(h, swiglu_rows(gate, up) @ down_t.T, bias, w, b, eps, rms)
+        return add_norm_rows(h, swiglu_rows(gate, up) @ down_t.T, bias, w, b, eps, rms)
     return _swiglu_down_serial(gate, up, down_t, bias, h, w, b, eps, rms)
 
 

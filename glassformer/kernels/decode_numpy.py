@@ -36,14 +36,17 @@ def norm_rows(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, eps: float, rm
     return layer_norm_forward(x, w, b, eps=eps)[0]
 
 
-def add_norm_rows(x: np.ndarray, delta: np.ndarray, bias: np.ndarray | None, w: np.ndarray,
-                  b: np.ndarray | None, eps: float, rms: bool
+def add_norm_rows(x: np.ndarray, delta: np.ndarray, bias: np.ndarray | None,
+                  w: np.ndarray | None, b: np.ndarray | None, eps: float, rms: bool
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The residual sum and the next norm: h = x + (delta + bias), and norm(h). (B, C) each.
-    bias: the sub-block's output bias (bo, b_down), added to its output before the sum."""
+    bias: the sub-block's output bias (bo, b_down), added to its output before the sum.
+    w None (the last layer: the head's norm comes next): the norm is (B, 0)."""
     if bias is not None:
         delta = delta + bias                       # the projection's own output, as linear adds it
     h = x + delta                                  # (B, C)
+    if w is None:
+        return h, np.empty((h.shape[0], 0), h.dtype)
     return h, norm_rows(h, w, b, eps, rms)
 
 
@@ -61,9 +64,6 @@ def swiglu_down_norm_rows(gate: np.ndarray, up: np.ndarray, down_t: np.ndarray,
     ((B, 0) when w is None: the last layer, whose norm the head makes). down_t: W_down^T (C, F),
     the (out, in) layout a checkpoint loads. Returns (x, norm(x))."""
     m = swiglu_rows(gate, up) @ down_t.T                        # (B, F) @ (F, C) -> (B, C)
-    if w is None:
-        x = h + (m + bias if bias is not None else m)
-        return x, np.empty((h.shape[0], 0), h.dtype)
     return add_norm_rows(h, m, bias, w, b, eps, rms)
 
 
