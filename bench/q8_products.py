@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def best_of(run, repeats: int) -> float:
-    """The least seconds of `repeats` calls of run()."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
+from bandwidth import best_seconds as best_of  # noqa: E402  (the least seconds, after a warm-up)
 
 
 def main() -> None:
