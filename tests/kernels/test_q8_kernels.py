@@ -143,3 +143,20 @@ def test_half_at_reads_every_float16_exactly():
     expected = bits.view(np.float16).astype(np.float32)
     nan = np.isnan(expected)
     assert np.array_equal(np.isnan(got), nan) and np.array_equal(got[~nan], expected[~nan])
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_1"])
+def test_a_rows_bits_are_its_own_among_pairs_of_rows(kind):
+    """Two or more rows go two at a time (`_four_pairs`, an odd last row paired with itself):
+    a row's outputs are the bits it gets alone (`_four`), at any place among 2..8 rows."""
+    kernels = q8_kernels("numba")
+    rng = np.random.default_rng(9)
+    blocks = quantize_matrix(rng.standard_normal((70, 96), dtype=np.float32), kind).blocks
+    row = rng.standard_normal((1, 96), dtype=np.float32)
+    args = (kernels.CODE[kind], kernels.BYTES[kind], blocks, kernels.HALF_VALUES)
+    alone = kernels.q8_product(row, *args, False)[0]
+    for n in (2, 3, 7, 8):
+        for at in (0, n - 1):
+            x = rng.standard_normal((n, 96), dtype=np.float32)
+            x[at] = row[0]
+            assert np.array_equal(kernels.q8_product(x, *args, n == 8)[at], alone), (n, at)
