@@ -17,7 +17,10 @@ CPU time of this thread, best of --repeats runs of --new-tokens steps: on a busy
 time counts the other programs' turns, CPU time does not. 8 rows at 1.6x one row's step is 5x
 the tokens per CPU second.
 
-    python bench/decode_rows.py --serve-step [--rows 8] [--dequantize]
+    python bench/decode_rows.py --serve-step [--rows 8] [--dequantize | --activation-quant q8]
+
+`--activation-quant q8`: the same step with x rounded to 8-bit blocks (kernels/q8_numba.py, whose
+rows go two at a time from two rows on); one side, as --dequantize.
 
 Last line: one JSON object.
 """
@@ -85,13 +88,17 @@ def step_cpu_ms(model, rows: int, steps: int, repeats: int) -> float:
 def serve_step(args) -> dict:
     """--serve-step: one decode step at --rows rows over one row, few-row products on and off."""
     os.environ[KERNELS_ENV] = "numba"
-    model = load_model("smollm2", dequantize=args.dequantize)
+    extra = {"activations": "q8"} if args.activation_quant == "q8" else {}
+    model = load_model("smollm2", dequantize=args.dequantize, **extra)
     chooser = matrix.quant_rows_kernels
-    result = {"model": "smollm2 " + ("float32" if args.dequantize else "q4_1"), "rows": args.rows}
+    result = {"model": "smollm2 " + ("float32" if args.dequantize else "q4_1")
+              + (" q8 activations" if extra else ""), "rows": args.rows}
     with blas_threads(1):
         sides = (("rows_kernel", chooser), ("one_row_loops", lambda: None))
         if args.dequantize:                              # no quantized product: one pass
             sides = (("float32", chooser),)
+        if extra:                                        # q8_numba.py for any number of rows
+            sides = (("q8", chooser),)
         for name, kernels in sides:
             matrix.quant_rows_kernels = kernels          # None: ops/quant keeps quant_numba.py
             one = step_cpu_ms(model, 1, args.new_tokens, args.repeats)
@@ -112,6 +119,8 @@ def main() -> None:
                         help="CPU time of serve's decode step at --rows rows over one row")
     parser.add_argument("--dequantize", action="store_true",
                         help="--serve-step on float32 weights (the GGUF's blocks widened)")
+    parser.add_argument("--activation-quant", choices=("float32", "q8"), default="float32",
+                        help="--serve-step with x rounded to 8-bit blocks (q8_numba.py)")
     args = parser.parse_args()
     if args.serve_step:
         result = serve_step(args)

