@@ -280,16 +280,19 @@ class Engine:
         return (free[best], shared[best]) if shared[best] > 0 else (free[0], 0)
 
     def decode(self) -> None:
-        """One forward for rows [0, last running row]: each running row feeds its last token."""
+        """One forward for rows [first running row, last running row]: each running row feeds
+        its last token (rows.py `first_of`: idle rows before the first are not computed)."""
         decodable = self.decodable()
         rows = int(np.flatnonzero(decodable).max()) + 1
         if self.batch_invariant:
             rows = len(decodable)            # every row: products of one shape (invariant.py)
-        active = decodable[:rows]                                                # (rows,)
-        tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
-        logits = self.rows.decode(self.model, rows, tokens, active)              # (rows, V)
+        first = self.rows.first_of(decodable)
+        active = decodable[first:rows]                                           # (n,)
+        tokens = np.where(active, self.next_tokens[first:rows], 0)               # (n,)
+        logits = self.rows.decode(self.model, rows, tokens, active, first)       # (n, V)
         picked = np.flatnonzero(active)
-        self.choose(logits[picked], [self.running[row] for row in picked], list(picked))
+        self.choose(logits[picked], [self.running[first + row] for row in picked],
+                    list(first + picked))
 
     def choose(self, logits: np.ndarray, seqs: list[Sequence], rows: list[int]) -> None:
         """Sample each row's next token, hand it to its sequence, free the finished rows."""

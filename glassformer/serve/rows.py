@@ -72,12 +72,22 @@ class RowCache:
     def max_len(self) -> int:
         return self.cache.max_len
 
-    def view(self, rows: int) -> KVCache:
-        """The first `rows` rows as a KVCache of views: what a forward writes lands here."""
+    def view(self, rows: int, first: int = 0) -> KVCache:
+        """Rows [first, rows) as a KVCache of views: what a forward writes lands here (a
+        hybrid's: the first rows only, `first` 0)."""
         if isinstance(self.cache, HybridCache):
             return self.cache.first_rows(rows)
-        return KVCache(k=[k[:rows] for k in self.cache.k], v=[v[:rows] for v in self.cache.v],
+        return KVCache(k=[k[first:rows] for k in self.cache.k],
+                       v=[v[first:rows] for v in self.cache.v],
                        length=self.cache.length, batch_invariant=self.cache.batch_invariant)
+
+    def first_of(self, decodable: np.ndarray) -> int:
+        """The first row a decode step computes: the first decodable one, so a reply running
+        alone in row 5 steps one row, not six (rows [0, 5) idle); 0 for a hybrid (its rows'
+        states are taken from the first row) and a batch-invariant cache (every row, always)."""
+        if isinstance(self.cache, HybridCache) or self.cache.batch_invariant:
+            return 0
+        return int(np.flatnonzero(decodable)[0])
 
     def forget(self, row: int) -> None:
         self.live[row] = False
@@ -116,34 +126,37 @@ class RowCache:
         differ = np.flatnonzero(held[:n] != np.asarray(prompt[:n]))
         return int(differ[0]) if differ.size else n
 
-    def decode(self, model, rows: int, tokens: np.ndarray, active: np.ndarray) -> np.ndarray:
-        """One step for the first `rows` rows: feed tokens (rows,) to the active ones (rows,)
-        bool, each at its own next position; returns the last logits (rows, V)."""
-        positions, key_mask = self.step_inputs(rows, active)
+    def decode(self, model, rows: int, tokens: np.ndarray, active: np.ndarray,
+               first: int = 0) -> np.ndarray:
+        """One step for rows [first, rows) (n of them): feed tokens (n,) to the active ones
+        (n,) bool, each at its own next position; returns the last logits (n, V)."""
+        positions, key_mask = self.step_inputs(rows, active, first)
         logits, _ = model.forward(tokens[:, None], attention_mask=key_mask, positions=positions,
-                                  kv_cache=self.view(rows), last_only=True)   # (rows, 1, V)
-        self.stepped(rows, tokens, active)
+                                  kv_cache=self.view(rows, first), last_only=True)   # (n, 1, V)
+        self.stepped(rows, tokens, active, first)
         return logits[:, -1]
 
-    def step_inputs(self, rows: int, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Before a step of the first `rows` rows (active (rows,) bool): realign a full
-        timeline; each row's next position (rows, 1) and the key mask (rows, length + 1)."""
+    def step_inputs(self, rows: int, active: np.ndarray,
+                    first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Before a step of rows [first, rows) (active (n,) bool): realign a full timeline;
+        each row's next position (n, 1) and the key mask (n, length + 1)."""
         if self.cache.length + 1 > self.max_len:
-            self.realign(int(self.live[:rows][active].sum(axis=1).max()),
-                         np.pad(active, (0, len(self.live) - rows)))
+            self.realign(int(self.live[first:rows][active].sum(axis=1).max()),
+                         np.pad(active, (first, len(self.live) - rows)))
         length = self.cache.length
-        held = self.live[:rows].sum(axis=1)                             # (rows,) tokens so far
-        positions = np.where(active, held, 0)[:, None]                  # (rows, 1) the next one
-        key_mask = self.live[:rows, :length + 1].copy()                 # (rows, S)
+        held = self.live[first:rows].sum(axis=1)                        # (n,) tokens so far
+        positions = np.where(active, held, 0)[:, None]                  # (n, 1) the next one
+        key_mask = self.live[first:rows, :length + 1].copy()            # (n, S)
         key_mask[:, length] = True      # idle rows too: a row with no key at all gives nothing
         return positions, key_mask
 
-    def stepped(self, rows: int, tokens: np.ndarray, active: np.ndarray) -> None:
-        """After a step wrote tokens (rows,) at column `length`: the active rows own it."""
+    def stepped(self, rows: int, tokens: np.ndarray, active: np.ndarray, first: int = 0) -> None:
+        """After a step wrote tokens (n,) at column `length` in rows [first, rows): the active
+        ones own it."""
         length = self.cache.length
         self.cache.length = length + 1
-        self.live[:rows, length] = active
-        self.ids[:rows, length] = tokens
+        self.live[first:rows, length] = active
+        self.ids[first:rows, length] = tokens
 
     def prefill(self, model, rows: list[int], prompts: list[list[int]], reused: list[int],
                 running: np.ndarray) -> np.ndarray:

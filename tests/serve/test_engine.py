@@ -92,6 +92,31 @@ def test_greedy_batched_equals_generate_alone_through_realigns(model, monkeypatc
         assert reply.finished.usage.prompt_tokens == len(prompt)
 
 
+def test_a_reply_alone_in_a_later_row_steps_that_row_only(model, monkeypatch):
+    """Rows 0..2 filled, then one prompt whose prefix row 2 holds: it runs there alone, and each
+    decode step computes row 2 only (rows.py `first_of`), not rows 0..2; the same greedy text."""
+    steps = []
+    original = RowCache.decode
+    monkeypatch.setattr(RowCache, "decode", lambda self, m, rows, tokens, active, first=0:
+                        steps.append((first, rows)) or original(self, m, rows, tokens, active,
+                                                                first))
+    engine = Engine(model, max_batch=3, max_queue=8, max_len=96)
+    engine.start()
+    try:
+        filled = [sequence(model, prompt, max_tokens=4) for prompt in ("x", "zzz", "hello")]
+        engine.submit([seq for seq, _ in filled])
+        assert all(reply.done.wait(WAIT_S) for _, reply in filled)
+        steps.clear()
+        seq, reply = sequence(model, "hello there", max_tokens=10)
+        engine.submit([seq])
+        assert reply.done.wait(WAIT_S)
+    finally:
+        engine.stop()
+    assert reply.finished.usage.cached_tokens == len("hello")
+    assert steps and set(steps) == {(2, 3)}
+    assert reply.text == alone(model, "hello there", 10)
+
+
 def test_a_shared_prefix_is_reused_and_changes_nothing(model):
     first, then = ("hello there", 10), ("hello there friend", 10)
     replies = run_all(model, [first, then], max_batch=1)
