@@ -7,7 +7,9 @@ temperature 0.8, seed k), the engine as `glassformer serve` builds it (serve/run
 make_engine: --prefill-chunk 64, the mixed step) on SmolLM2 (Q4_1 kept; --dequantize: float32;
 --activation-quant q8). "At once" submits the 8 together, so they are prefilled together (in
 bench/serve.py they arrive within a few ms: the first may start alone and the others join it
-in the mixed step). One BLAS and one numba thread unless --threads says otherwise.
+in the mixed step). One BLAS and one numba thread unless --threads says otherwise. `--held`:
+the rows keep the prompts of the way before, so request k reuses its prefix in row k (one at a
+time, it runs alone in row k).
 
 Phases (CPU ms of the engine's thread, summed over the run): `prefill` (a joining chunk fed on
 its own and the joiners' first tokens: Prefill.feed, Engine.joined), `mixed` (a step that
@@ -65,11 +67,12 @@ class Stopwatch:
         return timed
 
 
-def run_way(engine, model, stopwatch, max_tokens: int, together: bool) -> dict:
-    """The 8 requests one at a time or all at once: tokens and the engine thread's CPU time."""
+def run_way(engine, model, stopwatch, max_tokens: int, together: bool, held: bool) -> dict:
+    """The 8 requests one at a time or all at once: tokens and the engine thread's CPU time.
+    held: the rows keep what the run before left (each prompt's row holds it: reused)."""
     tok = model.tokenizer
-    for row in range(len(engine.running)):      # no prompt held from the run before (idle:
-        engine.rows.forget(row)                 # the engine waits), as a fresh server's rows
+    for row in range(len(engine.running) if not held else 0):   # nothing held (idle: the
+        engine.rows.forget(row)                  # engine waits), as a fresh server's rows
     before, started = dict(stopwatch.seconds), engine_cpu(engine)
     process = time.process_time()
     tokens = 0
@@ -111,6 +114,9 @@ def main() -> None:
     parser.add_argument("--dequantize", action="store_true", help="SmolLM2 in float32")
     parser.add_argument("--activation-quant", choices=("float32", "q8"), default="float32")
     parser.add_argument("--rounds", type=int, default=2, help="each way this often, best kept")
+    parser.add_argument("--held", action="store_true",
+                        help="keep the prompts the rows hold from the way before (a chat's "
+                             "next turns: each request reuses its prefix in the row holding it)")
     args = parser.parse_args()
     extra = {"activations": "q8"} if args.activation_quant == "q8" else {}
     model = load_model("smollm2", dequantize=args.dequantize, **extra)
@@ -126,11 +132,11 @@ def main() -> None:
         engine.thread = threading.Thread(target=threads_then(args.threads, engine.loop),
                                          name="glassformer-engine", daemon=True)
         engine.start()
-        run_way(engine, model, stopwatch, 4, True)                   # warm: numba, BLAS
+        run_way(engine, model, stopwatch, 4, True, False)            # warm: numba, BLAS
         best = {}
         for _ in range(args.rounds):
             for name, together in (("one_at_a_time", False), ("eight_at_once", True)):
-                got = run_way(engine, model, stopwatch, args.max_tokens, together)
+                got = run_way(engine, model, stopwatch, args.max_tokens, together, args.held)
                 print(f"{name:14s} {got['tokens']} tokens, {got['cpu_s']:.2f} s CPU, "
                       f"{got['tok_per_cpu_s']:.1f} tokens/CPU s (the process: "
                       f"{got['process_cpu_s']:.2f} s); ms {got['phases_ms']}",
