@@ -53,6 +53,7 @@ from glassformer.train.loop import train
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective, rows_of
 from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still
+from glassformer.train.zero_layout import decay_runs, group_parts, group_sizes, laid_groups
 
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -250,7 +251,10 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                                             frozen=frozen)
     decay = hold_still(grads, held)
     groups = balanced_groups(params, ranks)
-    sizes = [sum(params[key].size for key in group) for group in groups]
+    sizes = group_sizes(params, groups)
+    # params and moments in one buffer, group after group (train/zero_layout.py): laid there on
+    # the first step, found there on the next ones
+    whole = laid_groups(params, opt, groups)
     # Reduce-scatter: the grads laid out group after group; rank r receives group r summed.
     flat = np.concatenate([grads[key].reshape(-1) for group in groups for key in group])
     mine = np.empty(sizes[rank], dtype=flat.dtype)
@@ -264,18 +268,39 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                group_squares.items()}
     if grad_clip > 0.0:
         coef = clip_coefficient(global_norm(squares[key] for key in grads), grad_clip)
-        scale_grads(my_grads, coef)
-    own = AdamWState(m={k: opt.m[k] for k in groups[rank]}, v={k: opt.v[k] for k in groups[rank]},
-                     t=opt.t)
-    mine_params = {key: params[key] for key in groups[rank]}
-    adamw_step(mine_params, my_grads, own, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-               weight_decay=weight_decay,
-               decay=frozenset(key for key in decay if key in mine_params))
-    _all_gather_groups(comm, groups, sizes, params, opt)
+        scale_grads({"group": mine}, coef)
+    _group_adamw(whole, sizes, rank, mine, params, groups[rank], decay, opt.t, lr=lr,
+                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    # every group's params and moments to every rank, received where the arrays lie
+    counts = [3 * size for size in sizes]
+    starts = [sum(counts[:r]) for r in range(ranks)]
+    comm.Allgatherv(MPI.IN_PLACE, [whole, counts, starts, _mpi_type(whole)])
     loss = 0.0
     for share, _ in shares:
         loss += share     # in rank order, so every rank adds the same floats alike
     return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1), measured
+
+
+def _group_adamw(whole: np.ndarray, sizes: list[int], rank: int, mine: np.ndarray, params: dict,
+                 group: list[str], decay: frozenset, t: int, **hyper) -> None:
+    """AdamW on this rank's group, in place: one update per stretch of keys that decay alike
+    (train/zero_layout.py's decay_runs), over flat views of the params, moments and grads."""
+    p, m, v = group_parts(whole, sizes, rank)
+    runs = decay_runs(params, group, decay)
+    names = [str(index) for index in range(len(runs))]
+    part = {name: (start, stop) for name, (start, stop, _) in zip(names, runs)}
+    adamw_step({name: p[a:b] for name, (a, b) in part.items()},
+               {name: mine[a:b] for name, (a, b) in part.items()},
+               AdamWState(m={name: m[a:b] for name, (a, b) in part.items()},
+                          v={name: v[a:b] for name, (a, b) in part.items()}, t=t),
+               decay=frozenset(name for name, run in zip(names, runs) if run[2]), **hyper)
+
+
+def _mpi_type(a: np.ndarray):
+    """MPI's datatype for a's dtype (the float32 or float64 of the params)."""
+    from mpi4py import MPI
+
+    return MPI.DOUBLE if a.dtype == np.float64 else MPI.FLOAT
 
 
 def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
@@ -286,25 +311,6 @@ def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
         out[key] = flat[offset:offset + size].reshape(shape)
         offset += size
     return out
-
-
-def _all_gather_groups(comm, groups: list[list[str]], sizes: list[int], params: dict,
-                       opt: AdamWState) -> None:
-    """Every rank's updated group (params, m, v) copied to every rank, in place."""
-    rank = comm.Get_rank()
-    arrays = (params, opt.m, opt.v)
-    send = np.concatenate([a[key].reshape(-1) for a in arrays for key in groups[rank]])
-    counts = [3 * size for size in sizes]
-    received = np.empty(sum(counts), dtype=send.dtype)
-    comm.Allgatherv(send, [received, counts])
-    offset = 0
-    for r, group in enumerate(groups):
-        for a in arrays:
-            shapes = {key: a[key].shape for key in group}
-            for key, view in _views(received[offset:offset + sizes[r]], shapes).items():
-                if r != rank:
-                    a[key][...] = view
-            offset += sizes[r]
 
 
 def data_parallel_eval_loss(comm, family, params: dict, cfg, x, y: np.ndarray, *,
