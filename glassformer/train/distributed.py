@@ -19,10 +19,13 @@ keys are cut into N groups of about equal size (`balanced_groups`), and
     reduce-scatter   each rank receives the sum over ranks of its group's grads only
     all-gather       each rank's squared grad norms (and its shard's loss): the global norm
     clip + AdamW     each rank scales and updates only its group's params and moments
-    all-gather       every group's params and moments go to every rank
+    all-gather       every group's params go to every rank
 
-so after every step all ranks hold the very same params and moments (rank 0 can checkpoint them
-alone), and each sums and updates 1/N of the parameters. The global norm adds the per-key squares
+so after every step all ranks hold the very same params; each group's moments stay with its
+rank until a checkpoint is written (`gather_moments`, which the loop calls on every rank first,
+so rank 0 then holds them all and can checkpoint alone), and each rank sums and updates 1/N of
+the parameters. Params and moments lie in one buffer, group after group (train/zero_layout.py),
+so the all-gathers write in place. The global norm adds the per-key squares
 in the order `clip_grad_norm` does, so a run on N ranks differs from one process only in float32
 sums over shards.
 
@@ -89,6 +92,7 @@ def training_steps(comm) -> Steps:
     rank = comm.Get_rank()
     return Steps(train_step=partial(data_parallel_step, comm),
                  eval_loss=partial(data_parallel_eval_loss, comm),
+                 full_state=partial(gather_moments, comm),
                  start=partial(send_run if rank == 0 else receive_run, comm),
                  writes_files=rank == 0)
 
@@ -271,10 +275,9 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
         scale_grads({"group": mine}, coef)
     _group_adamw(whole, sizes, rank, mine, params, groups[rank], decay, opt.t, lr=lr,
                  beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
-    # every group's params and moments to every rank, received where the arrays lie
-    counts = [3 * size for size in sizes]
-    starts = [sum(counts[:r]) for r in range(ranks)]
-    comm.Allgatherv(MPI.IN_PLACE, [whole, counts, starts, _mpi_type(whole)])
+    # every group's params to every rank, received where the arrays lie; the moments stay with
+    # their group's rank until a checkpoint needs them (gather_moments)
+    _gather_parts(comm, whole, sizes, part=0, parts=1)
     loss = 0.0
     for share, _ in shares:
         loss += share     # in rank order, so every rank adds the same floats alike
@@ -294,6 +297,27 @@ def _group_adamw(whole: np.ndarray, sizes: list[int], rank: int, mine: np.ndarra
                AdamWState(m={name: m[a:b] for name, (a, b) in part.items()},
                           v={name: v[a:b] for name, (a, b) in part.items()}, t=t),
                decay=frozenset(name for name, run in zip(names, runs) if run[2]), **hyper)
+
+
+def gather_moments(comm, params: dict, opt: AdamWState) -> None:
+    """Every group's AdamW moments to every rank, in place: what a checkpoint saves (the loop
+    calls it through Steps.full_state on every rank before rank 0 writes one). Between
+    checkpoints each rank's moments of the other groups are stale: only the group's own rank
+    reads them (data_parallel_step), and gathering them every step tripled the all-gather."""
+    groups = balanced_groups(params, comm.Get_size())
+    sizes = group_sizes(params, groups)
+    whole = laid_groups(params, opt, groups)
+    _gather_parts(comm, whole, sizes, part=1, parts=2)
+
+
+def _gather_parts(comm, whole: np.ndarray, sizes: list[int], *, part: int, parts: int) -> None:
+    """All-gather, in place, parts [part, part + parts) of each group's [params | m | v] in the
+    buffer (train/zero_layout.py): rank r's from its group r to every rank."""
+    from mpi4py import MPI
+
+    counts = [parts * size for size in sizes]
+    starts = [3 * sum(sizes[:r]) + part * sizes[r] for r in range(len(sizes))]
+    comm.Allgatherv(MPI.IN_PLACE, [whole, counts, starts, _mpi_type(whole)])
 
 
 def _mpi_type(a: np.ndarray):
