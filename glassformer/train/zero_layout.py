@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.errors import GlassformerError
 from glassformer.train.optim import AdamWState
 
 
@@ -55,7 +56,11 @@ def laid_groups(params: dict[str, np.ndarray], opt: AdamWState,
     whole = _buffer_of(params, opt, groups, sum(sizes))
     if whole is not None:
         return whole
-    dtype = np.result_type(*[params[key] for group in groups for key in group])
+    dtypes = {params[key].dtype for group in groups for key in group}
+    if len(dtypes) > 1:
+        raise GlassformerError("data-parallel training needs every parameter in one dtype, got "
+                               + ", ".join(sorted(str(d) for d in dtypes)))
+    dtype = dtypes.pop() if dtypes else np.dtype(np.float32)
     whole = np.empty(3 * sum(sizes), dtype)
     offset = 0
     for group in groups:

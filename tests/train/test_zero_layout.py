@@ -3,7 +3,9 @@ group (the 2-rank step against one process: tests/train/test_distributed.py)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from glassformer.errors import GlassformerError
 from glassformer.train.distributed import balanced_groups
 from glassformer.train.optim import adamw_init
 from glassformer.train.zero_layout import decay_runs, group_parts, group_sizes, laid_groups
@@ -54,3 +56,10 @@ def test_decay_runs_join_keys_that_decay_alike():
     assert decay_runs(params, ["w", "b", "u"], frozenset({"w", "u"})) == [
         (0, 12, True), (12, 15, False), (15, 25, True)]
     assert decay_runs(params, [], frozenset()) == []
+
+
+def test_params_of_two_dtypes_are_one_line():
+    params = _params()
+    params["b"] = params["b"].astype(np.float64)
+    with pytest.raises(GlassformerError, match="one dtype"):
+        laid_groups(params, adamw_init(params), balanced_groups(params, 2))
