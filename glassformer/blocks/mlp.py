@@ -57,11 +57,13 @@ def _activation_forward(kind: str, h: np.ndarray, inference: bool):
 
 
 def _activation_backward(kind: str, dout: np.ndarray, ctx) -> np.ndarray:
+    """d(activation input), given dout: a fresh product that mlp_backward owns, which the GELU
+    overwrites (no new (B, T, F) array, one pass)."""
     if kind == "relu":
         return relu_backward(dout, ctx)
     if kind == "silu":
         return silu_backward(dout, ctx)
-    return gelu_backward(dout, ctx)
+    return gelu_backward(dout, ctx, out=dout)
 
 
 def _gate_and_up(params: dict, x: np.ndarray, options: dict):

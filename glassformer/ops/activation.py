@@ -188,12 +188,16 @@ def _tanh_gate_slope(x: np.ndarray, gate: np.ndarray, square: np.ndarray) -> np.
     return slope
 
 
-def gelu_backward(dout: np.ndarray, ctx: GeluCtx) -> np.ndarray:
-    """dx = dout * (g + x g'(x)), the slope kept by the forward. (...) -> (...)."""
+def gelu_backward(dout: np.ndarray, ctx: GeluCtx, *, out: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """dx = dout * (g + x g'(x)), the slope kept by the forward. (...) -> (...).
+
+    out: where to write dx (dout itself, when the caller owns it: the MLP's fresh product),
+    so the backward allocates no (..., F) array; None: a new one."""
     if ctx.slope is None:
         raise GlassformerError("this GELU forward ran with keep_slope=False (inference): it "
                                "kept nothing to run backward with")
-    return dout * ctx.slope
+    return np.multiply(dout, ctx.slope, out=out)
 
 
 def relu_forward(x: np.ndarray) -> tuple[np.ndarray, ReluCtx]:

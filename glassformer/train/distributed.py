@@ -19,10 +19,13 @@ keys are cut into N groups of about equal size (`balanced_groups`), and
     reduce-scatter   each rank receives the sum over ranks of its group's grads only
     all-gather       each rank's squared grad norms (and its shard's loss): the global norm
     clip + AdamW     each rank scales and updates only its group's params and moments
-    all-gather       every group's params and moments go to every rank
+    all-gather       every group's params go to every rank
 
-so after every step all ranks hold the very same params and moments (rank 0 can checkpoint them
-alone), and each sums and updates 1/N of the parameters. The global norm adds the per-key squares
+so after every step all ranks hold the very same params; each group's moments stay with its
+rank until a checkpoint is written (`gather_moments`, which the loop calls on every rank first,
+so rank 0 then holds them all and can checkpoint alone), and each rank sums and updates 1/N of
+the parameters. Params and moments lie in one buffer, group after group (train/zero_layout.py),
+so the all-gathers write in place. The global norm adds the per-key squares
 in the order `clip_grad_norm` does, so a run on N ranks differs from one process only in float32
 sums over shards.
 
@@ -53,6 +56,7 @@ from glassformer.train.loop import train
 from glassformer.train.objectives.next_token import NEXT_TOKEN
 from glassformer.train.objectives.objective import Objective, rows_of
 from glassformer.train.step import IN_PROCESS, Steps, eval_loss, hold_still
+from glassformer.train.zero_layout import decay_runs, group_parts, group_sizes, laid_groups
 
 # What mpiexec sets in every rank's environment: Open MPI, then MPICH / Intel MPI (Hydra).
 MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -88,6 +92,7 @@ def training_steps(comm) -> Steps:
     rank = comm.Get_rank()
     return Steps(train_step=partial(data_parallel_step, comm),
                  eval_loss=partial(data_parallel_eval_loss, comm),
+                 full_state=partial(gather_moments, comm),
                  start=partial(send_run if rank == 0 else receive_run, comm),
                  writes_files=rank == 0)
 
@@ -250,7 +255,10 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                                             frozen=frozen)
     decay = hold_still(grads, held)
     groups = balanced_groups(params, ranks)
-    sizes = [sum(params[key].size for key in group) for group in groups]
+    sizes = group_sizes(params, groups)
+    # params and moments in one buffer, group after group (train/zero_layout.py): laid there on
+    # the first step, found there on the next ones
+    whole = laid_groups(params, opt, groups)
     # Reduce-scatter: the grads laid out group after group; rank r receives group r summed.
     flat = np.concatenate([grads[key].reshape(-1) for group in groups for key in group])
     mine = np.empty(sizes[rank], dtype=flat.dtype)
@@ -264,18 +272,59 @@ def data_parallel_step(comm, family, params: dict, cfg, micro_batches: list, opt
                group_squares.items()}
     if grad_clip > 0.0:
         coef = clip_coefficient(global_norm(squares[key] for key in grads), grad_clip)
-        scale_grads(my_grads, coef)
-    own = AdamWState(m={k: opt.m[k] for k in groups[rank]}, v={k: opt.v[k] for k in groups[rank]},
-                     t=opt.t)
-    mine_params = {key: params[key] for key in groups[rank]}
-    adamw_step(mine_params, my_grads, own, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-               weight_decay=weight_decay,
-               decay=frozenset(key for key in decay if key in mine_params))
-    _all_gather_groups(comm, groups, sizes, params, opt)
+        scale_grads({"group": mine}, coef)
+    _group_adamw(whole, sizes, rank, mine, params, groups[rank], decay, opt.t, lr=lr,
+                 beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    # every group's params to every rank, received where the arrays lie; the moments stay with
+    # their group's rank until a checkpoint needs them (gather_moments)
+    _gather_parts(comm, whole, sizes, part=0, parts=1)
     loss = 0.0
     for share, _ in shares:
         loss += share     # in rank order, so every rank adds the same floats alike
     return loss, AdamWState(m=opt.m, v=opt.v, t=opt.t + 1), measured
+
+
+def _group_adamw(whole: np.ndarray, sizes: list[int], rank: int, mine: np.ndarray, params: dict,
+                 group: list[str], decay: frozenset, t: int, **hyper) -> None:
+    """AdamW on this rank's group, in place: one update per stretch of keys that decay alike
+    (train/zero_layout.py's decay_runs), over flat views of the params, moments and grads."""
+    p, m, v = group_parts(whole, sizes, rank)
+    runs = decay_runs(params, group, decay)
+    names = [str(index) for index in range(len(runs))]
+    part = {name: (start, stop) for name, (start, stop, _) in zip(names, runs)}
+    adamw_step({name: p[a:b] for name, (a, b) in part.items()},
+               {name: mine[a:b] for name, (a, b) in part.items()},
+               AdamWState(m={name: m[a:b] for name, (a, b) in part.items()},
+                          v={name: v[a:b] for name, (a, b) in part.items()}, t=t),
+               decay=frozenset(name for name, run in zip(names, runs) if run[2]), **hyper)
+
+
+def gather_moments(comm, params: dict, opt: AdamWState) -> None:
+    """Every group's AdamW moments to every rank, in place: what a checkpoint saves (the loop
+    calls it through Steps.full_state on every rank before rank 0 writes one). Between
+    checkpoints each rank's moments of the other groups are stale: only the group's own rank
+    reads them (data_parallel_step), and gathering them every step tripled the all-gather."""
+    groups = balanced_groups(params, comm.Get_size())
+    sizes = group_sizes(params, groups)
+    whole = laid_groups(params, opt, groups)
+    _gather_parts(comm, whole, sizes, part=1, parts=2)
+
+
+def _gather_parts(comm, whole: np.ndarray, sizes: list[int], *, part: int, parts: int) -> None:
+    """All-gather, in place, parts [part, part + parts) of each group's [params | m | v] in the
+    buffer (train/zero_layout.py): rank r's from its group r to every rank."""
+    from mpi4py import MPI
+
+    counts = [parts * size for size in sizes]
+    starts = [3 * sum(sizes[:r]) + part * sizes[r] for r in range(len(sizes))]
+    comm.Allgatherv(MPI.IN_PLACE, [whole, counts, starts, _mpi_type(whole)])
+
+
+def _mpi_type(a: np.ndarray):
+    """MPI's datatype for a's dtype (the float32 or float64 of the params)."""
+    from mpi4py import MPI
+
+    return MPI.DOUBLE if a.dtype == np.float64 else MPI.FLOAT
 
 
 def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
@@ -286,25 +335,6 @@ def _views(flat: np.ndarray, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
         out[key] = flat[offset:offset + size].reshape(shape)
         offset += size
     return out
-
-
-def _all_gather_groups(comm, groups: list[list[str]], sizes: list[int], params: dict,
-                       opt: AdamWState) -> None:
-    """Every rank's updated group (params, m, v) copied to every rank, in place."""
-    rank = comm.Get_rank()
-    arrays = (params, opt.m, opt.v)
-    send = np.concatenate([a[key].reshape(-1) for a in arrays for key in groups[rank]])
-    counts = [3 * size for size in sizes]
-    received = np.empty(sum(counts), dtype=send.dtype)
-    comm.Allgatherv(send, [received, counts])
-    offset = 0
-    for r, group in enumerate(groups):
-        for a in arrays:
-            shapes = {key: a[key].shape for key in group}
-            for key, view in _views(received[offset:offset + sizes[r]], shapes).items():
-                if r != rank:
-                    a[key][...] = view
-            offset += sizes[r]
 
 
 def data_parallel_eval_loss(comm, family, params: dict, cfg, x, y: np.ndarray, *,

@@ -270,13 +270,16 @@ def train(model_cfg, train_cfg: TrainConfig, run: RunState, *, train_data: np.nd
             run.best_val = min(run.best_val, record["val_loss"])
             if val_tokens_per_byte:
                 record["val_bpb"] = record["val_loss"] / math.log(2) * val_tokens_per_byte
+            steps.full_state(run.params, run.opt)   # every process: the moments to the writer
             if writes:
                 _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         # issue 21 (stop on request): checkpoint this iteration unless it was just saved or
         # resumed from, then return as at the end
         stopping = should_stop is not None and should_stop()
-        if stopping and not is_eval and it != resumed_at and writes:
-            _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
+        if stopping and not is_eval and it != resumed_at:
+            steps.full_state(run.params, run.opt)   # every process (the stop is agreed)
+            if writes:
+                _save(out_dir, model_cfg, train_cfg, run, tokenizer_json)
         if it >= train_cfg.max_iters or stopping:
             if len(record) > 1 or earlier:
                 _log(steps, out_dir, record, on_step, earlier)

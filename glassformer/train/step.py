@@ -12,6 +12,7 @@ The seam. The loop (train/loop.py) computes only through a `Steps` record:
                                                   the `held` keys of params (hold_still)
     eval_loss(family, params, cfg, x, y, *, objective, train_cfg, frozen) -> float
     start(model_cfg, train_cfg, run, train_data, val_data, frozen) -> the same six, once, first
+    full_state(params, opt) -> None       before each checkpoint, on every process
 
 `IN_PROCESS` holds this file's versions. train/distributed.py builds a `Steps` with the same
 signatures that splits each batch over MPI ranks; the loop cannot tell the two apart, except that
@@ -105,13 +106,21 @@ def start_here(model_cfg, train_cfg, run, train_data, val_data, frozen) -> tuple
     return model_cfg, train_cfg, run, train_data, val_data, frozen
 
 
+def state_is_here(params: dict, opt: AdamWState) -> None:
+    """In one process the params and moments are all here after every step: nothing to do."""
+
+
 class Steps(NamedTuple):
     """What the training loop calls to compute (see the module docstring)."""
     train_step: Callable       # train_step's signature
     eval_loss: Callable        # eval_loss's signature
     start: Callable            # start_here's signature: where the run's state comes from
     writes_files: bool         # whether this process writes the log, checkpoints and progress
+    # state_is_here's signature: called on every process before a checkpoint is written, so
+    # that the one that writes holds all of the moments (a data-parallel rank updates only its
+    # group's between checkpoints: train/distributed.py's gather_moments)
+    full_state: Callable = state_is_here
 
 
 IN_PROCESS = Steps(train_step=train_step, eval_loss=eval_loss, start=start_here,
-                   writes_files=True)
+                   writes_files=True, full_state=state_is_here)
