@@ -13,6 +13,9 @@ kernels/prefill_numba.py; the products stay BLAS calls).
         twin: kernels/decode_numpy.py's, silu(gate) * up for (..., F) float32 (inference: no
         ctx); blocks/mlp.py calls it only for a forward no backward follows. It is
         activation_numba.py's, the same loop as training's compiled swiglu_forward.
+    norm_rows, add_norm_rows, rope_heads
+        blocks/prefill_block.py's row kernels (kernels/decode_numba.py's norms, prefill_numba's
+        RoPE into the cache's columns); their twins: kernels/prefill_block_numpy.py.
 
 Two threads or more (numba's count, which kernels/choice.py sets to BLAS's): the attention's
 query tiles of all heads are spread over them whole, each with one-thread BLAS products
@@ -51,7 +54,8 @@ import numpy as np
 
 from glassformer.kernels import prefill_numba
 from glassformer.kernels.activation_numba import swiglu_rows  # noqa: F401  (this module's, above)
-from glassformer.kernels.prefill_numba import exp_rows
+from glassformer.kernels.decode_numba import add_norm_rows, norm_rows  # noqa: F401  (above)
+from glassformer.kernels.prefill_numba import exp_rows, rope_heads  # noqa: F401
 from glassformer.kernels.spread import spread
 from glassformer.ops.attention import check_window
 from glassformer.ops.rope import RopeCtx
