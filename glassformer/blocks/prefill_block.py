@@ -46,7 +46,8 @@ from glassformer.blocks.kv_cache import KVCache
 from glassformer.kernels.spread import loaded_blas, spread
 
 PREFILL_FROM = 512      # positions: shorter prompts keep block_forward (its untiled attention)
-CHUNK_ROWS = 256        # positions of a chunk at least; a chunk's (rows, 2F) product stays small
+CHUNK_ROWS = 256        # positions of a chunk at least (smaller products lose BLAS speed)
+CHUNK_MOST = 1024       # and at most: a chunk's (rows, 2F) gate|up stays a few MiB a thread
 
 
 def prefill_block_applies(cfg: BlockConfig, x: np.ndarray, *, kv_cache: KVCache | None,
@@ -67,7 +68,8 @@ def prefill_block_applies(cfg: BlockConfig, x: np.ndarray, *, kv_cache: KVCache 
             and cfg.mla is None and cfg.moe is None and cfg.qk_norm == "none"
             and cfg.mlp == "swiglu" and cfg.window is None and not cfg.attn_sinks
             and cfg.attn_softcap is None and cfg.local_rope_theta is None
-            and cfg.position == "rope" and rope_tables is not None and rope_tables[0].ndim == 2)
+            and cfg.position == "rope" and rope_tables is not None
+            and (rope_tables[0].ndim == 2 or rope_tables[0].shape[0] == x.shape[0]))
 
 
 def _plain(op: LayerOperands) -> bool:
@@ -84,8 +86,9 @@ def layer_plan(layers: list[dict]) -> list[LayerOperands] | None:
 
 
 def _chunks(b: int, t: int, workers: int) -> list[tuple[int, int, int]]:
-    """(row, first, stop) chunks of positions: about two per thread, CHUNK_ROWS or more each."""
-    step = max(CHUNK_ROWS, -(-t // (2 * workers)))
+    """(row, first, stop) chunks of positions: about two per thread (a thread the machine
+    stalls takes fewer), CHUNK_ROWS to CHUNK_MOST each."""
+    step = min(CHUNK_MOST, max(CHUNK_ROWS, -(-t // (2 * workers))))
     return [(row, t0, min(t0 + step, t)) for row in range(b) for t0 in range(0, t, step)]
 
 
@@ -115,11 +118,11 @@ def _layer(kernels, op, after, x, xn, q, cache, layer, tables, cfg, chunks, work
     heads, kv, d = cfg.n_head, cfg.kv_heads, cfg.dim_per_head
     start, t = cache.length, x.shape[1]
     k_cache, v_cache = cache.k[layer], cache.v[layer]    # (B, K, S_max, D) each
-    cos, sin = tables
     eps = cfg.norm_eps
 
     def project(chunk, _):
         row, t0, t1 = chunk
+        cos, sin = (table if table.ndim == 2 else table[row] for table in tables)  # (T, D)
         if first:
             xn[row, t0:t1] = kernels.norm_rows(x[row, t0:t1], op.norm1_w, None, eps, True)
         qkv = xn[row, t0:t1] @ op.qkv                               # (n, (H + 2K) D)

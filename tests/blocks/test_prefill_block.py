@@ -38,8 +38,9 @@ def prefill(model, ids, kernels, monkeypatch, split=None):
     monkeypatch.setattr(common, "prefill_kernels", lambda: kernels)
     cache = model.new_cache(ids.shape[0], ids.shape[1] + 2)
     parts = [ids] if split is None else [ids[:, :split], ids[:, split:]]
-    for part in parts:
-        logits, _ = model.forward(part, kv_cache=cache, last_only=True)
+    for part in parts:   # positions by row, as generation passes them: (B, T, D) tables
+        positions = np.broadcast_to(cache.length + np.arange(part.shape[1]), part.shape)
+        logits, _ = model.forward(part, kv_cache=cache, last_only=True, positions=positions)
         cache.advance(part.shape[1])
     return logits[:, -1], cache
 
@@ -86,6 +87,24 @@ def test_other_layers_keep_the_blocks(monkeypatch, small_chunks):
     logits, _ = prefill(model, ids, prefill_block_numpy, monkeypatch)
     np.testing.assert_allclose(logits, expected, rtol=1e-6, atol=1e-6)
     prefill(make_model(), ids[:, :10], prefill_block_numpy, monkeypatch)   # below PREFILL_FROM
+
+
+def test_generation_takes_the_block(monkeypatch, small_chunks):
+    """generate's prefill (positions by row) reaches the block and gives the same tokens."""
+    from glassformer.generate.generate import generate
+
+    prompt = np.random.default_rng(5).integers(0, 50, (1, 30))
+    model = make_model()
+    monkeypatch.setattr(common, "prefill_kernels", lambda: None)
+    expected = np.stack(list(generate(model, prompt, max_new_tokens=6, temperature=0.0)))
+    calls = []
+    original = common.prefill_block_forward
+    monkeypatch.setattr(common, "prefill_block_forward",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(common, "prefill_kernels", lambda: prefill_block_numpy)
+    tokens = np.stack(list(generate(model, prompt, max_new_tokens=6, temperature=0.0)))
+    assert calls
+    np.testing.assert_array_equal(tokens, expected)
 
 
 @needs_numba
