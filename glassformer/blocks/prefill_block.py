@@ -87,8 +87,10 @@ def layer_plan(layers: list[dict]) -> list[LayerOperands] | None:
 
 def _chunks(b: int, t: int, workers: int) -> list[tuple[int, int, int]]:
     """(row, first, stop) chunks of positions: about two per thread (a thread the machine
-    stalls takes fewer), CHUNK_ROWS to CHUNK_MOST each."""
-    step = min(CHUNK_MOST, max(CHUNK_ROWS, -(-t // (2 * workers))))
+    stalls takes fewer), CHUNK_ROWS to CHUNK_MOST each; one thread: CHUNK_MOST each (the
+    products as large as the layers path's, up to that)."""
+    share = CHUNK_MOST if workers <= 1 else -(-t // (2 * workers))
+    step = min(CHUNK_MOST, max(CHUNK_ROWS, share))
     return [(row, t0, min(t0 + step, t)) for row in range(b) for t0 in range(0, t, step)]
 
 

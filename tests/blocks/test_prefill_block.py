@@ -51,9 +51,10 @@ def kernels_of(path: str):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """The block from 16 positions on, in chunks of 8, so a short test prompt takes it."""
+    """The block from 16 positions on, in chunks of 8-16, so a short test prompt takes it."""
     monkeypatch.setattr(prefill_block, "PREFILL_FROM", 16)
     monkeypatch.setattr(prefill_block, "CHUNK_ROWS", 8)
+    monkeypatch.setattr(prefill_block, "CHUNK_MOST", 16)
 
 
 @pytest.mark.parametrize("path", PATHS)
