@@ -4,8 +4,8 @@ threads by chunks of positions: the prefill's fast path for plain pre-norm layer
 The layer is blocks/residual.py's `block_forward` (a pre-norm RMSNorm layer, RoPE, grouped
 attention, SwiGLU), in the order blocks/decode_step.py cuts a decoded step, for T positions:
 
-    stage 1, by chunks of positions:
-        xn         = norm1(x)                        (the first layer; later ones: stage 3's)
+    stage 1, by chunks of positions (the first layer; later layers' run inside stage 3):
+        xn         = norm1(x)
         q|k|v      = xn @ [wq | wk | wv]             one BLAS product
         q, k       = RoPE(q), RoPE(k)                written straight into the queries' array
                                                       and the cache's columns (`rope_heads`)
@@ -17,17 +17,19 @@ attention, SwiGLU), in the order blocks/decode_step.py cuts a decoded step, for 
         h, hn      = add_norm_rows(x, a, norm2)      h = x + a, hn = norm2(h), one pass
         g|u        = hn @ [w_gate | w_up]
         m          = swiglu_rows(g, u) @ w_down
-        x, xn      = add_norm_rows(h, m, next norm1) the next layer's stage 1 norm included
+        x, xn      = add_norm_rows(h, m, next norm1) the next layer's norm1 in the same pass
+        then the next layer's stage 1 on the same rows (a chunk's rows need no other rows)
 
 Why chunks over threads, not BLAS's own threads: on a 2-core machine OpenBLAS's workers spin
 for ~0.1 s after each threaded product (docs/performance.md, "the prefill block"), longer than a
 layer takes, so the attention's threads (kernels/spread.py) and any numba prange beside them
-shared the cores with a spinning thread: the attention ran ~1.5x the CPU time it needs. Here
+shared the cores with a spinning thread. Here
 BLAS stays at one thread for the whole prefill and every product, norm, RoPE and SwiGLU runs on
-the same `spread` threads (the caller's among them), each chunk of rows by one thread from its
-norm to its last product, its rows in that core's cache: one kind of thread, three joins a
-layer, as torch's one OpenMP pool. Two threads' products of half the rows each run as fast as
-OpenBLAS's two threads on the whole (same GFLOP/s, measured in bench/prefill_ops.py).
+the same `spread` threads (the caller's among them), each chunk of rows by one thread from a
+layer's o product to the next layer's q|k|v, its rows in that core's cache: one kind of thread,
+two joins a layer (the attention needs every row's keys), as torch's one OpenMP pool. Two
+threads' products of half the rows each run as fast as OpenBLAS's two threads on the whole
+(docs/performance.md); the attention's tile stayed ~1.5x its CPU time beside the spinning one.
 
 `kernels` is kernels/prefill.py on the compiled path, or kernels/prefill_block_numpy.py (the
 NumPy twins, which tests/blocks/ run to check this composition against block_forward). The
@@ -37,6 +39,7 @@ caller, for the layers `prefill_block_applies` accepts; every other forward runs
 from __future__ import annotations
 
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -94,68 +97,96 @@ def _chunks(b: int, t: int, workers: int) -> list[tuple[int, int, int]]:
     return [(row, t0, min(t0 + step, t)) for row in range(b) for t0 in range(0, t, step)]
 
 
+class _Prompt(NamedTuple):
+    """What every chunk of every layer reads or writes: the kernels, the stream x (B, T, C),
+    the rotated queries q (B, H, T, D) (one layer's at a time), the cache and where the prompt's
+    columns start in it, the RoPE tables, the config."""
+    kernels: ModuleType
+    x: np.ndarray
+    q: np.ndarray
+    cache: KVCache
+    start: int
+    tables: tuple
+    cfg: BlockConfig
+
+
 def prefill_block_forward(kernels: ModuleType, ops: list[LayerOperands], x: np.ndarray,
                           cfg: BlockConfig, *, kv_cache: KVCache, rope_tables, **_
                           ) -> np.ndarray:
     """x (B, T, C) through every layer -> (B, T, C); writes each layer's keys and values into
-    kv_cache at columns [length, length + T) (the generate loop advances length)."""
+    kv_cache at columns [length, length + T) (the generate loop advances length).
+
+    Two joins a layer: the attention, and one stage that runs a chunk from the layer's o product
+    to the next layer's q|k|v, RoPE and cache write (a chunk's rows need no other rows there)."""
     kv_cache.check_room(x.shape[1])
-    b, t, c = x.shape
+    b, t, _ = x.shape
     import numba   # here only: on the compiled path it is loaded already (import glassformer
     workers = numba.get_num_threads()   # never imports it); its count follows BLAS's (choice.py)
     chunks = _chunks(b, t, workers)
-    x = np.array(x, np.float32)                          # (B, T, C), ours: updated in place
-    xn = np.empty_like(x)                                # the next layer's norm1(x)
     q = np.empty((b, cfg.n_head, t, cfg.dim_per_head), np.float32)   # (B, H, T, D), rotated
-    with loaded_blas().limit(limits=1):
-        for i, op in enumerate(ops):
-            after = ops[i + 1] if i + 1 < len(ops) else None
-            _layer(kernels, op, after, x, xn, q, kv_cache, i, rope_tables, cfg, chunks,
-                   workers, first=i == 0)
-    return x
-
-
-def _layer(kernels, op, after, x, xn, q, cache, layer, tables, cfg, chunks, workers, first):
-    """One layer's three stages (module docstring); x and xn updated in place."""
-    heads, kv, d = cfg.n_head, cfg.kv_heads, cfg.dim_per_head
-    start, t = cache.length, x.shape[1]
-    k_cache, v_cache = cache.k[layer], cache.v[layer]    # (B, K, S_max, D) each
+    p = _Prompt(kernels, np.array(x, np.float32), q, kv_cache, kv_cache.length, rope_tables, cfg)
     eps = cfg.norm_eps
 
-    def project(chunk, _):
+    def first(chunk, _):
         row, t0, t1 = chunk
-        cos, sin = (table if table.ndim == 2 else table[row] for table in tables)  # (T, D)
-        if first:
-            xn[row, t0:t1] = kernels.norm_rows(x[row, t0:t1], op.norm1_w, None, eps, True)
-        qkv = xn[row, t0:t1] @ op.qkv                               # (n, (H + 2K) D)
-        n = t1 - t0
-        q_part = qkv[:, :heads * d].reshape(n, heads, d)
-        k_part = qkv[:, heads * d:(heads + kv) * d].reshape(n, kv, d)
-        v_part = qkv[:, (heads + kv) * d:].reshape(n, kv, d)
-        kernels.rope_heads(q_part, cos[t0:t1], sin[t0:t1], q[row, :, t0:t1])
-        kernels.rope_heads(k_part, cos[t0:t1], sin[t0:t1],
-                           k_cache[row, :, start + t0:start + t1])
-        v_cache[row, :, start + t0:start + t1] = np.swapaxes(v_part, 0, 1)
+        _project(p, 0, ops[0], chunk,
+                 kernels.norm_rows(p.x[row, t0:t1], ops[0].norm1_w, None, eps, True))
 
-    spread(chunks, project, workers, lambda: None)
-    end = start + t
-    group = q.reshape(q.shape[0], kv, heads // kv, t, d)          # (B, K, G, T, D)
-    out, _ = kernels.tiled_attention_forward(group, k_cache[:, :, None, :end],
-                                             v_cache[:, :, None, :end], causal=True,
-                                             scale=cfg.attn_scale)  # (B, K, G, T, D)
+    with loaded_blas().limit(limits=1):
+        spread(chunks, first, workers, lambda: None)
+        for i, op in enumerate(ops):
+            out = _attention(p, i)
+            after = ops[i + 1] if i + 1 < len(ops) else None
 
-    def finish(chunk, _):
-        row, t0, t1 = chunk
-        rows = np.moveaxis(out[row, :, :, t0:t1], 2, 0)            # (n, K, G, D), a view
-        a = rows.reshape(t1 - t0, heads * d) @ op.wo                # merged heads (a copy) @ wo
-        h, hn = kernels.add_norm_rows(x[row, t0:t1], a, None, op.norm2_w, None, eps, True)
-        both = hn @ op.gate_up                                      # (n, 2F)
-        width = both.shape[1] // 2
-        m = kernels.swiglu_rows(both[:, :width], both[:, width:]) @ op.w_down   # (n, C)
-        w = None if after is None else after.norm1_w
-        new, new_norm = kernels.add_norm_rows(h, m, None, w, None, eps, True)
-        x[row, t0:t1] = new
-        if after is not None:
-            xn[row, t0:t1] = new_norm
+            def finish(chunk, _, i=i, op=op, after=after, out=out):
+                xn = _finish(p, op, after, out, chunk)            # (n, C): next layer's norm1
+                if after is not None:
+                    _project(p, i + 1, after, chunk, xn)
+            spread(chunks, finish, workers, lambda: None)
+    return p.x
 
-    spread(chunks, finish, workers, lambda: None)
+
+def _project(p: _Prompt, layer: int, op: LayerOperands, chunk, xn: np.ndarray) -> None:
+    """Stage 1 for one chunk: xn (n, C) = norm1 of its rows -> q|k|v, RoPE on q (into p.q) and
+    k (into the cache's columns), v into the cache's columns."""
+    row, t0, t1 = chunk
+    heads, kv, d = p.cfg.n_head, p.cfg.kv_heads, p.cfg.dim_per_head
+    cos, sin = (table if table.ndim == 2 else table[row] for table in p.tables)  # (T, D)
+    qkv = xn @ op.qkv                                               # (n, (H + 2K) D)
+    n, columns = t1 - t0, slice(p.start + t0, p.start + t1)
+    q_part = qkv[:, :heads * d].reshape(n, heads, d)
+    k_part = qkv[:, heads * d:(heads + kv) * d].reshape(n, kv, d)
+    v_part = qkv[:, (heads + kv) * d:].reshape(n, kv, d)
+    p.kernels.rope_heads(q_part, cos[t0:t1], sin[t0:t1], p.q[row, :, t0:t1])
+    p.kernels.rope_heads(k_part, cos[t0:t1], sin[t0:t1], p.cache.k[layer][row, :, columns])
+    p.cache.v[layer][row, :, columns] = np.swapaxes(v_part, 0, 1)
+
+
+def _attention(p: _Prompt, layer: int) -> np.ndarray:
+    """Stage 2: causal attention of p.q over every key cached so far -> (B, K, G, T, D)."""
+    heads, kv, d = p.cfg.n_head, p.cfg.kv_heads, p.cfg.dim_per_head
+    t = p.q.shape[2]
+    end = p.start + t
+    group = p.q.reshape(p.q.shape[0], kv, heads // kv, t, d)        # (B, K, G, T, D)
+    out, _ = p.kernels.tiled_attention_forward(
+        group, p.cache.k[layer][:, :, None, :end], p.cache.v[layer][:, :, None, :end],
+        causal=True, scale=p.cfg.attn_scale)                         # (B, K, G, T, D)
+    return out
+
+
+def _finish(p: _Prompt, op: LayerOperands, after: LayerOperands | None, out: np.ndarray,
+            chunk) -> np.ndarray:
+    """Stage 3 for one chunk: o, add + norm2, gate|up, SwiGLU, down, add + the next layer's
+    norm1; the chunk's rows of p.x replaced. Returns that norm (n, C) ((n, 0) after the last)."""
+    row, t0, t1 = chunk
+    eps, kernels = p.cfg.norm_eps, p.kernels
+    rows = np.moveaxis(out[row, :, :, t0:t1], 2, 0)                # (n, K, G, D), a view
+    a = rows.reshape(t1 - t0, -1) @ op.wo                           # merged heads (a copy) @ wo
+    h, hn = kernels.add_norm_rows(p.x[row, t0:t1], a, None, op.norm2_w, None, eps, True)
+    both = hn @ op.gate_up                                          # (n, 2F)
+    width = both.shape[1] // 2
+    m = kernels.swiglu_rows(both[:, :width], both[:, width:]) @ op.w_down   # (n, C)
+    w = None if after is None else after.norm1_w
+    new, xn = kernels.add_norm_rows(h, m, None, w, None, eps, True)
+    p.x[row, t0:t1] = new
+    return xn
