@@ -29,7 +29,7 @@ the same `spread` threads (the caller's among them), each chunk of rows by one t
 layer's o product to the next layer's q|k|v, its rows in that core's cache: one kind of thread,
 two joins a layer (the attention needs every row's keys), as torch's one OpenMP pool. Two
 threads' products of half the rows each run as fast as OpenBLAS's two threads on the whole
-(docs/performance.md); the attention's tile stayed ~1.5x its CPU time beside the spinning one.
+(docs/performance.md: beside a spinning worker a layer's attention took 1.45x its CPU time).
 
 `kernels` is kernels/prefill.py on the compiled path, or kernels/prefill_block_numpy.py (the
 NumPy twins, which tests/blocks/ run to check this composition against block_forward). The
