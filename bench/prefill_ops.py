@@ -14,7 +14,9 @@ bench/prefill.py), a fresh KV cache, the last position's logits (generation's pr
    RMSNorm; SwiGLU; the KV cache's write; the residual adds), the rest as "other".
 3. transformers' parts: one prefill under torch.profiler, the self time of each aten op (the
    products: aten::mm / addmm by shape), largest first.
-4. Each product's shape alone, NumPy (OpenBLAS) against torch.nn.functional.linear, GFLOP/s
+4. (two threads or more) one layer's attention right after a threaded BLAS product and after a
+   pause: the CPU OpenBLAS's spinning workers take beside it.
+5. Each product's shape alone, NumPy (OpenBLAS) against torch.nn.functional.linear, GFLOP/s
    (best of --repeats + 2), and the attention alone (kernels/prefill.py against torch's
    scaled_dot_product_attention) at the model's shape, GFLOP/s counting the causal half.
 
@@ -191,6 +193,32 @@ def alone(torch, model, t: int, repeats: int) -> dict:
     return result
 
 
+def spinning_workers(threads: int, t: int = 1024, repeats: int = 8) -> dict:
+    """CPU ms of one layer's attention (kernels/prefill.py, SmolLM2's shape, T = t) right after
+    a product on `threads` BLAS threads, and after a 0.3 s sleep (OpenBLAS's workers asleep
+    again): the difference is the CPU the spinning workers burn beside the attention's threads.
+    Best of `repeats`."""
+    from glassformer.kernels.choice import prefill_kernels
+
+    fast, rng = prefill_kernels("numba"), np.random.default_rng(1)
+    q = rng.standard_normal((1, 3, 3, t, 64), dtype=np.float32)
+    k, v = (rng.standard_normal((1, 3, 1, t, 64), dtype=np.float32) for _ in range(2))
+    x = rng.standard_normal((t, 576), dtype=np.float32)
+    w = rng.standard_normal((576, 3072), dtype=np.float32)
+    result = {}
+    with blas_threads(threads):
+        for name, before in (("after_product", lambda: x @ w),
+                             ("after_sleep", lambda: time.sleep(0.3))):
+            times = []
+            for _ in range(repeats):
+                before()
+                start = time.process_time()
+                fast.tiled_attention_forward(q, k, v, causal=True)
+                times.append(time.process_time() - start)
+            result[f"attention_cpu_ms_{name}"] = round(min(times) * 1e3, 2)
+    return result
+
+
 def main() -> None:
     keep_freed_memory()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -211,6 +239,9 @@ def main() -> None:
                                               dtype=torch.float32).eval()
     text = model.tokenizer.encode(LONG_TEXT * (max(args.lengths) // 30 + 2))
     result = {"threads": args.threads}
+    if args.threads >= 2:
+        result["spinning_workers"] = spinning_workers(args.threads)
+        print(f"spinning workers: {result['spinning_workers']}", flush=True)
     with blas_threads(args.threads):
         for number, t in enumerate(args.lengths):
             ours, theirs = prefill_pair(torch, model, hf, np.array([text[:t]]), last_only=True)
