@@ -13,6 +13,9 @@ kernels/prefill_numba.py; the products stay BLAS calls).
         twin: kernels/decode_numpy.py's, silu(gate) * up for (..., F) float32 (inference: no
         ctx); blocks/mlp.py calls it only for a forward no backward follows. It is
         activation_numba.py's, the same loop as training's compiled swiglu_forward.
+    norm_rows, add_norm_rows, rope_heads
+        blocks/prefill_block.py's row kernels (kernels/decode_numba.py's norms, prefill_numba's
+        RoPE into the cache's columns); their twins: kernels/prefill_block_numpy.py.
 
 Two threads or more (numba's count, which kernels/choice.py sets to BLAS's): the attention's
 query tiles of all heads are spread over them whole, each with one-thread BLAS products
@@ -24,9 +27,10 @@ products run at BLAS speed, but between them each (128 x 256) tile makes separat
 memory (the causal bias, exp, the row sum, the product's sum into the accumulator), one Python
 round per tile. Here:
 
-  - the G query heads of one KV head and a tile of query rows are one matrix: Q is laid out
-    (N, K, T, G, D), so rows [t0, t1) of all G heads are one (bT * G, D) block and K and V are
-    read once for the G heads (grouped-query attention, K/V never repeated);
+  - the G query heads of one KV head and a tile of query rows are one matrix: each tile copies
+    its rows [t0, t1) of all G heads to one (bT * G, D) block (on its own thread, into its
+    thread's buffer), so K and V are read once for the G heads (grouped-query attention, K/V
+    never repeated); K is read as K^T by the product itself, not copied;
   - each query tile meets its keys in chunks of up to KEY_CHUNK: one BLAS product for the
     scores (bT * G, chunk), one compiled pass (`exp_rows`) that writes 2^score in place with the
     causal (and window) rule applied and adds each row's sum, one BLAS product P V into the
@@ -51,7 +55,8 @@ import numpy as np
 
 from glassformer.kernels import prefill_numba
 from glassformer.kernels.activation_numba import swiglu_rows  # noqa: F401  (this module's, above)
-from glassformer.kernels.prefill_numba import exp_rows
+from glassformer.kernels.decode_numba import add_norm_rows, norm_rows  # noqa: F401  (above)
+from glassformer.kernels.prefill_numba import exp_rows, rope_heads  # noqa: F401
 from glassformer.kernels.spread import spread
 from glassformer.ops.attention import check_window
 from glassformer.ops.rope import RopeCtx
@@ -100,11 +105,10 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     n, n_kv, group, t, d = q.shape
     s, dv = k.shape[2], v.shape[3]
     offset = s - t                                       # query i sits at position i + offset
-    # (N, K, T, G, D), C order: a tile's rows of all G heads are one block; times
-    # scale * log2(e), so that the weights are powers of 2
-    q2 = np.empty((n, n_kv, t, group, d), np.float32)
-    np.multiply(np.swapaxes(q, 2, 3), np.float32(scale * LOG2E), out=q2)
-    k_t = np.ascontiguousarray(np.swapaxes(k, 2, 3))     # (N, K, D, S)
+    # each tile copies its own query rows to (bT * G, D), C order (its rows of all G heads one
+    # block), times scale * log2(e) so that the weights are powers of 2: on the tile's thread,
+    # not one serial pass over Q first; K is read as K^T by the product itself (no copy)
+    factor = np.float32(scale * LOG2E)
     out = np.empty((n, n_kv, t, group, dv), np.float32)  # (N, K, T, G, Dv), swapped back below
     lse = np.empty((n, n_kv, t, group), np.float32)
     span = max(32, QUERY_ROWS // group)                  # query positions per tile
@@ -112,19 +116,23 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
     tiles = [(b, kv, t0) for t0 in reversed(range(0, t, span))
              for b in range(n) for kv in range(n_kv)]
 
-    def tile(item, scratch):
+    def tile(item, buffers):
         b, kv, t0 = item
         t1 = min(t0 + span, t)
         rows = (t1 - t0) * group
-        tile_out, tile_lse = _query_tile(q2[b, kv, t0:t1].reshape(rows, d), k_t[b, kv],
-                                         v[b, kv], t0 + offset, group, window, scratch)
+        scratch, q_buffer = buffers
+        q_rows = q_buffer[:rows * d].reshape(t1 - t0, group, d)
+        np.multiply(np.swapaxes(q[b, kv, :, t0:t1], 0, 1), factor, out=q_rows)  # (bT, G, D)
+        tile_out, tile_lse = _query_tile(q_rows.reshape(rows, d), k[b, kv].T, v[b, kv],
+                                         t0 + offset, group, window, scratch)
         if tile_out is None:                             # a row's sum out of range: the twin
             tile_out, tile_lse = _twin_tile(q, k, v, b, kv, t0, t1, offset, scale, window)
         out[b, kv, t0:t1] = tile_out.reshape(t1 - t0, group, dv)
         lse[b, kv, t0:t1] = tile_lse.reshape(t1 - t0, group)
 
     spread(tiles, tile, numba.get_num_threads(),
-           lambda: np.empty(span * group * min(KEY_CHUNK, s), np.float32))
+           lambda: (np.empty(span * group * min(KEY_CHUNK, s), np.float32),
+                    np.empty(span * group * d, np.float32)))
     return np.swapaxes(out, 2, 3), np.swapaxes(lse, 2, 3)[..., None]
 
 

@@ -6,6 +6,9 @@ the twin of NumPy ops it must equal to float32 rounding (tests/kernels/test_pref
         the exp, mask and row-sum passes of ops/tiled_attention.py's forward in one
     rope_rows(x, cos, sin)         x * cos + rotate_half(x) * sin, x (B, H, T, D), tables (T, D):
                                    ops/rope.py's rope_forward
+    rope_heads(x, cos, sin, out)   the same for one chunk of positions as the joined q|k|v product
+                                   lays them, x (T, H, D), written into out (H, T, D) (a cache's
+                                   columns, any strides): blocks/prefill_block.py's RoPE
 
 Each is one pass where NumPy makes several (each with its own temporary). The exponential is
 exp_numba.py's exp2f, shared with the other kernels (SwiGLU, the one compiled SiLU gate, lives
@@ -74,3 +77,14 @@ def rope_rows(x, cos, sin):
             for i in range(t):
                 _rope_row(x[b, h, i], cos[i], sin[i], out[b, h, i])
     return out
+
+
+@jit
+def rope_heads(x, cos, sin, out):
+    """rope_rows for x (T, H, D) (positions first, as a q|k|v product's rows hold them), the
+    result written into out (H, T, D), any strides (the KV cache's columns, the queries' array):
+    one pass, no (B, H, T, D) copy of x first. cos and sin (T, D)."""
+    t, heads, _ = x.shape
+    for h in range(heads):
+        for i in range(t):
+            _rope_row(x[i, h], cos[i], sin[i], out[h, i])

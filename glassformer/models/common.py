@@ -20,12 +20,14 @@ from glassformer.blocks.hooks import run_hook
 from glassformer.blocks.lora import has_adapters
 from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
+from glassformer.blocks.prefill_block import (layer_plan, prefill_block_applies,
+                                              prefill_block_forward)
 from glassformer.blocks.prefill_rows import prefill_rows_forward, prefill_rows_head
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
 from glassformer.errors import GlassformerError
 from glassformer.kernels import decode_numpy
-from glassformer.kernels.choice import decode_kernels
+from glassformer.kernels.choice import decode_kernels, prefill_kernels
 from glassformer.ops.embedding import EmbeddingCtx, embedding_backward
 from glassformer.ops.linear import LinearCtx, linear_backward, linear_forward
 from glassformer.ops.rope import rope_tables_at
@@ -173,6 +175,13 @@ def layers_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int,
             return decode_step_forward(kernels, plan, x, bcfg, **block_kwargs), None
     if layers is None:
         layers = split_layers(params, n_layer)
+    if (causal and on_layer is None and block_kwargs.get("hooks") is None
+            and prefill_block_applies(bcfg, x, **block_kwargs)):
+        # a long prompt's prefill: chunks of positions over threads (blocks/prefill_block.py)
+        kernels = prefill_kernels()
+        ops = None if kernels is None else layer_plan(layers)
+        if ops is not None:
+            return prefill_block_forward(kernels, ops, x, bcfg, **block_kwargs), None
     keep = block_kwargs.get("kv_cache") is None and on_layer is None
     hooks = block_kwargs.get("hooks")
     ctxs = []
