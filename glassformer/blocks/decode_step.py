@@ -120,13 +120,34 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
     x = np.ascontiguousarray(x.reshape(rows, width))             # (B, 1, C) -> (B, C)
     layers = plan.layers
     xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
+    # one row, every product a float32 matrix BLAS takes as it lies: a layer is one call
+    whole = kernels.layer_kernel() if rows == 1 and plan.whole else None
     for i, op in enumerate(layers):
+        if whole is not None:
+            after = layers[i + 1] if i + 1 < len(layers) else None
+            x, xn = _whole_layer(whole, op, x, xn, kv_cache, i, tables, key_mask, after, cfg)
+            continue
         a = _attention(kernels, op, xn, kv_cache, i, tables, key_mask)
         h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)  # (B, C)
         # the last layer: no next norm (the head's own follows: models/common.py head_forward)
         after = layers[i + 1] if i + 1 < len(layers) else None
         x, xn = _mlp_end(kernels, op, hn, h, after, cfg)         # (B, C) each
     return x[:, None]                                            # (B, C) -> (B, 1, C)
+
+
+def _whole_layer(whole, op: LayerOperands, x: np.ndarray, xn: np.ndarray, cache: KVCache,
+                 layer: int, tables, key_mask, after: LayerOperands | None, cfg: BlockConfig
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """x, xn = norm1(x) (1, C) -> the layer's output and the next layer's norm1 of it, by the
+    kernels' `layer_step` (decode_numpy.layer_step: the lines of the module docstring, one call)."""
+    swiglu = cfg.mlp == "swiglu"
+    mlp = 0 if swiglu else 1 + bool(MLPS[cfg.mlp])               # 0 SwiGLU, 1 GELU, 2 tanh GELU
+    w, b = (None, None) if after is None else (after.norm1_w, after.norm1_b)
+    return whole(x, xn, op.qkv, op.wq.shape[1], op.wk.shape[1], op.bq, op.bk, op.bv, *tables,
+                 cache.k[layer], cache.v[layer], cache.length, key_mask, op.wo, op.bo,
+                 op.norm2_w, op.norm2_b, op.gate_up if swiglu else op.w_up, op.b_up, mlp,
+                 op.w_down, op.b_down, op.down_t is not None, w, b, cfg.norm_eps,
+                 cfg.norm == "rms")
 
 
 def _mlp_end(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, h: np.ndarray,
