@@ -44,6 +44,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.decode_plan import DecodePlan, LayerOperands
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.kernels.choice import decode_layer_kernel
 
 MLPS = {"swiglu": None, "gelu": False, "gelu_tanh": True}   # MLP -> gelu_rows' approximate
 
@@ -121,7 +122,7 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
     layers = plan.layers
     xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
     # one row, every product a float32 matrix BLAS takes as it lies: a layer is one call
-    whole = kernels.layer_kernel() if rows == 1 and plan.whole else None
+    whole = _layer_kernel(kernels) if rows == 1 and plan.whole else None
     for i, op in enumerate(layers):
         if whole is not None:
             after = layers[i + 1] if i + 1 < len(layers) else None
@@ -133,6 +134,14 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
         after = layers[i + 1] if i + 1 < len(layers) else None
         x, xn = _mlp_end(kernels, op, hn, h, after, cfg)         # (B, C) each
     return x[:, None]                                            # (B, C) -> (B, 1, C)
+
+
+def _layer_kernel(kernels: ModuleType):
+    """The whole-layer function that goes with `kernels`: the NumPy twins' own layer_step, or
+    for the compiled ones decode_layer_numba's (kernels/choice.py; None where NumPy's BLAS
+    cannot be called from a compiled loop: then the layer goes call by call)."""
+    own = getattr(kernels, "layer_step", None)
+    return own if own is not None else decode_layer_kernel()
 
 
 def _whole_layer(whole, op: LayerOperands, x: np.ndarray, xn: np.ndarray, cache: KVCache,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from glassformer.kernels.blas_numba import matvec_into
+from glassformer.kernels.blas_numba import FOUND, matvec_into  # noqa: F401  (FOUND: choice.py)
 from glassformer.kernels.decode_numba import (_down_four, _down_one, _swiglu_into, add_norm_rows,
                                               attend_step, gelu_rows, jit)
 

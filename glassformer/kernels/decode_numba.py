@@ -20,7 +20,6 @@ the other rows nor on where its keys sit among the cache's columns: what `serve
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numba
@@ -151,19 +150,6 @@ def swiglu_down_norm_rows(gate, up, down_t, bias, h, w, b, eps, rms):
     if numba.get_num_threads() > 1:
         return add_norm_rows(h, swiglu_rows(gate, up) @ down_t.T, bias, w, b, eps, rms)
     return _swiglu_down_serial(gate, up, down_t, bias, h, w, b, eps, rms)
-
-
-def layer_kernel():
-    """decode_numpy.layer_kernel: the whole layer in one call (kernels/decode_layer_numba.py's
-    layer_step, its products NumPy's BLAS called from the loop), or None where that BLAS cannot
-    be called so (kernels/blas_numba.py: FOUND); imported on first use."""
-    return _layer_kernel()
-
-
-@functools.cache
-def _layer_kernel():
-    from glassformer.kernels import blas_numba, decode_layer_numba
-    return decode_layer_numba.layer_step if blas_numba.FOUND else None
 
 
 @jit

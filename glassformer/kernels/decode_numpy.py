@@ -124,12 +124,6 @@ def attend_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, bq: np.ndarray | No
     return out.reshape(b, n_head * d)                              # (B, K, G, 1, D) -> (B, H*D)
 
 
-def layer_kernel():
-    """The whole-layer function blocks/decode_step.py calls for one row: layer_step below (its
-    compiled twin, decode_numba.layer_kernel, may be None: then the step goes call by call)."""
-    return layer_step
-
-
 def layer_step(x: np.ndarray, xn: np.ndarray, qkv: np.ndarray, width_q: int, width_kv: int,
                bq, bk, bv, cos, sin, k_cache: np.ndarray, v_cache: np.ndarray, length: int,
                key_mask, wo: np.ndarray, bo, norm2_w: np.ndarray, norm2_b, up: np.ndarray,

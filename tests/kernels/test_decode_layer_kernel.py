@@ -9,7 +9,7 @@ import pytest
 
 from glassformer.blocks.decode_plan import one_unit_stride
 from glassformer.kernels import decode_numpy
-from glassformer.kernels.choice import decode_kernels, numba_importable
+from glassformer.kernels.choice import decode_layer_kernel, numba_importable
 
 pytestmark = pytest.mark.skipif(not numba_importable(),
                                 reason="numba is not installed (the fast extra)")
@@ -18,7 +18,7 @@ TOL = dict(rtol=3e-5, atol=3e-5)
 
 
 def compiled_layer():
-    layer = decode_kernels("numba").layer_kernel()
+    layer = decode_layer_kernel("numba")
     if layer is None:
         pytest.skip("NumPy's BLAS cannot be called from a compiled loop here (blas_numba.FOUND)")
     return layer
