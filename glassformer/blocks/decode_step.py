@@ -26,6 +26,12 @@ its product reads the blocks (compiled, kernels/quant_numba.py, on this path). A
 q | k | v and gate | up of one kind lie stacked in one blocks array (blocks/packed.py), so they
 are one product each, as in float32; records of mixed kinds stay one product a weight.
 
+One row (batch-1 decoding) whose every product matrix is float32 in a layout BLAS takes as it
+lies (the plan's `whole`) goes further: the whole layer, the lines above, is one call,
+`layer_step` (kernels/decode_layer_numba.py, its products NumPy's own OpenBLAS routine called
+from inside the compiled loop; on the NumPy twins decode_numpy.layer_step, the same lines). A
+narrow layer then pays one call's fixed cost, not seven or eight.
+
 The weights come from a `DecodePlan` (blocks/decode_plan.py): gathered by role once per cache,
 not looked up by name at every token.
 
