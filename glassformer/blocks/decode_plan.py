@@ -57,6 +57,8 @@ class DecodePlan(NamedTuple):
     key: tuple                        # params_key of the params it was gathered from
     frozen: bool                      # the params hold adapters (blocks/lora.py)
     layers: tuple[LayerOperands, ...]
+    whole: bool = False               # every layer's products can run inside one compiled call
+    #                                   (`whole_layer`: kernels/decode_layer_numba.py)
 
 
 def params_key(params: dict) -> tuple:
@@ -87,11 +89,30 @@ def rows_of(w) -> np.ndarray | None:
     return t if ok else None
 
 
+def one_unit_stride(w) -> bool:
+    """Whether w is a float32 matrix with one unit stride, a layout NumPy hands BLAS as it is:
+    row-major, or the transpose view of a row-major matrix (not a QuantizedMatrix)."""
+    if not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.ndim != 2:
+        return False
+    size, (first, second) = w.itemsize, w.strides
+    return ((second == size and first >= size * w.shape[1])
+            or (first == size and second >= size * w.shape[0]))
+
+
+def whole_layer(op: LayerOperands) -> bool:
+    """Whether a layer can run as one compiled call, products included (decode_numpy.layer_step
+    and its twin): q | k | v packed, gate | up packed for a SwiGLU, every product matrix float32
+    with one unit stride (kernels/blas_numba.py hands it to BLAS from the loop)."""
+    up = op.gate_up if op.w_gate is not None else op.w_up
+    return all(one_unit_stride(w) for w in (op.qkv, op.wo, up, op.w_down))
+
+
 def decode_plan(params: dict, layers: list[dict], key: tuple | None = None) -> DecodePlan:
     """The plan of `params`, whose layers split_layers gave as `layers`."""
+    operands = tuple(layer_operands(p) for p in layers)
     return DecodePlan(key=params_key(params) if key is None else key,
-                      frozen=has_adapters(params),
-                      layers=tuple(layer_operands(p) for p in layers))
+                      frozen=has_adapters(params), layers=operands,
+                      whole=all(whole_layer(op) for op in operands))
 
 
 def cached_plan(params: dict, cache: KVCache) -> DecodePlan | None:

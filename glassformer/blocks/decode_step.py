@@ -26,6 +26,12 @@ its product reads the blocks (compiled, kernels/quant_numba.py, on this path). A
 q | k | v and gate | up of one kind lie stacked in one blocks array (blocks/packed.py), so they
 are one product each, as in float32; records of mixed kinds stay one product a weight.
 
+One row (batch-1 decoding) whose every product matrix is float32 in a layout BLAS takes as it
+lies (the plan's `whole`) goes further: the whole layer, the lines above, is one call,
+`layer_step` (kernels/decode_layer_numba.py, its products NumPy's own OpenBLAS routine called
+from inside the compiled loop; on the NumPy twins decode_numpy.layer_step, the same lines). A
+narrow layer then pays one call's fixed cost, not seven or eight.
+
 The weights come from a `DecodePlan` (blocks/decode_plan.py): gathered by role once per cache,
 not looked up by name at every token.
 
@@ -44,6 +50,7 @@ import numpy as np
 from glassformer.blocks.config import BlockConfig
 from glassformer.blocks.decode_plan import DecodePlan, LayerOperands
 from glassformer.blocks.kv_cache import KVCache
+from glassformer.kernels.choice import decode_layer_kernel
 
 MLPS = {"swiglu": None, "gelu": False, "gelu_tanh": True}   # MLP -> gelu_rows' approximate
 
@@ -120,13 +127,42 @@ def decode_step_forward(kernels: ModuleType, plan: DecodePlan, x: np.ndarray,
     x = np.ascontiguousarray(x.reshape(rows, width))             # (B, 1, C) -> (B, C)
     layers = plan.layers
     xn = kernels.norm_rows(x, layers[0].norm1_w, layers[0].norm1_b, eps, rms)
+    # one row, every product a float32 matrix BLAS takes as it lies: a layer is one call
+    whole = _layer_kernel(kernels) if rows == 1 and plan.whole else None
     for i, op in enumerate(layers):
+        if whole is not None:
+            after = layers[i + 1] if i + 1 < len(layers) else None
+            x, xn = _whole_layer(whole, op, x, xn, kv_cache, i, tables, key_mask, after, cfg)
+            continue
         a = _attention(kernels, op, xn, kv_cache, i, tables, key_mask)
         h, hn = kernels.add_norm_rows(x, a, op.bo, op.norm2_w, op.norm2_b, eps, rms)  # (B, C)
         # the last layer: no next norm (the head's own follows: models/common.py head_forward)
         after = layers[i + 1] if i + 1 < len(layers) else None
         x, xn = _mlp_end(kernels, op, hn, h, after, cfg)         # (B, C) each
     return x[:, None]                                            # (B, C) -> (B, 1, C)
+
+
+def _layer_kernel(kernels: ModuleType):
+    """The whole-layer function that goes with `kernels`: the NumPy twins' own layer_step, or
+    for the compiled ones decode_layer_numba's (kernels/choice.py; None where NumPy's BLAS
+    cannot be called from a compiled loop: then the layer goes call by call)."""
+    own = getattr(kernels, "layer_step", None)
+    return own if own is not None else decode_layer_kernel()
+
+
+def _whole_layer(whole, op: LayerOperands, x: np.ndarray, xn: np.ndarray, cache: KVCache,
+                 layer: int, tables, key_mask, after: LayerOperands | None, cfg: BlockConfig
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """x, xn = norm1(x) (1, C) -> the layer's output and the next layer's norm1 of it, by the
+    kernels' `layer_step` (decode_numpy.layer_step: the lines of the module docstring, one call)."""
+    swiglu = cfg.mlp == "swiglu"
+    mlp = 0 if swiglu else 1 + bool(MLPS[cfg.mlp])               # 0 SwiGLU, 1 GELU, 2 tanh GELU
+    w, b = (None, None) if after is None else (after.norm1_w, after.norm1_b)
+    return whole(x, xn, op.qkv, op.wq.shape[1], op.wk.shape[1], op.bq, op.bk, op.bv, *tables,
+                 cache.k[layer], cache.v[layer], cache.length, key_mask, op.wo, op.bo,
+                 op.norm2_w, op.norm2_b, op.gate_up if swiglu else op.w_up, op.b_up, mlp,
+                 op.w_down, op.b_down, op.down_t is not None, w, b, cfg.norm_eps,
+                 cfg.norm == "rms")
 
 
 def _mlp_end(kernels: ModuleType, op: LayerOperands, hn: np.ndarray, h: np.ndarray,

@@ -13,6 +13,11 @@ compiled loop; the products themselves stay BLAS calls.
                      explain, gradcheck and the tests use
     decode_numba.py  the same kernels as numba loops, JIT-compiled with cache=True (compiled once
                      per machine, under the user's cache: choice.py's cache_dir)
+    decode_layer_numba.py  one decoded row's whole layer in one call (decode_numpy.layer_step's
+                     twin): decode_numba's loops and the layer's products, made by NumPy's own
+                     OpenBLAS sgemv called from inside the loop
+    blas_numba.py    that call: cblas_sgemv found in the BLAS NumPy loaded, named to LLVM (so the
+                     disk cache holds no address); absent (FOUND False), layers go call by call
 
     quant_numba.py   x @ W^T for a few rows (a decode step) read from a quantized W's GGUF blocks
                      (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K), the twin of ops/quant/product.py's

@@ -120,6 +120,15 @@ def decode_kernels(setting: str | None = None) -> ModuleType | None:
     return _chosen("decode_numba", setting)
 
 
+def decode_layer_kernel(setting: str | None = None):
+    """decode_layer_numba.py's `layer_step` (one decoded row's whole layer in one compiled call,
+    its products NumPy's BLAS called from the loop) when the choice is numba and that BLAS can be
+    called so (blas_numba.py: FOUND), else None: blocks/decode_step.py then calls layer by
+    layer's parts."""
+    module = _chosen("decode_layer_numba", setting)
+    return module.layer_step if module is not None and module.FOUND else None
+
+
 def quant_kernels(setting: str | None = None) -> ModuleType | None:
     """The compiled quantized products (quant_numba.py) when the choice is numba, else None: the
     caller (ops/quant/matrix.py, the one place that asks) then runs ops/quant/product.py."""

@@ -9,6 +9,8 @@ of prompts, or serve's running rows), one position each. blocks/decode_step.py r
     x, xn  = swiglu_down_norm_rows(gate, up, W_down^T, b_down, h, next norm1)
                                                     the three lines above, the down product in
     out    = attend_step(q, k, v, ...)               RoPE, cache write, attention over the cache
+    x, xn  = layer_step(x, xn, qkv, ..., w_down, ..., next norm1)
+                                                    one row's whole layer, its products included
 
 with BLAS products between them (xn @ [wq | wk | wv], out @ wo, ...). Each function below is the
 same math as the layer's own path through the ops (ops/rms_norm.py, ops/layer_norm.py,
@@ -120,3 +122,28 @@ def attend_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, bq: np.ndarray | No
         out[row:row + 1], _ = attention_forward(grouped[row:row + 1], keys, values,
                                                 keep_weights=False)
     return out.reshape(b, n_head * d)                              # (B, K, G, 1, D) -> (B, H*D)
+
+
+def layer_step(x: np.ndarray, xn: np.ndarray, qkv: np.ndarray, width_q: int, width_kv: int,
+               bq, bk, bv, cos, sin, k_cache: np.ndarray, v_cache: np.ndarray, length: int,
+               key_mask, wo: np.ndarray, bo, norm2_w: np.ndarray, norm2_b, up: np.ndarray,
+               b_up, mlp: int, w_down: np.ndarray, b_down, own_down: bool, next_w, next_b,
+               eps: float, rms: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A whole pre-norm layer for decoded rows, its products included: x (B, C) and xn =
+    norm1(x) -> the layer's output and the next layer's norm1 of it ((B, 0) when next_w is None),
+    the cache written at column `length` (blocks/decode_step.py's lines, one function).
+    qkv (C, (H + 2K) D): q | k | v packed, width_q = H D, width_kv = K D. up: gate | up packed
+    (C, 2F) when mlp is 0 (SwiGLU), else w_up (C, F) and GELU (1: exact, 2: tanh) of u + b_up.
+    w_down (F, C). own_down says where the compiled twin makes the down product (no math)."""
+    both = xn @ qkv                                               # (B, (H + 2K) D)
+    q, k, v = (both[:, :width_q], both[:, width_q:width_q + width_kv],
+               both[:, width_q + width_kv:])
+    out = attend_step(q, k, v, bq, bk, bv, cos, sin, k_cache, v_cache, length, key_mask)
+    h, hn = add_norm_rows(x, out @ wo, bo, norm2_w, norm2_b, eps, rms)   # (B, C) each
+    lifted = hn @ up                                              # (B, 2F) or (B, F)
+    if mlp == 0:
+        width = lifted.shape[1] // 2
+        hidden = swiglu_rows(lifted[:, :width], lifted[:, width:])
+    else:
+        hidden = gelu_rows(lifted, b_up, mlp == 2)
+    return add_norm_rows(h, hidden @ w_down, b_down, next_w, next_b, eps, rms)

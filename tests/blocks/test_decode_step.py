@@ -69,9 +69,10 @@ def kernels_of(path: str):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("packed", [True, False])
-def test_fused_step_equals_the_blocks(monkeypatch, path, name, packed):
+@pytest.mark.parametrize("rows", [2, 1])   # one row: a packed layer is one call (layer_step)
+def test_fused_step_equals_the_blocks(monkeypatch, path, name, packed, rows):
     model = make_model(name, packed)
-    ids = np.random.default_rng(2).integers(0, 50, (2, 7))
+    ids = np.random.default_rng(2).integers(0, 50, (rows, 7))
     mask = np.ones(ids.shape, bool)
     mask[0, :3] = False                                  # row 0 left-padded
     expected, ref_cache = step_logits(model, None, monkeypatch, ids, mask)
