@@ -8,7 +8,7 @@ that is ~26 MiB at the forward's peak, as much as its whole float32 KV cache. Cu
 of at most CHUNK columns, each chunk is an ordinary cached forward that sees the keys the
 chunks before it wrote:
 
-    cache holds L positions; x (B, T, C), T = 300, CHUNK = 128 -> 3 chunks of 100
+    cache holds L positions; x (B, T, C), T = 300, chunks of at most 128 -> 3 of 100
     chunk 0: x[:, 0:100]    queries at L..L+99,    keys [0, L+100)   (its own written first)
     chunk 1: x[:, 100:200]  queries at L+100..199, keys [0, L+200)
     chunk 2: x[:, 200:300]  queries at L+200..299, keys [0, L+300)
@@ -29,7 +29,11 @@ import numpy as np
 
 from glassformer.blocks.kv_cache import KVCache
 
-CHUNK = 128   # most columns a chunk holds (llama.cpp's n_ubatch is 512 by default)
+# most columns a chunk holds (llama.cpp's n_ubatch is 512 by default). SmolLM2 Q4_1, a 512-token
+# prefill (docs/performance.md, helper memq): peak 346 MiB unchunked, 330 at 256, 326 at 128;
+# the prefill's CPU time +15% at 256, +40% at 128 (each chunk widens every quantized weight
+# again, and BLAS is less efficient on fewer rows)
+CHUNK = 256
 
 
 def chunks_apply(x: np.ndarray, *, kv_cache: KVCache | None, key_mask: np.ndarray | None = None,
