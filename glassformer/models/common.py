@@ -22,6 +22,7 @@ from glassformer.blocks.names import prefixed, sub_params
 from glassformer.blocks.norm import NormCtx, init_norm, norm_backward, norm_forward, norm_shapes
 from glassformer.blocks.prefill_block import (layer_plan, prefill_block_applies,
                                               prefill_block_forward)
+from glassformer.blocks.prefill_chunks import chunks_apply, prefill_in_chunks
 from glassformer.blocks.prefill_rows import prefill_rows_forward, prefill_rows_head
 from glassformer.blocks.residual import (BlockCtx, block_backward, block_forward, block_shapes,
                                          init_block)
@@ -304,9 +305,19 @@ def decoder_forward(params: dict, x: np.ndarray, bcfg: BlockConfig, n_layer: int
     column) positions, as np.nonzero gives them, whose logits a loss reads (fine-tuning counts
     only the replies): the logits are then (N, V), those rows of the full logits, and the head's
     backward scatters dx back. frozen: a LoRA model, whose head computes no weight gradient.
-    block_kwargs: as layers_forward's."""
+    block_kwargs: as layers_forward's. A cached forward of more than prefill_chunks.CHUNK new
+    columns (a long prompt's prefill) runs the layers chunk by chunk (blocks/prefill_chunks.py):
+    the same logits to float32 rounding, its activations bounded by the chunk."""
     ids_shape = x.shape[:2]
-    x, block_ctxs = layers_forward(params, x, bcfg, n_layer, causal=True, **block_kwargs)
+    if (head_rows is None and block_kwargs.get("on_layer") is None
+            and block_kwargs.get("hooks") is None and chunks_apply(x, **block_kwargs)):
+        # a long prefill: the layers chunk by chunk, activations bounded (blocks/prefill_chunks.py)
+        x, block_ctxs = prefill_in_chunks(
+            lambda part, **kwargs: layers_forward(params, part, bcfg, n_layer, causal=True,
+                                                  **kwargs)[0],
+            x, last_only=last_only, **block_kwargs), None
+    else:
+        x, block_ctxs = layers_forward(params, x, bcfg, n_layer, causal=True, **block_kwargs)
     if last_only:
         x = x[:, -1:]                                                 # (B, T, C) -> (B, 1, C)
     cache = block_kwargs.get("kv_cache")
