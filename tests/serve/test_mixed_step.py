@@ -8,6 +8,12 @@ import pytest
 from serve_models import tiny_chat_model, tiny_hybrid_chat_model, tiny_mla_chat_model
 from test_engine import PROMPTS, alone, sequence
 
+from glassformer.blocks.mixed_step import product as mixed_product
+from glassformer.blocks.prefill_rows import product as by_pieces
+from glassformer.kernels.choice import KERNELS_ENV, numba_importable, quant_rows_kernels
+from glassformer.models import llama
+from glassformer.models.model import Model
+from glassformer.ops.quant import quantize_matrix, quantize_weight
 from glassformer.serve import mixed as mixed_module
 from glassformer.serve.budget import PROBE, PrefillBudget, chunk_work
 from glassformer.serve.engine import Engine
@@ -170,3 +176,58 @@ def test_a_mixed_chunk_of_one_id_can_grow_again():
     for _ in range(8):
         budget.fed_beside(1, 1, 0, 0.1)       # then free: the window forgets the noisy one
     assert budget.chunk(1, 0, decoding=True) == 2
+
+
+def quantized_llama() -> Model:
+    """A tiny LLaMA with every projection in Q4_1 blocks (the embedding Q8_0), as SmolLM2's file."""
+    cfg = llama.LlamaConfig(vocab_size=48, n_layer=2, n_head=2, n_kv_head=1, d_model=64,
+                            d_ff=96, tie_embeddings=True)
+    params = llama.init_params(cfg, np.random.default_rng(0))
+    for name, value in list(params.items()):
+        if name == "tok_emb":
+            params[name] = quantize_matrix(value, "q8_0")
+        elif value.ndim == 2:
+            params[name] = quantize_weight(value, "q4_1")                # (in, out) -> W^T
+    return Model(cfg, params)
+
+
+@pytest.mark.skipif(not numba_importable(), reason="numba is not installed (the fast extra)")
+def test_a_block_weight_takes_all_the_mixed_rows_in_one_compiled_call(monkeypatch):
+    """7 decoded rows and a chunk of 16: one call of the few-rows kernel (each block widened
+    once), not 16 rows a call; the numbers those of the matrix's own products."""
+    monkeypatch.setenv(KERNELS_ENV, "numba")
+    w = quantize_weight(np.random.default_rng(0).standard_normal((64, 96), dtype=np.float32),
+                        "q4_1")
+    x = np.random.default_rng(1).standard_normal((23, 64), dtype=np.float32)
+    kernels = quant_rows_kernels()
+    calls = []
+    original = kernels.rows_t_product
+    monkeypatch.setattr(kernels, "rows_t_product", lambda *a: calls.append(a[0].shape[0])
+                        or original(*a))
+    np.testing.assert_allclose(mixed_product(x, w), by_pieces(x, w), rtol=1e-5, atol=1e-5)
+    assert calls[0] == 23 and calls[1:] == [16, 7]                # mixed: one; by pieces: two
+
+
+@pytest.mark.parametrize("path", ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
+    not numba_importable(), reason="numba is not installed (the fast extra)"))])
+def test_the_mixed_step_on_block_weights_gives_the_numbers_apart(monkeypatch, path):
+    monkeypatch.setenv(KERNELS_ENV, path)
+    model = quantized_llama()
+    running, joining_prompts = [[1, 2, 3, 4, 5], [6, 7]], [[8, 9, 10, 11] * 5, [12, 13]]
+
+    def laid_out():
+        cache = RowCache.allocate(model, 4, 64)
+        first = Prefill.start(cache, model, [0, 1], running, [0, 0])
+        first.feed(model)
+        first.finish(cache, np.zeros(4, dtype=bool))
+        return cache, Prefill.start(cache, model, [2, 3], joining_prompts, [0, 0])
+    (apart, joining), (together, mixed) = laid_out(), laid_out()
+    assert mixed_applies(model, together, mixed)
+    tokens, active = np.array([14, 15]), np.array([True, True])
+    for chunk in (7, 13):
+        decoded = apart.decode(model, 2, tokens, active)
+        joining.feed(model, chunk)
+        both = mixed_step(model, together, 2, tokens, active, mixed, chunk)
+        np.testing.assert_allclose(both, decoded, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mixed.logits, joining.logits, rtol=1e-4, atol=1e-4)
+    assert mixed.done
