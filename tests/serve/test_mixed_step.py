@@ -15,7 +15,7 @@ from glassformer.models import llama
 from glassformer.models.model import Model
 from glassformer.ops.quant import quantize_matrix, quantize_weight
 from glassformer.serve import mixed as mixed_module
-from glassformer.serve.budget import PROBE, PrefillBudget, chunk_work
+from glassformer.serve.budget import FLOOR, GUARD, PROBE, PrefillBudget, chunk_work
 from glassformer.serve.engine import Engine
 from glassformer.serve.mixed import mixed_applies, mixed_step
 from glassformer.serve.prefill import Prefill
@@ -231,3 +231,25 @@ def test_the_mixed_step_on_block_weights_gives_the_numbers_apart(monkeypatch, pa
         np.testing.assert_allclose(both, decoded, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(mixed.logits, joining.logits, rtol=1e-4, atol=1e-4)
     assert mixed.done
+
+
+def test_a_mixed_step_over_budget_shrinks_the_next_chunks_share():
+    """The guard: one mixed step past ratio decode steps (7 streams' gaps at once, the p99)
+    shrinks the chunk's share of the budget; steps within it give the share back."""
+    keys = 3000.0
+    budget = PrefillBudget(keys)
+    for _ in range(3):
+        budget.decoded(0.1)
+    for chunk in (8, 12, 16):                               # 0.001 s a unit: within budget
+        budget.fed_beside(1, chunk, 0, 0.1 + 0.001 * chunk_work(1, chunk, 0, keys))
+    assert budget.share == 1.0
+    wide = budget.fitting(1, 0)
+    budget.fed_beside(1, 16, 0, 0.1 * budget.ratio + 0.05)  # over budget (a stall, or a cliff)
+    assert budget.share == pytest.approx(GUARD)
+    assert budget.fitting(1, 0) < wide
+    for _ in range(40):
+        budget.fed_beside(1, 16, 0, 0.1 + 0.001 * chunk_work(1, 16, 0, keys))
+    assert budget.share == 1.0
+    for _ in range(40):                                     # a machine stalled throughout
+        budget.fed_beside(1, 1, 0, 10.0)
+    assert budget.share == pytest.approx(FLOOR) and budget.chunk(1, 0, decoding=True) >= 1
