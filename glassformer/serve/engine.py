@@ -234,7 +234,7 @@ class Engine:
         tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
         u, position, fed = joining.feeding, joining.small.length, joining.fed
         chunk = (self.prefill_chunk if self.budget is None
-                 else self.budget.chunk(u, position, decoding=True))
+                 else self.budget.chunk(u, position, decoding=True, beside=True))
         began = time.perf_counter()
         logits = mixed_step(self.model, self.rows, rows, tokens, active, joining, chunk)
         picked = np.flatnonzero(active)

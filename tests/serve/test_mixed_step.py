@@ -243,13 +243,29 @@ def test_a_mixed_step_over_budget_shrinks_the_next_chunks_share():
     for chunk in (8, 12, 16):                               # 0.001 s a unit: within budget
         budget.fed_beside(1, chunk, 0, 0.1 + 0.001 * chunk_work(1, chunk, 0, keys))
     assert budget.share == 1.0
-    wide = budget.fitting(1, 0)
+    wide = budget.fitting(1, 0, beside=True)
     budget.fed_beside(1, 16, 0, 0.1 * budget.ratio + 0.05)  # over budget (a stall, or a cliff)
     assert budget.share == pytest.approx(GUARD)
-    assert budget.fitting(1, 0) < wide
+    assert budget.fitting(1, 0, beside=True) < wide
     for _ in range(40):
         budget.fed_beside(1, 16, 0, 0.1 + 0.001 * chunk_work(1, 16, 0, keys))
     assert budget.share == 1.0
     for _ in range(40):                                     # a machine stalled throughout
         budget.fed_beside(1, 1, 0, 10.0)
     assert budget.share == pytest.approx(FLOOR) and budget.chunk(1, 0, decoding=True) >= 1
+
+
+def test_the_first_mixed_chunk_is_the_small_probe_whatever_was_fed_apart():
+    """The first prompts are fed apart (nothing decodes); their chunks' seconds hold a
+    forward's fixed cost a mixed step does not pay, so they neither size nor skip the mixed
+    steps' probes: the first mixed chunk is PROBE // 4 and then the ramp."""
+    keys = 3000.0
+    budget = PrefillBudget(keys)
+    budget.fed(7, 40, 0, 1.0)
+    budget.fed(7, 40, 0, 1.0)                  # two apart chunks: an apart step would use them
+    budget.decoded(0.1)
+    assert budget.chunk(1, 0, decoding=True, beside=True) == PROBE // 4
+    budget.fed_beside(1, PROBE // 4, 0, 0.1)
+    assert budget.chunk(1, 0, decoding=True, beside=True) == 6
+    budget.fed_beside(1, 6, 0, 0.1 + 0.01)
+    assert budget.cost() == budget.cost(beside=True) != budget.cost(beside=False)
