@@ -47,7 +47,7 @@ def add_arguments(parser) -> None:
                              "between them), so they keep their pace; 'auto' sizes each chunk "
                              "to --prefill-budget; 0 feeds it in one piece "
                              f"(default: {PREFILL_CHUNK}, chosen by measurement: a fixed 64 let "
-                             "the streams' p99 gap grow 15x while a prompt joined; "
+                             "the streams' p99 gap grow 11-15x while a prompt joined; "
                              "docs/serve.md)")
     parser.add_argument("--prefill-budget", type=float, default=RATIO, metavar="R",
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
@@ -70,7 +70,7 @@ def add_arguments(parser) -> None:
 
 
 PREFILL_CHUNK = "auto"   # measured against 64 (docs/performance.md, helper qjoin): the streams'
-#                          p99 gap 1.9-2.1x unloaded while 600 ids joined, against 14.9x for 64
+#                          p99 gap 2.1x / 5.7x unloaded while 600 ids joined, 14.9x / 11.2x for 64
 
 
 def prefill_chunk(text: str) -> int | None:
