@@ -41,7 +41,7 @@ def shared_prefix(requests: list[Encoded]) -> int:
     return length
 
 
-def _prefix(requests: list[Encoded]) -> int:
+def item_prefix(requests: list[Encoded]) -> int:
     """The prefix an item runs once: shared, and short of its longest input (every row of the
     second forward reads at least one position)."""
     return min(shared_prefix(requests), max(len(r.inputs) for r in requests) - 1)
@@ -89,7 +89,7 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
     With one item (or prefixes of one length) there is nothing to mask: positions and mask
     are left to the model's defaults. Equal to scoring each item alone (tests: within 1e-5).
     """
-    prefixes = [_prefix(group) for group in groups]
+    prefixes = [item_prefix(group) for group in groups]
     longest_prefix = max(prefixes)
     owners = np.asarray([g for g, group in enumerate(groups) for _ in group], np.int64)  # (N,)
     flat = [request for group in groups for request in group]

@@ -69,6 +69,21 @@ def test_plan_batches_keeps_every_item_once_within_the_limits(model):
         assert len(batch) == 1 or (rows <= 9 and rows * longest <= 1500)
 
 
+def test_plan_batches_puts_like_prefixes_and_rests_together():
+    """Items of two shapes, interleaved, 8 to a batch: each batch holds one shape (no padding;
+    sorted by their longest input alone, prefixes of 4 and 30 would share batches)."""
+    from glassformer.tasks.evaluate.encode import Encoded
+
+    def item(prefix, rest):
+        inputs = np.arange(prefix + rest, dtype=np.int64)
+        return [Encoded(np.concatenate([inputs[:prefix], inputs[prefix:] + k]),
+                        np.zeros(rest, np.int64), False) for k in range(1, 3)]
+
+    groups = [item(30, 2) if i % 2 else item(4, 20) for i in range(32)]
+    for batch in plan_batches(groups, rows=16):
+        assert len({i % 2 for i in batch}) == 1
+
+
 def test_truncation_keeps_the_last_tokens(model):
     encoded = encode_pair(model.tokenizer, "a" * 1000 + " b ", "cd", model.context_len)
     assert encoded.truncated and len(encoded.inputs) == model.context_len
