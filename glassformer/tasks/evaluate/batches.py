@@ -15,9 +15,12 @@ length and rests of one length: the 0-shot tasks (copa, winogrande: prefixes of 
 rests of 3-12) ran 1.35-1.9x their real positions when items were taken shortest first by their
 longest input alone.
 
-The plan: items sorted by (rest, prefix) and by (prefix, rest); for each order the cheapest cut
-into consecutive batches (dynamic programming over where each batch ends, O(items x rows));
-the cheaper of the two plans. A batch also stays within `rows` requests and `positions` cache
+Items with the very same prefix (winograd's pairs, which differ in their continuation only)
+share one row of the first forward, so G counts distinct prefixes.
+
+The plan: items sorted by (rest, prefix) and by (prefix, rest), like prefixes side by side
+(the tokens break ties); for each order the cheapest cut into consecutive batches (dynamic
+programming over where each batch ends, O(items x rows)); the cheaper of the two plans. A batch also stays within `rows` requests and `positions` cache
 positions (its rows times its longest input: the KV cache the second forward holds, about 46 KB
 a position for SmolLM2-135M); an item larger than the limits is a batch of its own. Every index
 appears once; the caller puts the answers back in order.
@@ -32,22 +35,23 @@ POSITIONS = 8192     # rows x longest input in one forward (~375 MB of cache for
 FORWARD = 128        # a forward's fixed cost, in positions (64 and 128 measured best)
 
 
-def _cut(order: list[int], shapes: list[tuple[int, int, int, int]], rows: int,
+def _cut(order: list[int], shapes: list[tuple], rows: int,
          positions: int) -> tuple[float, list[list[int]]]:
     """The cheapest cut of `order` into consecutive batches: (its cost, the batches).
-    shapes[i] = (prefix, rest, requests, longest input) of item i."""
+    shapes[i] = (prefix, rest, requests, longest input, prefix tokens) of item i."""
     n = len(order)
     best, start = [0.0] + [float("inf")] * n, [0] * (n + 1)   # best[j]: order[:j] planned
     for end in range(1, n + 1):
         prefix = rest = used = longest = 0
+        heads = set()                                  # distinct prefixes: a row each
         for first in range(end - 1, -1, -1):           # the batch order[first:end]
-            p, r, size, length = shapes[order[first]]
+            p, r, size, length, tokens = shapes[order[first]]
             prefix, rest, used = max(prefix, p), max(rest, r), used + size
             longest = max(longest, length)
+            heads.add(tokens)
             if first < end - 1 and (used > rows or used * longest > positions):
                 break
-            items = end - first
-            cost = best[first] + items * prefix + used * rest + FORWARD * (1 + (prefix > 0))
+            cost = best[first] + len(heads) * prefix + used * rest + FORWARD * (1 + (prefix > 0))
             if cost < best[end]:
                 best[end], start[end] = cost, first
     batches, end = [], n
@@ -70,9 +74,10 @@ def plan_batches(groups: list[list[Encoded]], rows: int = ROWS,
     shapes = []
     for group in groups:
         prefix = item_prefix(group)
-        shapes.append((prefix, max(len(r.inputs) for r in group) - prefix, len(group),
-                       max(len(r.inputs) for r in group)))
+        longest = max(len(r.inputs) for r in group)
+        shapes.append((prefix, longest - prefix, len(group), longest,
+                       group[0].inputs[:prefix].tobytes()))
     plans = [_cut(sorted(range(len(groups)), key=lambda i, k=key: k(shapes[i])), shapes, rows,
                   positions)
-             for key in (lambda s: (s[1], s[0]), lambda s: (s[0], s[1]))]
+             for key in (lambda s: (s[1], s[0], s[4]), lambda s: (s[0], s[4], s[1]))]
     return min(plans, key=lambda plan: plan[0])[1]
