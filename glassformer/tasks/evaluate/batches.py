@@ -20,10 +20,11 @@ share one row of the first forward, so G counts distinct prefixes.
 
 The plan: items sorted by (rest, prefix) and by (prefix, rest), like prefixes side by side
 (the tokens break ties); for each order the cheapest cut into consecutive batches (dynamic
-programming over where each batch ends, O(items x rows)); the cheaper of the two plans. A batch also stays within `rows` requests and `positions` cache
-positions (its rows times its longest input: the KV cache the second forward holds, about 46 KB
-a position for SmolLM2-135M); an item larger than the limits is a batch of its own. Every index
-appears once; the caller puts the answers back in order.
+programming over where each batch ends, O(items x rows)); the cheaper of the two plans. A
+batch also stays within `rows` requests and `positions` cache positions (its rows times its
+longest input: the KV cache the second forward holds, about 46 KB a position for SmolLM2-135M);
+an item larger than the limits is a batch of its own. Every index appears once; the caller puts
+the answers back in order.
 """
 from __future__ import annotations
 
