@@ -28,7 +28,8 @@ from glassformer.tasks.evaluate.encode import Encoded
 class Scored(NamedTuple):
     logps: list[list[float]]   # per request, each continuation token's log-probability
     greedy: list[bool]         # per request: every continuation token is the argmax
-    tokens: int                # positions the model ran (prefix once, then every row's rest)
+    tokens: int                # positions the model ran (prefix once, then every row's rest;
+                               # 0 for the prefix when an earlier item of its batch ran it)
 
 
 def shared_prefix(requests: list[Encoded]) -> int:
@@ -41,7 +42,7 @@ def shared_prefix(requests: list[Encoded]) -> int:
     return length
 
 
-def _prefix(requests: list[Encoded]) -> int:
+def item_prefix(requests: list[Encoded]) -> int:
     """The prefix an item runs once: shared, and short of its longest input (every row of the
     second forward reads at least one position)."""
     return min(shared_prefix(requests), max(len(r.inputs) for r in requests) - 1)
@@ -77,8 +78,9 @@ def target_scores(logits: np.ndarray, targets: np.ndarray, rows: int = 64):
 def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
     """Several items' requests (one group an item) in two forwards, each item's prefix once.
 
-        1. every item's prefix, right-padded, in one forward into a G-row cache      (G, P)
-           (last_only: the prefix's logits are never read)
+        1. every distinct prefix, right-padded, in one forward into a cache, a row each (G, P)
+           (last_only: the prefix's logits are never read; items with the very same prefix,
+           winograd's pairs that differ in their continuation only, share one row)
         2. the cache rows repeated, one per request, from its item's row             (N rows)
         3. every request's rest, right-padded, in one forward                         (N, R)
            row n at positions p_n, p_n + 1, ... (p_n its item's prefix) with the keys
@@ -89,20 +91,24 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
     With one item (or prefixes of one length) there is nothing to mask: positions and mask
     are left to the model's defaults. Equal to scoring each item alone (tests: within 1e-5).
     """
-    prefixes = [_prefix(group) for group in groups]
+    prefixes = [item_prefix(group) for group in groups]
     longest_prefix = max(prefixes)
+    rows_of = {}                          # a prefix's tokens -> its row in the first forward
+    slots = [rows_of.setdefault(group[0].inputs[:p].tobytes(), len(rows_of))
+             for group, p in zip(groups, prefixes)]                                    # (G items)
+    first = {slot: g for g, slot in reversed(list(enumerate(slots)))}   # the item each row runs
     owners = np.asarray([g for g, group in enumerate(groups) for _ in group], np.int64)  # (N,)
     flat = [request for group in groups for request in group]
     starts = [prefixes[g] for g in owners]                                            # p_n
     width = max(len(r.inputs) - p for r, p in zip(flat, starts))                       # R
-    cache = model.new_cache(len(groups), max_len=longest_prefix + width)
+    cache = model.new_cache(len(rows_of), max_len=longest_prefix + width)
     if longest_prefix:
-        head = np.zeros((len(groups), longest_prefix), np.int64)                        # (G, P)
-        for g, group in enumerate(groups):
-            head[g, :prefixes[g]] = group[0].inputs[:prefixes[g]]
+        head = np.zeros((len(rows_of), longest_prefix), np.int64)                       # (G, P)
+        for slot, g in first.items():
+            head[slot, :prefixes[g]] = groups[g][0].inputs[:prefixes[g]]
         model.forward(head, kv_cache=cache, last_only=True)
         cache.advance(longest_prefix)
-    cache = cache.select_rows(owners)
+    cache = cache.select_rows(np.asarray(slots, np.int64)[owners])
     rest = np.zeros((len(flat), width), np.int64)                                       # (N, R)
     for row, (request, start) in enumerate(zip(flat, starts)):
         rest[row, :len(request.inputs) - start] = request.inputs[start:]
@@ -125,14 +131,15 @@ def score_batch(model, groups: list[list[Encoded]]) -> list[Scored]:
     targets = np.concatenate([request.targets for request in flat])                 # (sum n,)
     picked, hits = target_scores(logits, targets)        # row k: the k-th target of `flat`
     scored, at = [], 0
-    for group, prefix in zip(groups, prefixes):
+    for g, (group, prefix) in enumerate(zip(groups, prefixes)):
         logps, greedy = [], []
         for request in group:
             n = len(request.targets)
             logps.append(picked[at:at + n].tolist())
             greedy.append(bool(np.all(hits[at:at + n])))
             at += n
-        scored.append(Scored(logps, greedy, prefix + sum(len(r.inputs) - prefix for r in group)))
+        ran = prefix if first[slots[g]] == g else 0       # a shared prefix counted once
+        scored.append(Scored(logps, greedy, ran + sum(len(r.inputs) - prefix for r in group)))
     return scored
 
 
