@@ -89,7 +89,8 @@ def test_generate_gives_the_same_tokens(model, monkeypatch):
     np.testing.assert_array_equal(tokens[1], tokens[0])
 
 
-def test_what_is_not_chunked(model):
+def test_what_is_not_chunked(model, monkeypatch):
+    monkeypatch.setattr(prefill_chunks, "CHUNK", 256)
     x = np.zeros((1, 300, 32), np.float32)
     cache = model.new_cache(1, 400)
     assert chunks_apply(x, kv_cache=cache)
@@ -100,7 +101,8 @@ def test_what_is_not_chunked(model):
     assert not chunks_apply(x, kv_cache=cache)
 
 
-def test_a_sliding_window_ring_is_not_chunked():
+def test_a_sliding_window_ring_is_not_chunked(monkeypatch):
+    monkeypatch.setattr(prefill_chunks, "CHUNK", 256)
     windowed = _model(llama, llama.LlamaConfig(vocab_size=29, max_seq_len=512, n_layer=2,
                                                n_head=4, d_model=32, sliding_window=16))
     x = np.zeros((1, 300, 32), np.float32)
