@@ -22,17 +22,12 @@ both; only attention is apart, each part over its own cache:
 
 The layer is blocks/decode_step.py's (the same kernels module and DecodePlan operands), so it
 applies where `decode_step_applies` does. A weight kept in GGUF blocks (SmolLM2's Q4_1) is
-multiplied in ONE call of the compiled few-rows kernel (kernels/quant_rows_numba.py) for all
-B + u c rows (`product`): each block is widened once for every row, and each row then costs only
-its dot products, so the step's cost is a line in its rows (one widening + rows x dots), the
-line the prefill budget fits. Two other ways were tried: the path the matrix picks past 16 rows
-(every block widened into float32 slabs, then many small BLAS products) costs a fixed part at
-every weight (on the loaded 2-core machine, profiled, a 23-row mixed step took ~16 s on the slabs
-against 2-4 s for a decode step); and 16 rows a call (the matrix's own compiled path) widens
-every block once more per 16 rows, a step in the cost at 16 rows that sat right at the budget's
-edge for 7 decoded rows (7 + 9 ids: one call, 1.7 decode steps; 7 + 10: two, 2.2; measured on
-a 1,536 x 576 Q4_1 weight, one thread: widening 0.10 ms, each pair of rows 0.02 ms); the chunk's
-attention is blocks/attention.py's for a
+multiplied 16 rows a call (`product`): each call takes the compiled kernel a decode step takes,
+whose cost grows with the rows, instead of the path the matrix picks past 16 rows (every block
+widened into float32 slabs, then many small BLAS products), which costs a fixed part at every
+weight: on the loaded 2-core machine, profiled, a 23-row mixed step took ~16 s on the slabs
+against 2-4 s for a decode step, and the cost jumps where the path changes, which the budget's
+line cannot follow; the chunk's attention is blocks/attention.py's for a
 cached causal forward (left-padded rows masked by key_mask, RoPE at each id's position). Every
 number is the one the two forwards would give apart, to float32 rounding of the products' shapes.
 """
@@ -47,9 +42,8 @@ from glassformer.blocks.decode_plan import DecodePlan, LayerOperands
 from glassformer.blocks.decode_step import MLPS
 from glassformer.blocks.kv_cache import KVCache
 from glassformer.blocks.prefill_rows import product as by_pieces
-from glassformer.kernels.choice import prefill_kernels, quant_rows_kernels
+from glassformer.kernels.choice import prefill_kernels
 from glassformer.ops.attention import attention_forward
-from glassformer.ops.quant.matrix import QuantizedMatrix
 from glassformer.ops.rope import rope_forward
 from glassformer.ops.tiled_attention import tiled_attention_forward
 
@@ -57,14 +51,9 @@ TILED_FROM = 512   # chunk ids from which the chunk's attention runs tiled (bloc
 
 
 def product(x: np.ndarray, w) -> np.ndarray:
-    """x (N, C) @ w. A weight kept in GGUF blocks (ops/quant/matrix.py) of a kind the compiled
-    few-rows kernel takes (Q8_0, Q4_0, Q4_1; float32 activations): all N rows in one call, each
-    block widened once for all of them (module docstring); another GGUF kind: 16 rows a call
-    (blocks/prefill_rows.py's `product`); a float32 weight: one BLAS product."""
-    if isinstance(w, QuantizedMatrix) and w.transposed and w.activations == "float32":
-        several = quant_rows_kernels()
-        if several is not None and w.kind in several.KINDS and x.dtype == np.float32:
-            return several.rows_t_product(x, w.kind, w.blocks, w.cols)     # (N, R)
+    """x (N, C) @ w. A weight kept in GGUF blocks (ops/quant/matrix.py): 16 rows a call, each on
+    the compiled kernel a decode step takes (its cost grows with the rows, with no fixed part
+    for the prefill budget to trip on); a float32 one: one BLAS product."""
     return by_pieces(x, w)
 
 

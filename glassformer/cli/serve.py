@@ -46,9 +46,8 @@ def add_arguments(parser) -> None:
                              "decode steps of the running replies (LLaMA-family models; else "
                              "between them), so they keep their pace; 'auto' sizes each chunk "
                              "to --prefill-budget; 0 feeds it in one piece "
-                             f"(default: {PREFILL_CHUNK}, chosen by measurement: a fixed 64 let "
-                             "the streams' p99 gap grow 11-15x while a prompt joined; "
-                             "docs/serve.md)")
+                             f"(default: {PREFILL_CHUNK}; 'auto' keeps the streams' pace "
+                             "better, see docs/serve.md)")
     parser.add_argument("--prefill-budget", type=float, default=RATIO, metavar="R",
                         help="with --prefill-chunk auto, a step that feeds a chunk and decodes "
                              "the running replies takes at most R decode steps, as measured "
@@ -69,8 +68,7 @@ def add_arguments(parser) -> None:
                              "(default: no limit)")
 
 
-PREFILL_CHUNK = "auto"   # measured against 64 (docs/performance.md, helper qjoin): the streams'
-#                          p99 gap 2.1x / 5.7x unloaded while 600 ids joined, 14.9x / 11.2x for 64
+PREFILL_CHUNK = 64    # a few decode steps of 8 rows on SmolLM2: docs/performance.md
 
 
 def prefill_chunk(text: str) -> int | None:

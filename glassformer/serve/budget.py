@@ -51,16 +51,8 @@ enough to leave no budget: one id a step for a whole join), and the rate is the 
 times can read as free for a small chunk, so a mixed chunk grows at most GROWTH x the largest of
 the last WINDOW per step, or by one id when that is more: a ramp, not a jump to the ceiling, that
 can climb back from one id. The second probe too: 4 then 6 ids, not 16, since on a GGUF-block
-model each id of a mixed step costs its rows' dot products in the compiled product (each block
-is widened once for all the rows: blocks/mixed_step.py), a share of a decode step that a probe
-of 16 could overshoot at once.
-
-A guard for the tail (the streams' p99 gap, not their median, is what a user feels): with 7
-streams, one mixed step over budget is 7 gaps, past the 99th percentile of a join's few hundred.
-So each mixed step is also checked against the budget itself: one that took more than ratio
-decode steps shrinks the chunk's share of the budget to GUARD x (down to FLOOR), and each step
-within it gives back RECOVER x, up to the whole share. A step over budget because the machine
-stalled shrinks the chunk too: the joiner waits a little longer, the streams keep their pace.
+model each id of a mixed step costs about 1 / B of a decode step of B rows (the compiled product's
+cost grows with its rows), and 16 would cost 3 steps at once.
 """
 from __future__ import annotations
 
@@ -76,9 +68,6 @@ PROBE = 16         # the second chunk of a join (the first: PROBE // 4), before 
 WINDOW = 8         # recent chunks / decode steps measured
 SPREAD = 2.0       # a line is fitted through chunks whose works differ this much or more
 GROWTH = 1.5       # a mixed step's chunk is at most this times the largest of the last WINDOW
-GUARD = 0.6        # a mixed step over budget shrinks the chunk's share of the budget this much
-RECOVER = 1.15     # each mixed step within budget gives back this much of it, up to all of it
-FLOOR = 0.1        # the share never falls below this (a stall of the machine is no chunk's fault)
 
 
 def keys_per_id(model) -> float:
@@ -108,8 +97,6 @@ class PrefillBudget:
     chunks: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # (work, seconds)
     fixed: float = 0.0                 # seconds a chunk costs whatever its size (last fit)
     beside: deque = field(default_factory=lambda: deque(maxlen=WINDOW))   # mixed steps' chunks
-    mixed: deque = field(default_factory=lambda: deque(maxlen=WINDOW))    # their (work, seconds)
-    share: float = 1.0                 # of the (ratio - 1) decode steps the chunk may take (guard)
 
     @classmethod
     def for_model(cls, model, ratio: float = RATIO, ceiling: int = CEILING) -> "PrefillBudget":
@@ -127,23 +114,15 @@ class PrefillBudget:
         """A mixed step (serve/mixed.py: the chunk inside the decode step) took `seconds`: the
         chunk's share is what it took beyond the measured decode step."""
         decode = float(np.median(self.decode_seconds)) if self.decode_seconds else 0.0
-        self.mixed.append((chunk_work(rows, chunk, position, self.keys), seconds - decode))
+        self.fed(rows, chunk, position, seconds - decode)
         self.beside.append(chunk)
-        if decode > 0 and seconds > self.ratio * decode:          # the guard: over budget
-            self.share = max(self.share * GUARD, FLOOR)
-        else:
-            self.share = min(self.share * RECOVER, 1.0)
 
-    def cost(self, beside: bool | None = None) -> tuple[float, float]:
-        """(fixed seconds, seconds per unit of work) from the chunks measured: of mixed steps
-        (`beside`; None: once there are any) or of chunks fed apart, kept apart (an apart
-        chunk, as the first prompts' while nothing decodes, pays a forward's fixed cost that a
-        mixed one does not)."""
-        if self.mixed if beside is None else beside:    # mixed steps: no fixed cost by construction; the rate alone, as the
-            # ratio of sums (the largest chunks weigh most: small ones are mostly noise)
-            work, seconds = np.array(self.mixed).T                    # (n,) each
-            return 0.0, max(float(np.maximum(seconds, 0.0).sum() / work.sum()), 1e-12)
+    def cost(self) -> tuple[float, float]:
+        """(fixed seconds, seconds per unit of work) from the chunks measured."""
         work, seconds = np.array(self.chunks).T                       # (n,) each
+        if self.beside:   # mixed steps: no fixed cost by construction; the rate alone, as the
+            # ratio of sums (the largest chunks weigh most: small ones are mostly noise)
+            return 0.0, max(float(np.maximum(seconds, 0.0).sum() / work.sum()), 1e-12)
         if work.max() >= SPREAD * work.min():
             rate, fixed = np.polyfit(work, seconds, 1)                 # seconds = fixed + rate w
             if rate > 0 and fixed >= 0:
@@ -151,29 +130,22 @@ class PrefillBudget:
         rate = float(np.median(np.maximum(seconds - self.fixed, 0.0) / work))
         return self.fixed, max(rate, 1e-12)
 
-    def chunk(self, rows: int, position: int, decoding: bool, beside: bool | None = None) -> int:
+    def chunk(self, rows: int, position: int, decoding: bool) -> int:
         """The ids the next step feeds: `rows` joiners, from cache column `position`, beside
-        running rows that decode (`decoding`) or not; `beside`: in a mixed step (None: as the
-        steps measured so far)."""
+        running rows that decode (`decoding`) or not."""
         if not decoding:
             return self.ceiling
-        beside = bool(self.beside) if beside is None else beside
-        largest = self.fitting(rows, position, beside)
-        if beside:        # mixed steps: at most GROWTH x the largest chunk measured (a ramp),
-            # from the first probe (PROBE // 4) on: one chunk of PROBE ids beside 7 rows of
-            # GGUF blocks was a step of 2.1 decode steps, 7 gaps past the streams' p99
-            top = max(self.beside) if self.beside else 0
-            largest = min(largest, max(GROWTH * top, top + 1) if top else PROBE // 4)
+        largest = self.fitting(rows, position)
+        if self.beside:   # mixed steps: at most GROWTH x the largest chunk measured (a ramp)
+            largest = min(largest, max(GROWTH * max(self.beside), max(self.beside) + 1))
         return int(min(max(math.floor(largest), 1), self.ceiling))
 
-    def fitting(self, rows: int, position: int, beside: bool = False) -> float:
-        """The largest chunk the measured costs allow (the probes until two are measured, of
-        mixed steps for a mixed one)."""
-        measured = self.mixed if beside else self.chunks
-        if not self.decode_seconds or len(measured) < 2:
-            return PROBE // 4 if not measured else PROBE
-        fixed, rate = self.cost(beside)
-        budget = (self.ratio - 1.0) * self.share * float(np.median(self.decode_seconds)) - fixed
+    def fitting(self, rows: int, position: int) -> float:
+        """The largest chunk the measured costs allow (the probes until two are measured)."""
+        if not self.decode_seconds or len(self.chunks) < 2:
+            return PROBE // 4 if not self.chunks else PROBE
+        fixed, rate = self.cost()
+        budget = (self.ratio - 1.0) * float(np.median(self.decode_seconds)) - fixed   # seconds
         if budget <= 0:
             return 1
         # rows * rate * (c + c (p + 1/2) / keys + c^2 / (2 keys)) <= budget: a c^2 + b c - budget

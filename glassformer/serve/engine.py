@@ -232,9 +232,9 @@ class Engine:
         rows = int(np.flatnonzero(decodable).max()) + 1
         active = decodable[:rows]                                                # (rows,)
         tokens = np.where(active, self.next_tokens[:rows], 0)                    # (rows,)
-        u, position, fed = joining.feeding, joining.small.length, joining.fed
+        u, position, fed = joining.tokens.shape[0], joining.small.length, joining.fed
         chunk = (self.prefill_chunk if self.budget is None
-                 else self.budget.chunk(u, position, decoding=True, beside=True))
+                 else self.budget.chunk(u, position, decoding=True))
         began = time.perf_counter()
         logits = mixed_step(self.model, self.rows, rows, tokens, active, joining, chunk)
         picked = np.flatnonzero(active)
@@ -251,7 +251,7 @@ class Engine:
         if self.budget is None:                     # a fixed chunk (always so when invariant)
             joining.feed(self.model, self.prefill_chunk)
         else:                                       # sized to the step, then learns its cost
-            rows, position = joining.feeding, joining.small.length
+            rows, position = joining.tokens.shape[0], joining.small.length
             chunk = self.budget.chunk(rows, position, decoding=bool(self.decodable().any()))
             began, fed = time.perf_counter(), joining.fed
             joining.feed(self.model, chunk)

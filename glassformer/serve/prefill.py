@@ -72,11 +72,6 @@ class Prefill:
         return cls(rows, prompts, source, small, small_live, tokens, positions, lengths)
 
     @property
-    def feeding(self) -> int:
-        """Rows the next chunk feeds (the prefill budget's joiners): every distinct prompt."""
-        return self.tokens.shape[0]
-
-    @property
     def done(self) -> bool:
         return self.fed == self.tokens.shape[1]
 
@@ -152,11 +147,6 @@ class Aligned:
     @property
     def fed(self) -> int:
         return self.small.length
-
-    @property
-    def feeding(self) -> int:
-        """Rows the next chunk feeds (the prefill budget's joiners): those not yet in."""
-        return int((self.lengths > self.fed).sum())
 
     @property
     def done(self) -> bool:

@@ -31,10 +31,11 @@ def make_engine(model, *, max_batch: int, max_queue: int, context: int | None,
                 batch_invariant: bool = False, mixed_step: bool = True) -> Engine:
     """The engine of a causal model, its cache checked against memory_budget(); prefill_chunk
     None sizes each chunk to prefill_budget decode steps (budget.py); mixed_step: chunks ride
-    in the decode step where the model allows (mixed.py), else each is a forward apart. With
-    batch_invariant, 'auto' chunks too: the joiners' prefill (prefill.py's Aligned) gives an id
-    the same bits however its prompt is cut, so a chunk sized by the load changes no bit; its
-    chunks are fed apart (no mixed step: docs/serve.md says why)."""
+    in the decode step where the model allows (mixed.py), else each is a forward apart."""
+    if batch_invariant and prefill_chunk is None:
+        raise GlassformerError("--batch-invariant needs a fixed --prefill-chunk (a count): 'auto' "
+                               "sizes chunks by the load, and a prompt cut where the load says "
+                               "is not computed as it is alone")
     context = min(context or model.context_len, model.context_len)
     check_memory(RowCache.bytes_for(model, max_batch, context),
                  f"the KV cache of --max-batch {max_batch} rows x {context} positions (and a "

@@ -14,7 +14,6 @@ from glassformer.blas import blas_threads, free_cores
 from glassformer.errors import GlassformerError
 from glassformer.generate.sampling import Sampling
 from glassformer.kernels.choice import numba_importable
-from glassformer.serve.budget import PrefillBudget
 from glassformer.serve.engine import Engine
 from glassformer.serve.sequence import Delta, Sequence, Settings
 
@@ -77,14 +76,12 @@ def together_then_alone(engine, model, prompts, seeds, max_tokens, stop=STOP):
 
 
 @pytest.mark.parametrize("kernels", PATHS)
-@pytest.mark.parametrize("chunk", [0, 4, "auto"])
+@pytest.mark.parametrize("chunk", [0, 4])
 def test_logits_alone_and_beside_seven_others_are_bit_for_bit_equal(kernels, chunk,
                                                                     monkeypatch):
     monkeypatch.setenv("GLASSFORMER_KERNELS", kernels)
     model = tiny_chat_model(max_seq_len=96)
-    chunks = (dict(prefill_budget=PrefillBudget.for_model(model)) if chunk == "auto"
-              else dict(prefill_chunk=chunk))     # auto: chunks sized by the measured load
-    engine = recording_engine(model, monkeypatch, max_batch=8, max_len=96, **chunks)
+    engine = recording_engine(model, monkeypatch, max_batch=8, max_len=96, prefill_chunk=chunk)
     try:
         for round_ in range(2):      # the second round: the timeline and rows as the first left them
             prompts = [model.tokenizer.encode(p) for p, _ in PROMPTS + [("last one", 0)]]
@@ -169,43 +166,10 @@ def test_the_serve_flag_reaches_the_engine():
     assert engine.rows.view(1).batch_invariant
 
 
-def test_auto_chunks_are_served_with_batch_invariance():
-    """The joiners' prefill (Aligned) gives an id the same bits however its prompt is cut, so a
-    chunk sized by the load (the prefill budget) is allowed; its chunks are fed apart."""
+def test_auto_chunks_are_refused_with_batch_invariance():
+    """A chunk size chosen from the load cuts a prompt where the load says: not as alone."""
+    from glassformer.errors import GlassformerError
     from glassformer.serve.run import make_engine
-    engine = make_engine(tiny_chat_model(), max_batch=2, max_queue=2, context=32,
-                         prefill_chunk=None, batch_invariant=True)
-    assert engine.batch_invariant and engine.budget is not None
-
-
-def test_a_prompt_joining_in_budgeted_chunks_keeps_every_rows_bits(monkeypatch):
-    """A long prompt joins a decoding row in chunks of the budget's sizes (given here, as the
-    load would: 3, 5, 1, 7, ...): the joiner's logits and the running row's are bit for bit
-    those each gets alone."""
-    model = tiny_chat_model(max_seq_len=96)
-    budget = PrefillBudget.for_model(model)
-    sizes = iter([3, 5, 1, 7, 2, 11] * 20)
-    asked = []
-    monkeypatch.setattr(budget, "chunk", lambda rows, position, decoding: asked.append(decoding)
-                        or next(sizes))
-    engine = recording_engine(model, monkeypatch, max_batch=4, max_len=96, prefill_budget=budget)
-    try:
-        first, first_reply = request(model, model.tokenizer.encode("x"), 1, 30, stop=())
-        engine.submit([first])
-        while len(first_reply.logits) < 3:
-            first_reply.done.wait(0.01)
-        long_prompt = model.tokenizer.encode("a long prompt that joins the running row")
-        second, second_reply = request(model, long_prompt, 2, 6, stop=())
-        engine.submit([second])
-        assert first_reply.done.wait(WAIT_S) and second_reply.done.wait(WAIT_S)
-        assert sum(asked) >= 4                      # chunks fed while the first row decoded
-        for prompt, seed, n, batched in ((model.tokenizer.encode("x"), 1, 30, first_reply),
-                                         (long_prompt, 2, 6, second_reply)):
-            seq, single = request(model, prompt, seed, n, stop=())
-            engine.submit([seq])
-            assert single.done.wait(WAIT_S)
-            assert batched.text == single.text and len(batched.logits) == len(single.logits)
-            for a, b in zip(batched.logits, single.logits):
-                np.testing.assert_array_equal(a, b)
-    finally:
-        engine.stop()
+    with pytest.raises(GlassformerError, match="needs a fixed --prefill-chunk"):
+        make_engine(tiny_chat_model(), max_batch=2, max_queue=2, context=32,
+                    prefill_chunk=None, batch_invariant=True)

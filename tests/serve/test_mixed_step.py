@@ -8,14 +8,8 @@ import pytest
 from serve_models import tiny_chat_model, tiny_hybrid_chat_model, tiny_mla_chat_model
 from test_engine import PROMPTS, alone, sequence
 
-from glassformer.blocks.mixed_step import product as mixed_product
-from glassformer.blocks.prefill_rows import product as by_pieces
-from glassformer.kernels.choice import KERNELS_ENV, numba_importable, quant_rows_kernels
-from glassformer.models import llama
-from glassformer.models.model import Model
-from glassformer.ops.quant import quantize_matrix, quantize_weight
 from glassformer.serve import mixed as mixed_module
-from glassformer.serve.budget import FLOOR, GUARD, PROBE, PrefillBudget, chunk_work
+from glassformer.serve.budget import PROBE, PrefillBudget, chunk_work
 from glassformer.serve.engine import Engine
 from glassformer.serve.mixed import mixed_applies, mixed_step
 from glassformer.serve.prefill import Prefill
@@ -176,96 +170,3 @@ def test_a_mixed_chunk_of_one_id_can_grow_again():
     for _ in range(8):
         budget.fed_beside(1, 1, 0, 0.1)       # then free: the window forgets the noisy one
     assert budget.chunk(1, 0, decoding=True) == 2
-
-
-def quantized_llama() -> Model:
-    """A tiny LLaMA with every projection in Q4_1 blocks (the embedding Q8_0), as SmolLM2's file."""
-    cfg = llama.LlamaConfig(vocab_size=48, n_layer=2, n_head=2, n_kv_head=1, d_model=64,
-                            d_ff=96, tie_embeddings=True)
-    params = llama.init_params(cfg, np.random.default_rng(0))
-    for name, value in list(params.items()):
-        if name == "tok_emb":
-            params[name] = quantize_matrix(value, "q8_0")
-        elif value.ndim == 2:
-            params[name] = quantize_weight(value, "q4_1")                # (in, out) -> W^T
-    return Model(cfg, params)
-
-
-@pytest.mark.skipif(not numba_importable(), reason="numba is not installed (the fast extra)")
-def test_a_block_weight_takes_all_the_mixed_rows_in_one_compiled_call(monkeypatch):
-    """7 decoded rows and a chunk of 16: one call of the few-rows kernel (each block widened
-    once), not 16 rows a call; the numbers those of the matrix's own products."""
-    monkeypatch.setenv(KERNELS_ENV, "numba")
-    w = quantize_weight(np.random.default_rng(0).standard_normal((64, 96), dtype=np.float32),
-                        "q4_1")
-    x = np.random.default_rng(1).standard_normal((23, 64), dtype=np.float32)
-    kernels = quant_rows_kernels()
-    calls = []
-    original = kernels.rows_t_product
-    monkeypatch.setattr(kernels, "rows_t_product", lambda *a: calls.append(a[0].shape[0])
-                        or original(*a))
-    np.testing.assert_allclose(mixed_product(x, w), by_pieces(x, w), rtol=1e-5, atol=1e-5)
-    assert calls[0] == 23 and calls[1:] == [16, 7]                # mixed: one; by pieces: two
-
-
-@pytest.mark.parametrize("path", ["numpy", pytest.param("numba", marks=pytest.mark.skipif(
-    not numba_importable(), reason="numba is not installed (the fast extra)"))])
-def test_the_mixed_step_on_block_weights_gives_the_numbers_apart(monkeypatch, path):
-    monkeypatch.setenv(KERNELS_ENV, path)
-    model = quantized_llama()
-    running, joining_prompts = [[1, 2, 3, 4, 5], [6, 7]], [[8, 9, 10, 11] * 5, [12, 13]]
-
-    def laid_out():
-        cache = RowCache.allocate(model, 4, 64)
-        first = Prefill.start(cache, model, [0, 1], running, [0, 0])
-        first.feed(model)
-        first.finish(cache, np.zeros(4, dtype=bool))
-        return cache, Prefill.start(cache, model, [2, 3], joining_prompts, [0, 0])
-    (apart, joining), (together, mixed) = laid_out(), laid_out()
-    assert mixed_applies(model, together, mixed)
-    tokens, active = np.array([14, 15]), np.array([True, True])
-    for chunk in (7, 13):
-        decoded = apart.decode(model, 2, tokens, active)
-        joining.feed(model, chunk)
-        both = mixed_step(model, together, 2, tokens, active, mixed, chunk)
-        np.testing.assert_allclose(both, decoded, rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(mixed.logits, joining.logits, rtol=1e-4, atol=1e-4)
-    assert mixed.done
-
-
-def test_a_mixed_step_over_budget_shrinks_the_next_chunks_share():
-    """The guard: one mixed step past ratio decode steps (7 streams' gaps at once, the p99)
-    shrinks the chunk's share of the budget; steps within it give the share back."""
-    keys = 3000.0
-    budget = PrefillBudget(keys)
-    for _ in range(3):
-        budget.decoded(0.1)
-    for chunk in (8, 12, 16):                               # 0.001 s a unit: within budget
-        budget.fed_beside(1, chunk, 0, 0.1 + 0.001 * chunk_work(1, chunk, 0, keys))
-    assert budget.share == 1.0
-    wide = budget.fitting(1, 0, beside=True)
-    budget.fed_beside(1, 16, 0, 0.1 * budget.ratio + 0.05)  # over budget (a stall, or a cliff)
-    assert budget.share == pytest.approx(GUARD)
-    assert budget.fitting(1, 0, beside=True) < wide
-    for _ in range(40):
-        budget.fed_beside(1, 16, 0, 0.1 + 0.001 * chunk_work(1, 16, 0, keys))
-    assert budget.share == 1.0
-    for _ in range(40):                                     # a machine stalled throughout
-        budget.fed_beside(1, 1, 0, 10.0)
-    assert budget.share == pytest.approx(FLOOR) and budget.chunk(1, 0, decoding=True) >= 1
-
-
-def test_the_first_mixed_chunk_is_the_small_probe_whatever_was_fed_apart():
-    """The first prompts are fed apart (nothing decodes); their chunks' seconds hold a
-    forward's fixed cost a mixed step does not pay, so they neither size nor skip the mixed
-    steps' probes: the first mixed chunk is PROBE // 4 and then the ramp."""
-    keys = 3000.0
-    budget = PrefillBudget(keys)
-    budget.fed(7, 40, 0, 1.0)
-    budget.fed(7, 40, 0, 1.0)                  # two apart chunks: an apart step would use them
-    budget.decoded(0.1)
-    assert budget.chunk(1, 0, decoding=True, beside=True) == PROBE // 4
-    budget.fed_beside(1, PROBE // 4, 0, 0.1)
-    assert budget.chunk(1, 0, decoding=True, beside=True) == 6
-    budget.fed_beside(1, 6, 0, 0.1 + 0.01)
-    assert budget.cost() == budget.cost(beside=True) != budget.cost(beside=False)
